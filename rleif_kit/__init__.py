@@ -1,0 +1,7 @@
+"""rleif-kit: a notebook-driven reproduction kit for RLEIF (Reinforced Evol-Instruct).
+
+Each pipeline stage is a plain function ``run_<stage>(cfg, paths)`` that a numbered notebook
+under ``notebooks/`` calls; ``rleif run params/<run>.toml`` runs those notebooks headless.
+"""
+
+__version__ = "0.1.0"
