@@ -1,0 +1,90 @@
+"""The ``rleif`` command.
+
+    rleif run params/tiny-cpu.toml [--stages 03_sft,...] [--set section.key=value ...] [--settings FILE]
+    rleif check-api --settings settings.json
+    rleif config params/tiny-cpu.toml [--set ...]      # validate and print the resolved config
+
+User errors (a bad config, a missing key, a model that resolves nowhere, a failed stage) print a
+few plain lines and exit non-zero, without a Python traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rleif", description="RLEIF reproduction kit")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the pipeline's notebooks headless with papermill")
+    run.add_argument("params", help="run config, e.g. params/tiny-cpu.toml")
+    run.add_argument("--stages", help="comma-separated stages, e.g. 03_sft or sft (default: all)")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                     help="override a config value (repeatable)")
+    run.add_argument("--settings", help="endpoint settings (settings.json); optional")
+    run.add_argument("--report-dir", help="where executed notebooks go (default reports/<run-name>)")
+
+    check = sub.add_parser("check-api", help="one chat round trip per configured model")
+    check.add_argument("--settings", default="settings.json")
+    check.add_argument("--roles", help="comma-separated roles (default: all configured)")
+
+    config = sub.add_parser("config", help="validate a run config and print it resolved")
+    config.add_argument("params")
+    config.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    return p
+
+
+def _run(args) -> int:
+    from rleif_kit.runner import run_pipeline
+
+    runs = run_pipeline(args.params, args.stages, args.overrides, args.settings, args.report_dir)
+    total = sum(r.seconds for r in runs)
+    print(f"done: {len(runs)} stage(s) in {total:.0f}s; reports in {runs[-1].output.parent if runs else '-'}")
+    return 0
+
+
+def _check_api(args) -> int:
+    from rleif_kit.check_api import check_api, format_check_table
+    from rleif_kit.settings import load_settings
+
+    settings = load_settings(args.settings)
+    roles = [r.strip() for r in args.roles.split(",")] if args.roles else None
+    rows = check_api(settings, roles=roles)
+    print(format_check_table(rows))
+    return 0 if all(r.ok for r in rows) else 1
+
+
+def _config(args) -> int:
+    from rleif_kit.config import load_config, to_toml
+
+    print(to_toml(load_config(args.params, args.overrides)), end="")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rleif_kit.config import ConfigError
+
+    args = _parser().parse_args(argv)
+    handlers = {"run": _run, "check-api": _check_api, "config": _config}
+    user_errors: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError)
+    try:
+        from rleif_kit.models import ModelNotFound
+        from rleif_kit.runner import StageFailed
+        from rleif_kit.settings import SettingsError
+
+        user_errors += (ModelNotFound, StageFailed, SettingsError, ValueError)
+        code = handlers[args.command](args)
+    except user_errors as e:
+        print(f"rleif {args.command}: error:\n{e}" if "\n" in str(e) else f"rleif {args.command}: error: {e}",
+              file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        code = 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

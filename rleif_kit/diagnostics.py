@@ -1,0 +1,83 @@
+"""Health checks, each returning a :class:`Verdict`: ok / warn / fail, the numbers, the thresholds, advice.
+
+Every stage runs its own checks here; the diagnostics notebook and ``rleif doctor`` show them all.
+Thresholds come from the ``[diagnostics]`` config section, never from constants in a check.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+from rleif_kit.sections import DiagnosticsConfig
+
+STATUSES = ("ok", "warn", "fail")
+STEP_MARKER = re.compile(r"(?:^|\s)(?:Step\s*\d+\s*[:.)]|\d+[.)]\s)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of one check, with everything a person needs to act on it."""
+
+    check: str
+    status: str
+    numbers: dict[str, Any] = field(default_factory=dict)
+    thresholds: dict[str, Any] = field(default_factory=dict)
+    advice: str = ""
+    source: str = ""  # the artifact the numbers came from
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def line(self) -> str:
+        nums = ", ".join(f"{k}={_fmt(v)}" for k, v in self.numbers.items())
+        return f"[{self.status.upper():4}] {self.check}: {nums}" + (f" — {self.advice}" if self.advice else "")
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def check_sft_learning(acc_before: float, acc_after: float, cfg: DiagnosticsConfig,
+                       source: str = "03_sft/eval.jsonl") -> Verdict:
+    """Did SFT teach anything? Compare held-out accuracy before and after training."""
+    gain = acc_after - acc_before
+    numbers = {"accuracy_before": acc_before, "accuracy_after": acc_after, "gain": gain}
+    thresholds = {"sft_min_gain": cfg.sft_min_gain}
+    if gain >= cfg.sft_min_gain:
+        return Verdict("sft_learning", "ok", numbers, thresholds, source=source)
+    status = "fail" if gain <= 0 else "warn"
+    advice = ("SFT did not raise held-out accuracy: check the prompt format matches evaluation, the data has "
+              "step-by-step answers, and raise [sft] max_steps/epochs or lr.")
+    return Verdict("sft_learning", status, numbers, thresholds, advice, source)
+
+
+def has_step_markers(solution: str) -> bool:
+    """True when a solution shows explicit steps ("Step 1:", "1." / "1)" lists) — two or more of them."""
+    return len(STEP_MARKER.findall(solution)) >= 2 or solution.strip().lower().startswith("step 1")
+
+
+def check_step_format(responses: Sequence[str], cfg: DiagnosticsConfig, seed: int = 0,
+                      source: str = "03_sft/train.jsonl") -> Verdict:
+    """The PRM scores step by step: a solution without explicit steps becomes one step and rA is always 1."""
+    pool = list(responses)
+    k = cfg.step_marker_sample
+    sample = pool if k == 0 or k >= len(pool) else random.Random(seed).sample(pool, k)
+    share = sum(map(has_step_markers, sample)) / len(sample) if sample else 0.0
+    numbers = {"sampled": len(sample), "share_with_steps": share}
+    thresholds = {"step_marker_min_share": cfg.step_marker_min_share}
+    if share >= cfg.step_marker_min_share:
+        return Verdict("step_format", "ok", numbers, thresholds, source=source)
+    advice = ("Too few solutions have explicit steps: normalise them to 'Step 1: ... The answer is: X' or "
+              "rewrite them through the evolution model before SFT.")
+    return Verdict("step_format", "fail", numbers, thresholds, advice, source)

@@ -1,0 +1,1 @@
+"""Evaluation: prompt formats, answer extraction, generation and benchmark runners."""

@@ -1,0 +1,39 @@
+"""Batched generation with a local transformers model (greedy by default)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+
+def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int, batch_size: int = 16,
+             desc: str = "generating", do_sample: bool = False, temperature: float = 1.0,
+             top_p: float = 1.0, progress: bool = True) -> list[str]:
+    """One completion per prompt, decoded without the prompt and without special tokens.
+
+    Prompts are left-padded so every row's new tokens start at the same column; generation stops at
+    EOS. The model's train/eval mode is restored afterwards.
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    was_training = model.training
+    model.eval()
+    tokenizer.padding_side = "left"
+    device = next(model.parameters()).device
+    outputs: list[str] = []
+    sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p} if do_sample else {"do_sample": False}
+    bar = tqdm(total=len(prompts), desc=desc, disable=not progress)
+    try:
+        for start in range(0, len(prompts), batch_size):
+            batch = list(prompts[start:start + batch_size])
+            enc = tokenizer(batch, return_tensors="pt", padding=True).to(device)
+            with torch.no_grad():
+                out = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                                     eos_token_id=tokenizer.eos_token_id, **sampling)
+            new = out[:, enc["input_ids"].shape[1]:]
+            outputs.extend(tokenizer.batch_decode(new, skip_special_tokens=True))
+            bar.update(len(batch))
+    finally:
+        bar.close()
+        model.train(was_training)
+    return outputs

@@ -1,0 +1,75 @@
+"""The one place that knows where each artifact lives under ``[base].output_dir``.
+
+Stages read what earlier stages wrote only through these names, so moving a file is a one-line
+change here. The layout is the run directory of DESIGN.md §3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+STAGES = ("00_setup", "01_evolve", "02_dedup", "03_sft", "04_reward_models", "05_ppo", "06_eval",
+          "07_reward_diagnostics")
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Artifact paths of one run: ``output_dir`` holds the artifacts, ``report_dir`` the notebooks."""
+
+    output_dir: Path
+    report_dir: Path
+
+    def stage(self, name: str) -> Path:
+        """``<output_dir>/<stage>/``, created on first use."""
+        if name not in STAGES:
+            raise ValueError(f"unknown stage {name!r}; stages are {', '.join(STAGES)}")
+        d = self.output_dir / name
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    # run level
+    @property
+    def resolved_config(self) -> Path:
+        return self.output_dir / "config.resolved.toml"
+
+    @property
+    def manifest(self) -> Path:
+        return self.output_dir / "manifest.json"
+
+    @property
+    def metrics(self) -> Path:
+        return self.report_dir / "metrics.json"
+
+    @property
+    def figures(self) -> Path:
+        d = self.report_dir / "figures"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    # 03_sft
+    @property
+    def sft_data(self) -> Path:
+        """The SFT examples actually trained on (prompt/completion), as built by the SFT stage."""
+        return self.stage("03_sft") / "train.jsonl"
+
+    @property
+    def sft_model(self) -> Path:
+        return self.stage("03_sft") / "model"
+
+    @property
+    def sft_checkpoints(self) -> Path:
+        return self.stage("03_sft") / "checkpoints"
+
+    @property
+    def sft_log(self) -> Path:
+        return self.stage("03_sft") / "log.jsonl"
+
+    @property
+    def sft_eval(self) -> Path:
+        return self.stage("03_sft") / "eval.jsonl"
+
+    # the arithmetic world's fixed splits
+    @property
+    def arith_heldout(self) -> Path:
+        return self.output_dir / "arith" / "heldout.jsonl"

@@ -1,0 +1,53 @@
+"""``plot_*(data) -> Figure``: plotting only, no computation beyond what a chart needs.
+
+Figures are also saved as PNG under ``reports/<run>/figures/`` (``save_figure``) so the run's
+HTML report can show them without a kernel.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+STATUS_COLORS = {"ok": "#2e7d32", "warn": "#f9a825", "fail": "#c62828"}
+
+
+def plot_loss_curve(log: Sequence[dict], title: str = "SFT training loss") -> Figure:
+    """Loss (and learning rate, on a second axis) against the optimizer step."""
+    rows = [r for r in log if "loss" in r]
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.plot([r["step"] for r in rows], [float(r["loss"]) for r in rows], marker=".", color="#1f77b4")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if rows and "learning_rate" in rows[0]:
+        ax2 = ax.twinx()
+        ax2.plot([r["step"] for r in rows], [float(r["learning_rate"]) for r in rows], color="#999", lw=1)
+        ax2.set_ylabel("learning rate", color="#777")
+    fig.tight_layout()
+    return fig
+
+
+def plot_accuracy_bars(values: dict[str, float], title: str = "Held-out accuracy") -> Figure:
+    """One bar per model or setting, labelled with its accuracy in percent."""
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    names, accs = list(values), [100 * float(v) for v in values.values()]
+    bars = ax.bar(names, accs, color=["#9e9e9e", "#1f77b4", "#ff7f0e", "#2ca02c"][: len(names)])
+    ax.bar_label(bars, labels=[f"{a:.1f}%" for a in accs])
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("accuracy (%)")
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def save_figure(fig: Figure, figures_dir: str | Path, name: str) -> Path:
+    """Write ``fig`` as ``<figures_dir>/<name>.png`` and return the path."""
+    path = Path(figures_dir) / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    return path

@@ -1,0 +1,61 @@
+"""Recorded figures: ``record(name, value)`` → ``reports/<run>/metrics.json``, one object per stage.
+
+Notebooks end with a ``record(...)`` cell; tests, baselines and the report read these numbers, so
+their names are documented in the README ("Recorded metrics"). The file is rewritten atomically
+(write to a temporary file, then rename) so a crash never leaves half a JSON document.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+_current: dict[str, Any] = {"path": None, "stage": None}
+
+
+def set_target(metrics_path: str | Path, stage: str) -> None:
+    """Where ``record`` writes from now on (``setup`` calls this for each notebook)."""
+    _current["path"] = Path(metrics_path)
+    _current["stage"] = stage
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def read_records(path: str | Path) -> dict[str, dict[str, Any]]:
+    """All recorded figures of a run, keyed by stage; ``{}`` when nothing was recorded yet."""
+    p = Path(path)
+    return json.loads(p.read_text(encoding="utf-8")) if p.exists() else {}
+
+
+def record(name: str, value: Any, stage: str | None = None) -> Any:
+    """Record one figure of the current stage (and return it, so a notebook cell shows it)."""
+    path, stage = _current["path"], stage or _current["stage"]
+    if path is None or stage is None:
+        raise RuntimeError("record() needs setup(...) to have run first in this notebook")
+    data = read_records(path)
+    data.setdefault(stage, {})[name] = _jsonable(value)
+    write_json_atomic(path, data)
+    return value

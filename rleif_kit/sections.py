@@ -1,0 +1,208 @@
+"""One frozen dataclass per TOML section. Defaults are the reference 7B recipe (WizardMath-7B).
+
+Each field carries its help text and, where a value can be out of range, a ``check``: a function
+returning ``None`` when the value is fine, else what was expected. ``config.py`` reads these.
+The README's reference table lists the same keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable
+
+
+def opt(default: Any, help: str, check: Callable[[Any], str | None] | None = None, **kw):
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help, "check": check})
+    return field(default=default, metadata={"help": help, "check": check}, **kw)
+
+
+def required(help: str, check=None):
+    return field(metadata={"help": help, "check": check})
+
+
+def positive(v):
+    return None if v > 0 else "a value > 0"
+
+
+def non_negative(v):
+    return None if v >= 0 else "a value >= 0"
+
+
+def unit(v):
+    return None if 0 <= v <= 1 else "a value in [0, 1]"
+
+
+def at_least(n):
+    return lambda v: None if v >= n else f"a value >= {n}"
+
+
+def steps_or_epochs(v):
+    return None if v == -1 or v > 0 else "-1 (use epochs) or a number of steps > 0"
+
+
+def one_of(*choices):
+    return lambda v: None if v in choices else "one of " + ", ".join(repr(c) for c in choices)
+
+
+def subset_of(*choices):
+    def check(values):
+        bad = [v for v in values if v not in choices]
+        return None if not bad else f"a list drawn from {', '.join(choices)} (unknown: {', '.join(bad)})"
+    return check
+
+
+def nonempty(v):
+    return None if v.strip() else "a non-empty string"
+
+
+def formula(v):
+    from rleif_kit.rewards import FormulaError, parse_reward_formula
+
+    try:
+        parse_reward_formula(v)
+    except FormulaError as e:
+        return f"an expression over rI and rA ({e})"
+    return None
+
+
+class _Section:
+    def problems(self) -> list[tuple[str, str]]:
+        out = []
+        for f in fields(self):
+            check = f.metadata.get("check")
+            problem = check(getattr(self, f.name)) if check else None
+            if problem:
+                out.append((f.name, problem))
+        out.extend(self.cross_problems())
+        return out
+
+    def cross_problems(self) -> list[tuple[str, str]]:
+        return []
+
+
+@dataclass(frozen=True)
+class BaseConfig(_Section):
+    model_name: str = required("base model: a local directory or a Hugging Face hub id", nonempty)
+    output_dir: str = opt("./rleif_output", "where the run's artifacts go (relative to where rleif runs)", nonempty)
+    seed: int = opt(42, "random seed for data sampling and training", non_negative)
+    bf16: bool = opt(True, "train in bfloat16 where the hardware has it; otherwise fp32 with a warning")
+    run_name: str = opt("", "name of the run's report folder reports/<run_name>; default: the params file name")
+    world: str = opt("math", "'math' (GSM8k/MATH data) or 'arith' (the offline arithmetic world)",
+                     one_of("math", "arith"))
+    threads: int = opt(0, "torch CPU threads; 0 = torch's default. Fixed in the tiny preset for repeatability",
+                       non_negative)
+
+
+@dataclass(frozen=True)
+class TinyConfig(_Section):
+    build: bool = opt(False, "build the offline tiny Llama at [base].model_name when that directory is missing")
+    vocab_size: int = opt(1000, "tokenizer vocabulary size (BPE trained on the arithmetic world)", at_least(300))
+    hidden_size: int = opt(128, "hidden size", positive)
+    layers: int = opt(2, "transformer layers", positive)
+    heads: int = opt(4, "attention heads (must divide hidden_size)", positive)
+    intermediate_size: int = opt(256, "MLP size", positive)
+    corpus_problems: int = opt(3000, "arithmetic problems the tokenizer is trained on", positive)
+
+    def cross_problems(self):
+        return [] if self.hidden_size % self.heads == 0 else [("heads", f"a divisor of hidden_size ({self.hidden_size})")]
+
+
+@dataclass(frozen=True)
+class ArithConfig(_Section):
+    min_steps: int = opt(1, "fewest steps of a generated problem", positive)
+    max_steps: int = opt(3, "most steps of a generated problem", positive)
+    max_operand: int = opt(20, "largest start quantity and add/subtract operand", at_least(2))
+    heldout_size: int = opt(1000, "held-out problems kept out of every training set", positive)
+
+
+@dataclass(frozen=True)
+class SFTConfig(_Section):
+    dataset: str = opt("gsm8k_math_stepwise_15k.jsonl",
+                       "step-by-step JSONL (instruction, response), or 'arith:N' for N problems of the arithmetic world",
+                       nonempty)
+    open_domain_samples: int = opt(1500, "open-domain examples mixed into SFT", non_negative)
+    open_domain_path: str = opt("./data/open_domain.jsonl", "JSONL of open-domain instruction/response pairs")
+    max_seq_len: int = opt(2048, "longest tokenized example; longer ones are truncated", positive)
+    epochs: float = opt(3.0, "training epochs (ignored when max_steps > 0)", positive)
+    max_steps: int = opt(-1, "optimizer steps; -1 = use epochs", steps_or_epochs)
+    lr: float = opt(2.0e-5, "peak learning rate", positive)
+    batch_size: int = opt(4, "examples per device per step", positive)
+    grad_accum: int = opt(8, "gradient accumulation steps", positive)
+    warmup_ratio: float = opt(0.03, "share of steps with linear warm-up", unit)
+    lr_scheduler: str = opt("cosine", "learning-rate schedule", one_of("cosine", "linear", "constant"))
+    weight_decay: float = opt(0.0, "AdamW weight decay", non_negative)
+    finetune: str = opt("qlora", "'qlora' (4-bit NF4 base + LoRA), 'lora' or 'full' fine-tuning",
+                        one_of("qlora", "lora", "full"))
+    lora_r: int = opt(64, "LoRA rank", positive)
+    lora_alpha: int = opt(16, "LoRA alpha", positive)
+    lora_dropout: float = opt(0.05, "LoRA dropout", unit)
+    lora_targets: list[str] = opt(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+                                  "module names LoRA adapts")
+    gradient_checkpointing: bool = opt(True, "recompute activations to save memory (slower)")
+    logging_steps: int = opt(10, "log the loss every N steps", positive)
+    save_steps: int = opt(200, "checkpoint every N steps (resume picks up the last one)", positive)
+    eval_samples: int = opt(200, "held-out problems for the greedy exact-answer accuracy after SFT", non_negative)
+    report_to: list[str] = opt([], "trainer loggers, e.g. ['tensorboard']; [] = none")
+
+
+@dataclass(frozen=True)
+class EvolInstructConfig(_Section):
+    rounds: int = opt(8, "evolution rounds", positive)
+    evolve_down_ratio: float = opt(0.3, "share of downward operators (simpler / new topic)", unit)
+    evolve_up_ratio: float = opt(0.7, "share of upward operators (constraints / concretize / reasoning)", unit)
+    temperature: float = opt(0.9, "sampling temperature of the evolver", non_negative)
+    top_p: float = opt(0.95, "nucleus sampling", lambda v: None if 0 < v <= 1 else "a value in (0, 1]")
+    max_new_tokens: int = opt(1024, "longest evolved instruction", positive)
+    dedup_threshold: float = opt(0.85, "cosine similarity at or above which an instruction is a duplicate",
+                                 lambda v: None if 0 < v <= 1 else "a value in (0, 1]")
+
+    def cross_problems(self):
+        total = self.evolve_down_ratio + self.evolve_up_ratio
+        if abs(total - 1.0) > 1e-6:
+            return [("evolve_up_ratio", f"evolve_up_ratio + evolve_down_ratio = 1 (they sum to {total:g})")]
+        return []
+
+
+@dataclass(frozen=True)
+class RewardModelConfig(_Section):
+    irm_base: str = opt("Wizard-E-7B", "base of the instruction reward model (path or hub id)", nonempty)
+    prm_base: str = opt("Llama-2-7b-hf", "base of the process reward model (path or hub id)", nonempty)
+    irm_samples_per_instruction: int = opt(4, "evolved variants ranked together per seed instruction", at_least(2))
+    prm_step_label: str = opt("chatgpt_judged", "how PRM step labels are made",
+                              one_of("chatgpt_judged", "verifier"))
+    rm_lr: float = opt(1.0e-5, "reward-model learning rate", positive)
+    rm_epochs: float = opt(2.0, "reward-model epochs", positive)
+    rm_batch_size: int = opt(8, "reward-model batch size", positive)
+
+
+@dataclass(frozen=True)
+class PPOConfig(_Section):
+    total_steps: int = opt(2000, "PPO steps (one rollout batch and its updates each)", positive)
+    lr: float = opt(1.0e-6, "policy learning rate", positive)
+    kl_coef: float = opt(0.05, "per-token KL penalty against the SFT policy", non_negative)
+    gamma: float = opt(1.0, "GAE discount", unit)
+    lam: float = opt(0.95, "GAE lambda", unit)
+    clip_range: float = opt(0.2, "PPO ratio clip", positive)
+    reward_formula: str = opt("rI * rA", "reward from rI (IRM) and rA (PRM): numbers, + - * /, min, max, ()",
+                              formula)
+    rollout_batch: int = opt(64, "prompts per rollout batch", positive)
+    mini_batch: int = opt(8, "examples per PPO update", positive)
+
+
+@dataclass(frozen=True)
+class EvalConfig(_Section):
+    benchmarks: list[str] = opt(["gsm8k", "math"], "benchmarks to run",
+                                subset_of("gsm8k", "math", "humaneval", "arith"))
+    cot_prompt: bool = opt(True, "append \"Let's think step by step.\" to the Alpaca response header")
+    max_new_tokens: int = opt(512, "longest generated answer", positive)
+    batch_size: int = opt(16, "prompts per generation batch (local models)", positive)
+
+
+@dataclass(frozen=True)
+class DiagnosticsConfig(_Section):
+    sft_min_gain: float = opt(0.05, "SFT must raise held-out accuracy over the untrained model by this much "
+                                    "(absolute) to be ok; no gain at all fails", unit)
+    step_marker_min_share: float = opt(0.9, "share of SFT examples with explicit step markers below which "
+                                            "the step-format check fails (the PRM needs steps)", unit)
+    step_marker_sample: int = opt(10, "SFT examples sampled by the step-format check; 0 = all", non_negative)

@@ -1,0 +1,202 @@
+"""Stage 03: supervised fine-tuning with TRL's SFTTrainer (QLoRA, LoRA or full fine-tuning).
+
+Reads the step-by-step data and open-domain samples (``sft_data.py``), trains with the loss on the
+response only, checkpoints every ``[sft].save_steps`` (a rerun resumes from the last checkpoint),
+and saves the model (adapter, or full weights) plus tokenizer to ``03_sft/model``. On the
+arithmetic world it also measures greedy held-out accuracy before and after training.
+
+    python -m rleif_kit.sft --params params/tiny-cpu.toml
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rleif_kit.config import RunConfig
+from rleif_kit.diagnostics import Verdict, check_sft_learning, check_step_format
+from rleif_kit.paths import RunPaths
+
+
+@dataclass
+class SFTResult:
+    model_dir: Path
+    finetune: str
+    examples: int
+    steps: int
+    runtime_s: float
+    log: list[dict] = field(default_factory=list)  # one row per logging step: step, loss, learning_rate, ...
+    accuracy_before: float | None = None
+    accuracy_after: float | None = None
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    @property
+    def first_loss(self) -> float:
+        return next(r["loss"] for r in self.log if "loss" in r)
+
+    @property
+    def final_loss(self) -> float:
+        return [r["loss"] for r in self.log if "loss" in r][-1]
+
+
+def _log_callback(path: Path):
+    from transformers import TrainerCallback
+
+    class JsonlLog(TrainerCallback):
+        """Appends each logged row (step, loss, lr, ...) to ``03_sft/log.jsonl`` as it happens."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and state.is_world_process_zero:
+                with open(path, "a", encoding="utf-8") as f:
+                    f.write(json.dumps({"step": state.global_step, **logs}) + "\n")
+
+    return JsonlLog()
+
+
+def _report_to(requested: list[str]) -> list[str]:
+    import importlib.util
+
+    out = []
+    for name in requested:
+        if name == "tensorboard" and importlib.util.find_spec("tensorboard") is None:
+            print("note: report_to tensorboard skipped: tensorboard is not installed")
+            continue
+        out.append(name)
+    return out or ["none"]
+
+
+def _trainer_args(cfg: RunConfig, paths: RunPaths, bf16: bool):
+    import torch
+    from trl import SFTConfig
+
+    s = cfg.sft
+    return SFTConfig(
+        output_dir=str(paths.sft_checkpoints), seed=cfg.base.seed, data_seed=cfg.base.seed,
+        max_length=s.max_seq_len, completion_only_loss=True, packing=False,
+        num_train_epochs=s.epochs, max_steps=s.max_steps, learning_rate=s.lr,
+        per_device_train_batch_size=s.batch_size, gradient_accumulation_steps=s.grad_accum,
+        warmup_steps=s.warmup_ratio, lr_scheduler_type=s.lr_scheduler, weight_decay=s.weight_decay,
+        gradient_checkpointing=s.gradient_checkpointing and s.finetune != "full",
+        logging_steps=s.logging_steps, save_strategy="steps", save_steps=s.save_steps, save_total_limit=2,
+        bf16=bf16, use_cpu=not torch.cuda.is_available(), report_to=_report_to(s.report_to),
+        dataloader_num_workers=0,
+    )
+
+
+def _last_checkpoint(directory: Path) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(directory)) if directory.is_dir() else None
+
+
+def train_sft(cfg: RunConfig, paths: RunPaths, examples: list[dict], base_path: str) -> tuple[Any, Any, dict]:
+    """Train on ``examples``; returns (trainer, tokenizer, initial trainable parameters)."""
+    from datasets import Dataset
+    from trl import SFTTrainer
+
+    from rleif_kit.models import load_for_training, load_tokenizer, trainable_parameters, use_bf16
+
+    bf16 = use_bf16(cfg.base.bf16)
+    tokenizer = load_tokenizer(base_path)
+    tokenizer.padding_side = "right"
+    model = load_for_training(base_path, cfg.sft, bf16)
+    initial = trainable_parameters(model)
+    data = Dataset.from_list([{"prompt": e["prompt"], "completion": e["completion"]} for e in examples])
+    trainer = SFTTrainer(model=model, args=_trainer_args(cfg, paths, bf16), train_dataset=data,
+                         processing_class=tokenizer, callbacks=[_log_callback(paths.sft_log)])
+    trainer.train(resume_from_checkpoint=_last_checkpoint(paths.sft_checkpoints))
+    return trainer, tokenizer, initial
+
+
+def save_model(trainer: Any, tokenizer: Any, out_dir: Path, info: dict) -> None:
+    """Adapter (LoRA/QLoRA) or full weights, plus the tokenizer and ``sft_info.json``, in standard formats."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    trainer.model.save_pretrained(out_dir)
+    tokenizer.padding_side = "left"
+    tokenizer.save_pretrained(out_dir)
+    (out_dir / "sft_info.json").write_text(json.dumps(info, indent=2) + "\n")
+
+
+def load_sft_model(model_dir: str | Path):
+    """The SFT policy for inference: a full model, or the base with its adapter merged."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from rleif_kit.models import load_tokenizer
+
+    model_dir = Path(model_dir)
+    info = json.loads((model_dir / "sft_info.json").read_text())
+    if info["finetune"] == "full":
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    else:
+        from peft import PeftModel
+
+        base = AutoModelForCausalLM.from_pretrained(info["base_model"], dtype=torch.float32)
+        model = PeftModel.from_pretrained(base, model_dir).merge_and_unload()
+    return model, load_tokenizer(str(model_dir))
+
+
+def _arith_accuracy(cfg: RunConfig, paths: RunPaths, model: Any, tokenizer: Any, tag: str) -> float | None:
+    from rleif_kit.evaluation.arith_bench import evaluate_arith
+    from rleif_kit.sft_data import heldout_problems
+
+    if cfg.base.world != "arith" or cfg.sft.eval_samples == 0:
+        return None
+    problems = heldout_problems(cfg, paths)[: cfg.sft.eval_samples]
+    result = evaluate_arith(model, tokenizer, problems, cot=cfg.eval.cot_prompt,
+                            max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size,
+                            out_path=paths.stage("03_sft") / f"eval_{tag}.jsonl", desc=f"held-out ({tag})")
+    return result["accuracy"]
+
+
+def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
+    """Build the data, measure the untrained model, train, save, measure again."""
+    from rleif_kit.models import ensure_base_model, load_tokenizer
+    from rleif_kit.sft_data import build_sft_examples
+
+    base_path = ensure_base_model(cfg)
+    examples = build_sft_examples(cfg, paths)
+    verdicts = [check_step_format([e["completion"] for e in examples if e["source"] == "stepwise"],
+                                  cfg.diagnostics, seed=cfg.base.seed)]
+    acc_before = None
+    if cfg.base.world == "arith" and cfg.sft.eval_samples:
+        from transformers import AutoModelForCausalLM
+
+        base = AutoModelForCausalLM.from_pretrained(base_path)
+        acc_before = _arith_accuracy(cfg, paths, base, load_tokenizer(base_path), "before")
+        del base
+    start = time.perf_counter()
+    trainer, tokenizer, _ = train_sft(cfg, paths, examples, base_path)
+    runtime = time.perf_counter() - start
+    save_model(trainer, tokenizer, paths.sft_model,
+               {"finetune": cfg.sft.finetune, "base_model": base_path, "steps": trainer.state.global_step})
+    model = trainer.model.merge_and_unload() if cfg.sft.finetune != "full" else trainer.model
+    acc_after = _arith_accuracy(cfg, paths, model, tokenizer, "after")
+    if acc_before is not None and acc_after is not None:
+        verdicts.append(check_sft_learning(acc_before, acc_after, cfg.diagnostics))
+    log = [json.loads(line) for line in paths.sft_log.read_text().splitlines()] if paths.sft_log.exists() else []
+    return SFTResult(paths.sft_model, cfg.sft.finetune, len(examples), trainer.state.global_step, runtime,
+                     log, acc_before, acc_after, verdicts)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    from rleif_kit.setup import setup
+
+    parser = argparse.ArgumentParser(description="Run the SFT stage without a notebook.")
+    parser.add_argument("--params", required=True)
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    args = parser.parse_args(argv)
+    cfg, paths = setup(args.params, args.overrides, stage="03_sft")
+    result = run_sft(cfg, paths)
+    print(f"SFT done: {result.steps} steps in {result.runtime_s:.0f}s; model at {result.model_dir}")
+    for v in result.verdicts:
+        print(v.line())
+
+
+if __name__ == "__main__":
+    main()

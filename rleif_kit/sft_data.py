@@ -1,0 +1,118 @@
+"""Build the SFT examples: the step-by-step data of ``[sft].dataset`` plus open-domain samples.
+
+Every example is a ``prompt`` (the Alpaca / WizardMath prompt the evaluation uses) and a
+``completion`` (the response), so the trainer puts the loss on the response only.
+``[sft].dataset = "arith:N"`` draws N problems from the arithmetic world; its held-out split is
+written once per run (``paths.arith_heldout``) and never trained on.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Iterator
+
+from rleif_kit import arith
+from rleif_kit.config import RunConfig
+from rleif_kit.evaluation.prompts import math_prompt, sft_completion
+from rleif_kit.paths import RunPaths
+
+
+class DataError(ValueError):
+    pass
+
+
+def read_jsonl(path: str | Path) -> Iterator[dict]:
+    """Records of a JSONL file; a malformed line is an error naming the file and line number."""
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise DataError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+
+
+def write_jsonl(path: str | Path, records) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+def load_instructions(path: Path, what: str) -> list[dict]:
+    """``instruction``/``response`` records (``output`` is accepted for Alpaca-style files)."""
+    if not path.exists():
+        raise DataError(f"{what}: file not found: {path}")
+    out = []
+    for i, r in enumerate(read_jsonl(path)):
+        response = r.get("response", r.get("output"))
+        if not isinstance(r.get("instruction"), str) or not isinstance(response, str):
+            raise DataError(f"{path}: record {i + 1} needs string fields 'instruction' and 'response' "
+                            f"(has {sorted(r)})")
+        out.append({"id": str(r.get("id", f"{path.stem}-{i:06d}")), "instruction": r["instruction"],
+                    "response": response})
+    return out
+
+
+def arith_size(dataset: str) -> int | None:
+    """N for ``"arith:N"``, None for a file path."""
+    if not dataset.startswith("arith:"):
+        return None
+    try:
+        n = int(dataset.split(":", 1)[1])
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise DataError(f"[sft] dataset = {dataset!r}: expected 'arith:N' with N > 0")
+    return n
+
+
+def arith_splits(cfg: RunConfig, paths: RunPaths, train_n: int) -> tuple[list[dict], list[dict]]:
+    """Train problems and the run's fixed held-out problems (disjoint by question text)."""
+    train, heldout = arith.generate_splits(train_n, cfg.arith.heldout_size, seed=cfg.base.seed,
+                                           min_steps=cfg.arith.min_steps, max_steps=cfg.arith.max_steps,
+                                           max_operand=cfg.arith.max_operand)
+    if not paths.arith_heldout.exists():
+        write_jsonl(paths.arith_heldout, heldout)
+    return train, heldout
+
+
+def heldout_problems(cfg: RunConfig, paths: RunPaths) -> list[dict]:
+    """The run's arithmetic held-out set (written on first use)."""
+    if not paths.arith_heldout.exists():
+        arith_splits(cfg, paths, train_n=1)
+    return list(read_jsonl(paths.arith_heldout))
+
+
+def open_domain_sample(cfg: RunConfig) -> list[dict]:
+    """``[sft].open_domain_samples`` examples drawn (seeded) from ``[sft].open_domain_path``."""
+    n = cfg.sft.open_domain_samples
+    if n == 0:
+        return []
+    if not cfg.sft.open_domain_path:
+        raise DataError(f"[sft] open_domain_samples = {n} but open_domain_path is empty")
+    pool = load_instructions(cfg.resolve(cfg.sft.open_domain_path), "[sft] open_domain_path")
+    if len(pool) < n:
+        print(f"note: [sft] open_domain_samples = {n} but {cfg.sft.open_domain_path} has {len(pool)}; using all")
+        return pool
+    return random.Random(cfg.base.seed).sample(pool, n)
+
+
+def build_sft_examples(cfg: RunConfig, paths: RunPaths) -> list[dict]:
+    """The examples SFT trains on, shuffled with the run's seed and saved to ``paths.sft_data``."""
+    n = arith_size(cfg.sft.dataset)
+    if n is not None:
+        train, _ = arith_splits(cfg, paths, n)
+        stepwise = [{"id": r["id"], "instruction": r["question"], "response": r["solution"]} for r in train]
+    else:
+        stepwise = load_instructions(cfg.resolve(cfg.sft.dataset), "[sft] dataset")
+    cot = cfg.eval.cot_prompt
+    examples = [{"id": r["id"], "source": source, "prompt": math_prompt(r["instruction"], cot=cot),
+                 "completion": sft_completion(r["response"])}
+                for source, rows in (("stepwise", stepwise), ("open_domain", open_domain_sample(cfg)))
+                for r in rows]
+    random.Random(cfg.base.seed).shuffle(examples)
+    write_jsonl(paths.sft_data, examples)
+    return examples

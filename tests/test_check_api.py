@@ -1,0 +1,103 @@
+"""check_api against the loopback fake server: auth header, failures as rows, redaction."""
+
+from __future__ import annotations
+
+import pytest
+
+from rleif_kit.check_api import CheckRow, check_api, check_endpoint, format_check_table
+from rleif_kit.fake_openai import FakeOpenAIServer
+from rleif_kit.settings import SettingsError, parse_settings
+
+FAKE_KEY = "sk-test-7d41c0a9e2b86f35Wq8Z"
+ENV = "RLEIF_CHECK_TEST_KEY"
+
+
+def settings_for(server: FakeOpenAIServer, models=None, api_key_env=ENV):
+    return parse_settings({
+        "api": {"base_url": server.base_url, "api_key_env": api_key_env, "timeout": 5, "max_retries": 3},
+        "models": models or {"evolve": "evolver-model", "irm_judge": "judge-model"},
+    })
+
+
+def test_rows_ok_and_exact_bearer_header(monkeypatch):
+    monkeypatch.setenv(ENV, FAKE_KEY)
+    with FakeOpenAIServer(responder=lambda body: f"ok from {body['model']}") as server:
+        rows = check_api(settings_for(server))
+        received = server.requests
+    assert [(r.role, r.model, r.ok) for r in rows] == [("evolve", "evolver-model", True), ("irm_judge", "judge-model", True)]
+    assert rows[0].detail == "ok from evolver-model"
+    assert all(r.latency_s is not None and r.latency_s >= 0 for r in rows)
+    # positive control: the key really was sent, exactly once per role, as a bearer token
+    assert len(received) == 2
+    assert [req.headers["authorization"] for req in received] == [f"Bearer {FAKE_KEY}"] * 2
+    body = received[0].body
+    assert body["temperature"] == 0 and body["max_tokens"] <= 16 and body["model"] == "evolver-model"
+    table = format_check_table(rows)
+    assert FAKE_KEY not in table and FAKE_KEY[-4:] not in table
+    assert "evolver-model" in table and "ok from evolver-model" in table
+
+
+def test_401_detail_is_redacted(monkeypatch):
+    monkeypatch.setenv(ENV, FAKE_KEY)
+    with FakeOpenAIServer(require_key="sk-the-right-key-0000") as server:
+        (row,) = check_api(settings_for(server), roles=["evolve"])
+        assert server.counters["401"] == 1 and server.counters["requests"] == 1  # no retry on 401
+    assert not row.ok and row.latency_s is not None
+    assert row.detail.startswith("AuthenticationError: Error code: 401")
+    assert "Incorrect API key provided: sk-...[REDACTED]" in row.detail
+    assert FAKE_KEY[-4:] not in row.detail and FAKE_KEY not in format_check_table([row])
+
+
+def test_missing_env_var_gives_failed_row(monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    with FakeOpenAIServer() as server:
+        rows = check_api(settings_for(server))
+        assert server.requests == []
+    assert [r.ok for r in rows] == [False, False]
+    assert rows[0].latency_s is None
+    assert rows[0].detail == (
+        f"environment variable {ENV} is not set (settings.json: api.api_key_env); export it in the shell that runs rleif"
+    )
+    assert "-" in format_check_table(rows).splitlines()[1]
+
+
+def test_keyless_endpoint_sends_placeholder():
+    with FakeOpenAIServer() as server:
+        (row,) = check_api(settings_for(server, models={"math_eval": "m"}, api_key_env=None))
+        assert server.requests[0].headers["authorization"] == "Bearer not-needed"
+    assert row.ok
+
+
+def test_server_error_is_one_attempt_and_a_failed_row(monkeypatch):
+    monkeypatch.setenv(ENV, FAKE_KEY)
+    with FakeOpenAIServer(fail_rate=1.0, fail_modes=("500",)) as server:
+        (row,) = check_api(settings_for(server), roles=["irm_judge"])
+        assert server.counters["requests"] == 1  # ONE round trip: retries are off for the check
+    assert not row.ok and row.detail.startswith("InternalServerError: Error code: 500")
+
+
+def test_unknown_role_raises(monkeypatch):
+    monkeypatch.setenv(ENV, FAKE_KEY)
+    with FakeOpenAIServer() as server:
+        with pytest.raises(SettingsError, match="did you mean 'evolve'"):
+            check_api(settings_for(server), roles=["evolv"])
+
+
+def test_format_check_table_layout():
+    rows = [
+        CheckRow("evolve", "gpt-4-level-chat", "https://x.test", True, 0.1234, "ok"),
+        CheckRow("code_eval", "coder", "https://x.test", False, None, "E" * 100),
+    ]
+    lines = format_check_table(rows).splitlines()
+    assert lines[0].split() == ["role", "model", "status", "latency_ms", "detail"]
+    assert lines[1].split() == ["evolve", "gpt-4-level-chat", "ok", "123", "ok"]
+    assert lines[2].split()[:4] == ["code_eval", "coder", "error", "-"]
+    assert lines[2].endswith("E" * 57 + "...")
+    assert len({line.index(line.split()[2]) for line in lines}) == 1  # status column aligned
+
+
+def test_check_endpoint_redacts_its_own_key_without_settings(monkeypatch):
+    monkeypatch.setenv(ENV, FAKE_KEY)
+    with FakeOpenAIServer(require_key="sk-the-right-key-0000") as server:
+        row = check_endpoint(settings_for(server).endpoint("evolve"))
+    assert not row.ok and "sk-...[REDACTED]" in row.detail and FAKE_KEY[-4:] not in row.detail
