@@ -20,12 +20,13 @@ from rleif_kit.settings import (
     Settings,
     SettingsError,
     known_secrets,
+    load_settings,
     make_client,
     read_api_key,
     redact,
 )
 
-__all__ = ["CheckRow", "check_api", "check_endpoint", "format_check_table"]
+__all__ = ["CheckRow", "check_api", "check_endpoint", "check_settings_file", "format_check_table"]
 
 DETAIL_WIDTH = 60
 
@@ -131,3 +132,11 @@ def format_check_table(rows: Iterable[CheckRow]) -> str:
 
 def _truncate(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def check_settings_file(path: str | None) -> tuple[list[CheckRow], str]:
+    """Check every role of a settings file; without one, say the run uses local backends only."""
+    if not path:
+        return [], "no settings.json given: local backends only, no endpoint to check"
+    rows = check_api(load_settings(path))
+    return rows, format_check_table(rows)

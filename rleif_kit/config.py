@@ -130,7 +130,8 @@ def _build_section(source: str, name: str, raw: dict[str, Any], errors: list[str
             kwargs[f.name] = ""  # placeholder so the other keys still get checked
             reported.add(f.name)
     section = cls(**kwargs)
-    for key, problem in section.problems():
+    # rules across keys would read the defaults standing in for unknown or mistyped keys: skip them then
+    for key, problem in section.problems(cross=not reported):
         if key not in reported:
             errors.append(f"{_where(source, name, key, getattr(section, key))}: expected {problem}")
     return section
@@ -207,13 +208,18 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (), workdir: st
     return build_config(raw, source=str(path), overrides=overrides, workdir=workdir)
 
 
+# TOML basic strings: quote and backslash escaped, control characters (newline, tab, ...) never raw
+_TOML_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return '"' + "".join(_TOML_ESCAPES.get(c) or (f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7F else c)
+                             for c in value) + '"'
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     raise TypeError(f"cannot write {value!r} as TOML")

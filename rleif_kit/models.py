@@ -74,7 +74,10 @@ def tiny_corpus(cfg: RunConfig) -> list[str]:
     corpus = [math_prompt(r["question"], cot=True) + " " + r["solution"] for r in problems]
     open_domain = cfg.resolve(cfg.sft.open_domain_path) if cfg.sft.open_domain_path else None
     if open_domain and open_domain.exists():
-        corpus.extend(open_domain.read_text(encoding="utf-8").splitlines())
+        from rleif_kit.sft_data import load_instructions
+
+        corpus.extend(math_prompt(r["instruction"]) + " " + r["response"]
+                      for r in load_instructions(open_domain, "[sft] open_domain_path"))
     return corpus
 
 

@@ -24,7 +24,9 @@ def set_target(metrics_path: str | Path, stage: str) -> None:
 
 
 def _jsonable(value: Any) -> Any:
-    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
+    if hasattr(value, "tolist") and getattr(value, "ndim", 0) > 0:  # numpy arrays / torch tensors
+        value = value.tolist()  # (.item() only works for a single element)
+    elif hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -38,10 +40,14 @@ def _jsonable(value: Any) -> Any:
 def write_json_atomic(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)  # e.g. a value json cannot write: the old file stays, no stray *.tmp
+        raise
 
 
 def read_records(path: str | Path) -> dict[str, dict[str, Any]]:

@@ -67,14 +67,17 @@ def formula(v):
 
 
 class _Section:
-    def problems(self) -> list[tuple[str, str]]:
+    def problems(self, cross: bool = True) -> list[tuple[str, str]]:
+        """(key, what was expected) per out-of-range value; the rules across keys run only when every
+        single value is fine (they would divide by a zero or repeat an error), and only when ``cross``."""
         out = []
         for f in fields(self):
             check = f.metadata.get("check")
             problem = check(getattr(self, f.name)) if check else None
             if problem:
                 out.append((f.name, problem))
-        out.extend(self.cross_problems())
+        if cross and not out:
+            out.extend(self.cross_problems())
         return out
 
     def cross_problems(self) -> list[tuple[str, str]]:
@@ -105,7 +108,7 @@ class TinyConfig(_Section):
     corpus_problems: int = opt(3000, "arithmetic problems the tokenizer is trained on", positive)
 
     def cross_problems(self):
-        return [] if self.hidden_size % self.heads == 0 else [("heads", f"a divisor of hidden_size ({self.hidden_size})")]
+        return [] if self.heads <= 0 or self.hidden_size % self.heads == 0 else [("heads", f"a divisor of hidden_size ({self.hidden_size})")]
 
 
 @dataclass(frozen=True)

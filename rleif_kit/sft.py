@@ -79,7 +79,7 @@ def _trainer_args(cfg: RunConfig, paths: RunPaths, bf16: bool):
         num_train_epochs=s.epochs, max_steps=s.max_steps, learning_rate=s.lr,
         per_device_train_batch_size=s.batch_size, gradient_accumulation_steps=s.grad_accum,
         warmup_steps=s.warmup_ratio, lr_scheduler_type=s.lr_scheduler, weight_decay=s.weight_decay,
-        gradient_checkpointing=s.gradient_checkpointing and s.finetune != "full",
+        activation_checkpointing=s.gradient_checkpointing,
         logging_steps=s.logging_steps, save_strategy="steps", save_steps=s.save_steps, save_total_limit=2,
         bf16=bf16, use_cpu=not torch.cuda.is_available(), report_to=_report_to(s.report_to),
         dataloader_num_workers=0,

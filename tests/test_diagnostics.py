@@ -1,0 +1,106 @@
+"""Health checks (rleif_kit.diagnostics): Verdict, SFT learning, step markers, step format."""
+
+from __future__ import annotations
+
+import pytest
+
+from rleif_kit.diagnostics import Verdict, check_sft_learning, check_step_format, has_step_markers
+from rleif_kit.sections import DiagnosticsConfig
+
+CFG = DiagnosticsConfig(sft_min_gain=0.05, step_marker_min_share=0.9, step_marker_sample=0)
+STEPPED = "Step 1: 5 + 3 = 8. Step 2: 8 - 2 = 6. The answer is: 6"
+PLAIN = "Tom has 5 + 3 = 8 apples and gives away 2, so 8 - 2 = 6. The answer is: 6"
+
+
+# ---------------------------------------------------------------- Verdict
+
+def test_verdict_rejects_unknown_status():
+    with pytest.raises(ValueError, match="status must be one of"):
+        Verdict("x", "bad")
+
+
+def test_verdict_line_and_ok():
+    v = Verdict("sft_learning", "ok", {"gain": 0.05, "n": 200})
+    assert v.ok and v.line() == "[OK  ] sft_learning: gain=0.05, n=200"
+    w = Verdict("sft_learning", "warn", {"gain": 0.0412}, advice="train longer")
+    assert not w.ok and w.line() == "[WARN] sft_learning: gain=0.0412 — train longer"
+
+
+# ---------------------------------------------------------------- check_sft_learning (sft_min_gain 0.05)
+
+@pytest.mark.parametrize("before, after, status", [
+    (0.30, 0.35, "ok"),    # gain 0.05 = threshold (0.35 - 0.30 is 0.0499999... in floats)
+    (0.10, 0.60, "ok"),    # gain 0.50
+    (0.30, 0.34, "warn"),  # gain 0.04: some learning, not enough
+    (0.30, 0.31, "warn"),  # gain 0.01
+    (0.30, 0.30, "fail"),  # no gain
+    (0.30, 0.25, "fail"),  # worse after SFT
+])
+def test_sft_learning_status(before, after, status):
+    v = check_sft_learning(before, after, CFG)
+    assert v.status == status
+    assert v.numbers["gain"] == pytest.approx(after - before)
+    assert v.thresholds == {"sft_min_gain": 0.05}
+    assert bool(v.advice) == (status != "ok")
+
+
+def test_sft_learning_threshold_from_config():
+    # the same gain 0.04 is ok once the threshold is 0.04
+    assert check_sft_learning(0.30, 0.34, DiagnosticsConfig(sft_min_gain=0.04)).status == "ok"
+
+
+# ---------------------------------------------------------------- has_step_markers
+
+@pytest.mark.parametrize("solution, expected", [
+    (STEPPED, True),                                                        # canonical
+    ("Step 1: 5 + 3 = 8. The answer is: 8", True),                          # a one-step canonical solution
+    ("step 1) add 3.\nstep 2) take 2.", True),                              # case and ")" variants
+    ("1. Add 5 and 3 to get 8.\n2. Subtract 2 to get 6.\nThe answer is: 6", True),  # numbered list
+    ("First: 1) 5 + 3 = 8 2) 8 - 2 = 6", True),                             # inline list
+    (PLAIN, False),                                                         # one paragraph, no steps
+    ("He has 12 - 4 = 8. Then 8 * 2 = 16. The answer is: 16", False),       # sentences ending in numbers
+    ("The answer is: 5", False),
+    ("It costs 2.5 dollars, 3.75 with tax.", False),                        # decimals are not list items
+    ("", False),
+])
+def test_has_step_markers(solution, expected):
+    assert has_step_markers(solution) is expected
+
+
+# ---------------------------------------------------------------- check_step_format (min share 0.9)
+
+def test_step_format_all_sampled_ok_at_threshold():
+    v = check_step_format([STEPPED] * 9 + [PLAIN], CFG)  # sample 0 = all 10
+    assert v.status == "ok" and v.numbers == {"sampled": 10, "share_with_steps": 0.9}  # 9 / 10
+
+
+def test_step_format_all_sampled_fails_below_threshold():
+    v = check_step_format([STEPPED] * 8 + [PLAIN] * 2, CFG)
+    assert v.status == "fail" and v.numbers == {"sampled": 10, "share_with_steps": 0.8}  # 8 / 10
+    assert "explicit steps" in v.advice
+
+
+def test_step_format_sample_smaller_than_pool():
+    cfg = DiagnosticsConfig(step_marker_sample=3)
+    assert check_step_format([STEPPED] * 10, cfg).numbers == {"sampled": 3, "share_with_steps": 1.0}
+    assert check_step_format([PLAIN] * 10, cfg).numbers == {"sampled": 3, "share_with_steps": 0.0}
+
+
+def test_step_format_sample_is_seeded():
+    cfg = DiagnosticsConfig(step_marker_sample=5)
+    pool = [STEPPED] * 2 + [PLAIN] * 8
+    v = check_step_format(pool, cfg, seed=1)
+    assert v.numbers["sampled"] == 5
+    assert v.numbers["share_with_steps"] in (0.0, 0.2, 0.4)  # 0, 1 or 2 of the 5 have steps
+    assert v.status == "fail"
+    assert check_step_format(pool, cfg, seed=1) == v
+
+
+def test_step_format_sample_larger_than_pool_takes_all():
+    v = check_step_format([STEPPED, PLAIN], DiagnosticsConfig(step_marker_sample=10))
+    assert v.numbers == {"sampled": 2, "share_with_steps": 0.5}  # 1 / 2
+
+
+def test_step_format_empty_pool_fails():
+    v = check_step_format([], CFG)
+    assert v.status == "fail" and v.numbers == {"sampled": 0, "share_with_steps": 0.0}

@@ -1,0 +1,81 @@
+"""Notebook tests: the pipeline's notebooks run headless with papermill on the tiny preset, and the
+recorded metrics are asserted. Loopback servers only; no network.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, TINY_PARAMS, tiny_overrides
+from rleif_kit.fake_openai import FakeOpenAIServer
+from rleif_kit.records import read_records
+from rleif_kit.runner import run_pipeline
+
+pytestmark = pytest.mark.slow
+
+FAKE_KEY = "sk-rleif-test-0123456789abcdefSECRET"
+
+
+def _files_containing(root: Path, needle: bytes) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def test_sft_notebook_learns_arithmetic(tmp_path, monkeypatch):
+    """The tiny preset's SFT (fixed steps and threads): held-out greedy accuracy >= 40% on 200 problems."""
+    monkeypatch.chdir(ROOT)
+    reports = tmp_path / "reports"
+    runs = run_pipeline(str(TINY_PARAMS), "00_setup,03_sft", tiny_overrides(tmp_path / "run"),
+                        report_dir=str(reports))
+    assert [r.stage for r in runs] == ["00_setup", "03_sft"]
+    sft = read_records(reports / "metrics.json")["03_sft"]
+    assert sft["accuracy_before"] <= 0.05  # the untrained model is near 0%
+    assert sft["accuracy_after"] >= 0.40, sft
+    assert sft["final_loss"] < 0.5 * sft["first_loss"]
+    assert sft["steps"] == 400 and sft["examples"] == 30_040  # 30,000 arith + 40 open-domain
+    assert sft["verdicts"] == {"step_format": "ok", "sft_learning": "ok"}
+    assert (reports / "03_sft.ipynb").exists() and (reports / "figures" / "03_sft_loss.png").exists()
+    assert (tmp_path / "run" / "03_sft" / "model" / "model.safetensors").exists()
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert {"00_setup", "03_sft"} <= set(manifest["stages"]) and manifest["versions"]["trl"]
+
+
+def test_check_api_in_a_notebook_sends_the_key_and_never_writes_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("RLEIF_TEST_KEY", FAKE_KEY)
+    reports, run_dir = tmp_path / "reports", tmp_path / "run"
+    with FakeOpenAIServer(require_key=FAKE_KEY) as server:
+        settings = tmp_path / "settings.json"
+        settings.write_text(json.dumps({
+            "api": {"base_url": server.base_url, "api_key_env": "RLEIF_TEST_KEY", "timeout": 10, "max_retries": 0},
+            "models": {"evolve": "m-evolve", "irm_judge": "m-judge", "prm_judge": "m-judge"},
+        }))
+        run_pipeline(str(TINY_PARAMS), "00_setup", tiny_overrides(run_dir), settings_path=str(settings),
+                     report_dir=str(reports))
+        chats = [r for r in server.requests if r.path.endswith("/chat/completions")]
+    # positive control: the key really travelled, to the server and only there
+    assert len(chats) == 3 and all(r.headers["authorization"] == f"Bearer {FAKE_KEY}" for r in chats)
+    assert read_records(reports / "metrics.json")["00_setup"]["endpoints_ok"] == 3
+    for root in (reports, run_dir, tmp_path):
+        assert _files_containing(root, FAKE_KEY.encode()) == []
+        assert _files_containing(root, FAKE_KEY[-12:].encode()) == []
+
+
+def test_a_wrong_key_is_redacted_in_the_notebook(tmp_path, monkeypatch):
+    """The server's 401 quotes part of the key it got; the executed notebook must not keep it."""
+    monkeypatch.chdir(ROOT)
+    wrong = "sk-wrong-key-abcdefghijklmnop"
+    monkeypatch.setenv("RLEIF_TEST_KEY", wrong)
+    reports = tmp_path / "reports"
+    with FakeOpenAIServer(require_key=FAKE_KEY) as server:
+        settings = tmp_path / "settings.json"
+        settings.write_text(json.dumps({"api": {"base_url": server.base_url, "api_key_env": "RLEIF_TEST_KEY",
+                                                "max_retries": 0},
+                                        "models": {"evolve": "m"}}))
+        run_pipeline(str(TINY_PARAMS), "00_setup", tiny_overrides(tmp_path / "run"), settings_path=str(settings),
+                     report_dir=str(reports))
+    assert read_records(reports / "metrics.json")["00_setup"]["endpoints_ok"] == 0
+    assert _files_containing(tmp_path / "reports", wrong.encode()) == []
+    assert _files_containing(tmp_path / "reports", wrong[-4:].encode()) == []

@@ -1,0 +1,90 @@
+"""SFT on the tiny model: the loss falls and every trainable parameter changes (full, LoRA, QLoRA).
+
+Small data and few steps, so each test takes seconds on 2 CPU cores; no network.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from rleif_kit.sft import load_sft_model, run_sft, train_sft
+from rleif_kit.sft_data import build_sft_examples
+
+pytestmark = pytest.mark.slow
+
+FAST = ("sft.dataset=\"arith:400\"", "sft.eval_samples=0", "sft.logging_steps=2", "sft.batch_size=16",
+        "sft.open_domain_samples=4", "tiny.corpus_problems=300", "tiny.vocab_size=400", "tiny.hidden_size=64",
+        "tiny.intermediate_size=128")
+
+
+def _changed(initial: dict, model) -> list[str]:
+    now = dict(model.named_parameters())
+    return [n for n, p in initial.items() if not torch.equal(p, now[n].detach())]
+
+
+def _losses(paths) -> list[float]:
+    return [json.loads(line)["loss"] for line in paths.sft_log.read_text().splitlines() if '"loss"' in line]
+
+
+def _train(cfg, paths):
+    from rleif_kit.models import ensure_base_model
+
+    return train_sft(cfg, paths, build_sft_examples(cfg, paths), ensure_base_model(cfg))
+
+
+def test_full_finetuning_lowers_loss_and_changes_every_parameter(tiny_cfg):
+    cfg, paths = tiny_cfg(*FAST, "sft.max_steps=20", "sft.finetune=\"full\"")
+    trainer, _, initial = _train(cfg, paths)
+    assert len(initial) == sum(1 for p in trainer.model.parameters())  # full: everything trains
+    assert _changed(initial, trainer.model) == list(initial)
+    losses = _losses(paths)
+    assert losses[-1] < 0.8 * losses[0], losses
+
+
+def test_lora_changes_every_adapter_parameter_and_only_those(tiny_cfg):
+    cfg, paths = tiny_cfg(*FAST, "sft.max_steps=12", "sft.finetune=\"lora\"", "sft.lora_r=4", "sft.lr=1e-2")
+    trainer, _, initial = _train(cfg, paths)
+    assert initial and all("lora_" in n for n in initial)
+    assert _changed(initial, trainer.model) == list(initial)  # LoRA B starts at 0, A moves from step 2
+    losses = _losses(paths)
+    assert losses[-1] < losses[0], losses
+
+
+def test_qlora_loads_4bit_on_cpu_and_trains_the_adapters(tiny_cfg):
+    import bitsandbytes as bnb
+
+    cfg, paths = tiny_cfg(*FAST, "sft.max_steps=8", "sft.finetune=\"qlora\"", "sft.lora_r=4", "sft.lr=1e-2",
+                          "sft.gradient_checkpointing=false")
+    trainer, _, initial = _train(cfg, paths)
+    quantized = [m for m in trainer.model.modules() if isinstance(m, bnb.nn.Linear4bit)]
+    assert quantized, "the base model's linear layers should be 4-bit NF4"
+    assert quantized[0].weight.quant_state.quant_type == "nf4"
+    assert _changed(initial, trainer.model) == list(initial)
+    assert all(torch.isfinite(torch.tensor(x)) for x in _losses(paths))
+
+
+def test_rerun_resumes_from_the_last_checkpoint(tiny_cfg):
+    cfg, paths = tiny_cfg(*FAST, "sft.max_steps=6", "sft.save_steps=3", "sft.finetune=\"full\"")
+    _train(cfg, paths)
+    assert (paths.sft_checkpoints / "checkpoint-6").is_dir()
+    cfg2, paths2 = tiny_cfg(*FAST, "sft.max_steps=9", "sft.save_steps=3", "sft.finetune=\"full\"")
+    trainer, _, _ = _train(cfg2, paths2)
+    assert trainer.state.global_step == 9
+    steps = [json.loads(line)["step"] for line in paths.sft_log.read_text().splitlines() if '"loss"' in line]
+    assert steps[-1] == 8 and max(steps[:3]) == 6  # second run logged only steps 7..9 (every 2nd)
+
+
+def test_run_sft_saves_a_loadable_model_with_its_tokenizer(tiny_cfg):
+    cfg, paths = tiny_cfg(*FAST, "sft.max_steps=4", "sft.finetune=\"lora\"", "sft.lora_r=4",
+                          "sft.eval_samples=8")
+    result = run_sft(cfg, paths)
+    assert (paths.sft_model / "adapter_config.json").exists()
+    assert (paths.sft_model / "tokenizer.json").exists()
+    model, tok = load_sft_model(paths.sft_model)
+    assert not any("lora_" in n for n, _ in model.named_parameters())  # merged for inference
+    assert result.accuracy_before is not None and result.accuracy_after is not None
+    assert {v.check for v in result.verdicts} == {"step_format", "sft_learning"}
+    assert tok.eos_token == "</s>"

@@ -1,0 +1,122 @@
+"""Write the pipeline notebooks from the cell lists below (run after editing a notebook's cells here).
+
+    python tools/make_notebooks.py
+
+Notebooks are committed without outputs; keeping their source here makes diffs readable and keeps
+every notebook on the same skeleton: explanation, parameters, setup, one call per step, plots, record.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PARAMETERS = '''# Parameters (papermill overrides these; secrets never go here: API keys come from the environment)
+params_path = "params/tiny-cpu.toml"
+overrides = []        # e.g. ["sft.max_steps=100"]
+report_dir = ""       # default: reports/<run-name>
+workdir = ""          # default: the project root
+settings_path = ""    # endpoint settings (settings.json); "" = local backends only'''
+
+
+def setup_cell(stage: str) -> str:
+    return (f'from rleif_kit.setup import setup\n\n'
+            f'cfg, paths = setup(params_path, overrides, stage="{stage}", report_dir=report_dir or None, '
+            f'workdir=workdir or None)\nprint(f"run {{cfg.run_name}}: artifacts in {{paths.output_dir}}")')
+
+
+NOTEBOOKS = {
+    "00_setup": [
+        ("md", """# 00 · Setup: config, base model, endpoints
+
+RLEIF runs for days; this notebook makes the cheap checks first. It validates the run config (every
+error at once), resolves the base model (building the offline tiny Llama when the preset asks for it),
+writes the resolved config and the manifest (versions, git commit, hardware) into the run directory,
+and — when a `settings.json` is given — makes one chat round trip per configured model.
+
+**Reads** `params/<run>.toml`, optional `settings.json` · **Writes** `config.resolved.toml`, `manifest.json`"""),
+        ("params", PARAMETERS),
+        ("code", setup_cell("00_setup")),
+        ("md", "## The resolved config\nEvery key, defaults included — the same text is saved as `config.resolved.toml`."),
+        ("code", "from rleif_kit.config import to_toml\n\nprint(to_toml(cfg))"),
+        ("md", "## Base model\nA local directory or a hub id in the Hugging Face cache; the tiny preset builds its model here."),
+        ("code", "from rleif_kit.models import ensure_base_model\n\nbase_model = ensure_base_model(cfg)\nbase_model"),
+        ("md", "## Endpoints\nOne chat round trip per configured model (skipped without `settings_path`). "
+               "The API key is read from the environment variable the settings name; it never appears here."),
+        ("code", "from rleif_kit.check_api import check_settings_file\n\n"
+                 "rows, table = check_settings_file(settings_path or None)\nprint(table)"),
+        ("md", "## Recorded figures"),
+        ("code", 'from rleif_kit.records import record\n\n'
+                 'record("base_model", base_model)\n'
+                 'record("endpoints_checked", len(rows))\n'
+                 'record("endpoints_ok", sum(r.ok for r in rows))'),
+    ],
+    "03_sft": [
+        ("md", """# 03 · Supervised fine-tuning (SFT)
+
+RLEIF starts from a model fine-tuned on step-by-step solutions (`Step 1: … The answer is: X`), so the
+process reward model later has steps to score. This stage trains with TRL's `SFTTrainer` — QLoRA
+(4-bit NF4 + LoRA) for 7B on one GPU, plain LoRA, or full fine-tuning — with the loss on the
+response only, and the same Alpaca / WizardMath prompt the evaluation uses.
+
+**Reads** `[sft].dataset` (or `arith:N`), `[sft].open_domain_path` · **Writes** `03_sft/model/`,
+`03_sft/log.jsonl`, `03_sft/train.jsonl`, `03_sft/eval_*.jsonl`; a rerun resumes from `03_sft/checkpoints/`."""),
+        ("params", PARAMETERS),
+        ("code", setup_cell("03_sft")),
+        ("md", "## Train\nOn the arithmetic world the held-out accuracy is measured before and after training "
+               "(greedy decoding, exact final answer)."),
+        ("code", "from rleif_kit.sft import run_sft\n\nresult = run_sft(cfg, paths)\n"
+                 'print(f"{result.examples} examples, {result.steps} steps in {result.runtime_s:.0f}s")'),
+        ("md", "## Loss and accuracy"),
+        ("code", "from rleif_kit.plots import plot_accuracy_bars, plot_loss_curve, save_figure\n\n"
+                 'fig = plot_loss_curve(result.log)\nsave_figure(fig, paths.figures, "03_sft_loss")'),
+        ("code", 'if result.accuracy_after is not None:\n'
+                 '    fig = plot_accuracy_bars({"untrained": result.accuracy_before, "after SFT": result.accuracy_after},\n'
+                 '                             title="Held-out arithmetic accuracy (greedy)")\n'
+                 '    save_figure(fig, paths.figures, "03_sft_accuracy")'),
+        ("md", "## Checks"),
+        ("code", "for verdict in result.verdicts:\n    print(verdict.line())"),
+        ("md", "## Recorded figures"),
+        ("code", 'from rleif_kit.records import record\n\n'
+                 'record("examples", result.examples)\n'
+                 'record("steps", result.steps)\n'
+                 'record("runtime_s", result.runtime_s)\n'
+                 'record("first_loss", result.first_loss)\n'
+                 'record("final_loss", result.final_loss)\n'
+                 'record("accuracy_before", result.accuracy_before)\n'
+                 'record("accuracy_after", result.accuracy_after)\n'
+                 'record("verdicts", {v.check: v.status for v in result.verdicts})'),
+    ],
+}
+
+
+def build(name: str, cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
+    nb = new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    for kind, source in cells:
+        if kind == "md":
+            nb.cells.append(new_markdown_cell(source))
+        else:
+            cell = new_code_cell(source)
+            if kind == "params":
+                cell.metadata["tags"] = ["parameters"]
+            nb.cells.append(cell)
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"{name}-{i:02d}"
+    return nb
+
+
+def main() -> None:
+    for name, cells in NOTEBOOKS.items():
+        path = ROOT / "notebooks" / f"{name}.ipynb"
+        nbformat.write(build(name, cells), path)
+        print(path.relative_to(ROOT))
+
+
+if __name__ == "__main__":
+    main()
