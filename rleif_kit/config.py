@@ -42,6 +42,15 @@ SECTIONS: dict[str, type] = {
 }
 
 
+# Names users bring from transformers / TRL, mapped to ours for the "did you mean" hint.
+ALIASES = {"learning_rate": "lr", "num_train_epochs": "epochs", "per_device_train_batch_size": "batch_size",
+           "gradient_accumulation_steps": "grad_accum", "max_seq_length": "max_seq_len",
+           "max_length": "max_seq_len", "model": "model_name", "model_name_or_path": "model_name",
+           "lr_scheduler_type": "lr_scheduler", "lora_rank": "lora_r", "target_modules": "lora_targets",
+           "cliprange": "clip_range", "init_kl_coef": "kl_coef", "batch_size": "rollout_batch",
+           "mini_batch_size": "mini_batch"}
+
+
 class ConfigError(ValueError):
     """A config file (or override) is invalid; ``errors`` holds one line per problem."""
 
@@ -112,7 +121,7 @@ def _build_section(source: str, name: str, raw: dict[str, Any], errors: list[str
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
+            close = [ALIASES[key]] if ALIASES.get(key) in known else difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else f" (known keys: {', '.join(known)})"
             errors.append(f"{source}: [{name}] unknown key '{key}'{hint}")
             continue
@@ -133,7 +142,7 @@ def _build_section(source: str, name: str, raw: dict[str, Any], errors: list[str
     # rules across keys would read the defaults standing in for unknown or mistyped keys: skip them then
     for key, problem in section.problems(cross=not reported):
         if key not in reported:
-            errors.append(f"{_where(source, name, key, getattr(section, key))}: expected {problem}")
+            errors.append(f"{_where(source, name, key, raw.get(key, getattr(section, key)))}: expected {problem}")
     return section
 
 
