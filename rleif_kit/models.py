@@ -8,7 +8,7 @@ A name that resolves nowhere is one clear error before any work starts.
 from __future__ import annotations
 
 import os
-import warnings
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +102,7 @@ def use_bf16(requested: bool) -> bool:
         return False
     if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
         return True
-    warnings.warn("bf16 requested but this machine has no bf16-capable GPU: training in fp32", stacklevel=2)
+    print("warning: bf16 requested but this machine has no bf16-capable GPU: training in fp32", file=sys.stderr)
     return False
 
 

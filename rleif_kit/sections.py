@@ -143,6 +143,7 @@ class SFTConfig(_Section):
     lora_targets: list[str] = opt(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
                                   "module names LoRA adapts")
     gradient_checkpointing: bool = opt(True, "recompute activations to save memory (slower)")
+    group_by_length: bool = opt(False, "batch examples of similar length together (less padding, faster)")
     logging_steps: int = opt(10, "log the loss every N steps", positive)
     save_steps: int = opt(200, "checkpoint every N steps (resume picks up the last one)", positive)
     eval_samples: int = opt(200, "held-out problems for the greedy exact-answer accuracy after SFT", non_negative)

@@ -83,6 +83,7 @@ def _trainer_args(cfg: RunConfig, paths: RunPaths, bf16: bool):
         logging_steps=s.logging_steps, save_strategy="steps", save_steps=s.save_steps, save_total_limit=2,
         bf16=bf16, use_cpu=not torch.cuda.is_available(), report_to=_report_to(s.report_to),
         dataloader_num_workers=0,
+        train_sampling_strategy="group_by_length" if s.group_by_length else "random",
     )
 
 

@@ -34,7 +34,7 @@ def test_sft_notebook_learns_arithmetic(tmp_path, monkeypatch):
     assert sft["accuracy_before"] <= 0.05  # the untrained model is near 0%
     assert sft["accuracy_after"] >= 0.40, sft
     assert sft["final_loss"] < 0.5 * sft["first_loss"]
-    assert sft["steps"] == 400 and sft["examples"] == 30_040  # 30,000 arith + 40 open-domain
+    assert sft["steps"] == 500 and sft["examples"] == 30_040  # 30,000 arith + 40 open-domain
     assert sft["verdicts"] == {"step_format": "ok", "sft_learning": "ok"}
     assert (reports / "03_sft.ipynb").exists() and (reports / "figures" / "03_sft_loss.png").exists()
     assert (tmp_path / "run" / "03_sft" / "model" / "model.safetensors").exists()

@@ -88,3 +88,27 @@ def test_run_sft_saves_a_loadable_model_with_its_tokenizer(tiny_cfg):
     assert result.accuracy_before is not None and result.accuracy_after is not None
     assert {v.check for v in result.verdicts} == {"step_format", "sft_learning"}
     assert tok.eos_token == "</s>"
+
+
+def test_the_loss_is_on_the_response_only(tiny_cfg):
+    """Prompt tokens are masked (-100) in the labels; every response token, and EOS, is learned."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+    from trl import SFTTrainer
+
+    from rleif_kit.evaluation.prompts import math_prompt, sft_completion
+    from rleif_kit.models import ensure_base_model, load_tokenizer
+    from rleif_kit.sft import _trainer_args
+
+    cfg, paths = tiny_cfg(*FAST)
+    base = ensure_base_model(cfg)
+    tok = load_tokenizer(base)
+    prompt, completion = math_prompt("Tom has 3 pens. He buys 2 more pens."), sft_completion("Step 1: 3 + 2 = 5. The answer is: 5")
+    trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(base), args=_trainer_args(cfg, paths, False),
+                         train_dataset=Dataset.from_list([{"prompt": prompt, "completion": completion}]),
+                         processing_class=tok)
+    labels = trainer.data_collator([trainer.train_dataset[0]])["labels"][0].tolist()
+    n_prompt = len(tok(prompt).input_ids)
+    assert set(labels[:n_prompt]) == {-100}
+    assert -100 not in labels[n_prompt:] and labels[-1] == tok.eos_token_id
+    assert tok.decode(labels[n_prompt:], skip_special_tokens=True) == completion
