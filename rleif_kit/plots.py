@@ -51,3 +51,34 @@ def save_figure(fig: Figure, figures_dir: str | Path, name: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     return path
+
+
+def plot_counts(counts: dict, title: str, xlabel: str, kinds: Sequence[str] = ("kept", "eliminated")) -> Figure:
+    """Stacked bars of ``{group: {kind: n}}`` — e.g. kept/eliminated per round or per operator."""
+    groups = list(counts)
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.8 * len(groups) + 2), 3.4))
+    bottom = [0] * len(groups)
+    colors = {"kept": "#2e7d32", "eliminated": "#c62828", "failed": "#f9a825"}
+    for kind in kinds:
+        values = [counts[g].get(kind, 0) for g in groups]
+        ax.bar([str(g) for g in groups], values, bottom=bottom, label=kind, color=colors.get(kind))
+        bottom = [b + v for b, v in zip(bottom, values)]
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("records")
+    ax.set_title(title)
+    ax.legend()
+    plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_reasons(reasons: dict[str, int], title: str = "Why evolutions were eliminated") -> Figure:
+    """Horizontal bars, one per elimination reason."""
+    fig, ax = plt.subplots(figsize=(6, 0.45 * max(len(reasons), 1) + 1.2))
+    names = list(reasons) or ["(none)"]
+    ax.barh(names, [reasons.get(n, 0) for n in names], color="#c62828")
+    ax.invert_yaxis()
+    ax.set_xlabel("evolutions")
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig

@@ -160,6 +160,25 @@ class EvolInstructConfig(_Section):
     max_new_tokens: int = opt(1024, "longest evolved instruction", positive)
     dedup_threshold: float = opt(0.85, "cosine similarity at or above which an instruction is a duplicate",
                                  lambda v: None if 0 < v <= 1 else "a value in (0, 1]")
+    backend: str = opt("openai", "evolver: 'openai' (endpoint from settings.json, role evolve), 'hf' (local "
+                                 "model at hf_model) or 'arith' (programmatic, offline)", one_of("openai", "hf", "arith"))
+    domain: str = opt("math", "operator set: 'math' or 'code'", one_of("math", "code"))
+    seeds: str = opt("./data/seeds.jsonl", "seed instructions: JSONL with 'instruction' (or 'question'), or "
+                                          "'arith:N' for N arithmetic-world problems", nonempty)
+    max_seeds: int = opt(0, "use only the first N seeds; 0 = all", non_negative)
+    with_answers: bool = opt(True, "also ask the evolver for a step-by-step answer to each kept instruction")
+    equality_judge: bool = opt(True, "ask the endpoint whether a child brings new information (openai backend; "
+                                     "the cheap lexical check always runs)")
+    hf_model: str = opt("", "local model path for backend = 'hf'")
+    prompts_dir: str = opt("./params/prompts/evol", "operator templates, one .txt per operator")
+    concurrency: int = opt(16, "requests in flight (openai backend)", positive)
+    checkpoint_every: int = opt(500, "fsync the JSONL checkpoints every N records", positive)
+    retry_failed: int = opt(3, "attempts per record across reruns before an API failure is given up", positive)
+    cache: bool = opt(True, "on-disk response cache: an identical rerun sends no request")
+    max_requests: int = opt(0, "stop cleanly (resumable) after N requests; 0 = no cap", non_negative)
+    max_cost: float = opt(0.0, "stop cleanly (resumable) after this many USD; 0 = no cap", non_negative)
+    defect_rate: float = opt(0.2, "arith backend: share of evolutions with an injected defect (leaks, "
+                                  "malformed, unsolvable, ambiguous, unchanged, refusals)", unit)
 
     def cross_problems(self):
         total = self.evolve_down_ratio + self.evolve_up_ratio

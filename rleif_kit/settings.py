@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import openai
@@ -58,6 +59,9 @@ ROLES = ("evolve", "irm_judge", "prm_judge", "code_eval", "math_eval")
 KEYLESS_PLACEHOLDER = "not-needed"
 
 REDACTED = "[REDACTED]"
+
+#: The one host that may receive the OpenAI-Organization / OpenAI-Project headers.
+OPENAI_HOST = "api.openai.com"
 
 _TOP_KEYS = ("api", "models", "eval", "prices")
 _API_KEYS = ("base_url", "api_key_env", "timeout", "max_retries")
@@ -444,12 +448,28 @@ def make_async_client(
 
 
 def _client_kwargs(endpoint: Endpoint, timeout: float | None, max_retries: int | None) -> dict[str, Any]:
-    return {
+    kwargs: dict[str, Any] = {
         "api_key": read_api_key(endpoint),
         "base_url": endpoint.base_url,
         "timeout": endpoint.timeout if timeout is None else timeout,
         "max_retries": endpoint.max_retries if max_retries is None else max_retries,
     }
+    if urlsplit(endpoint.base_url).hostname != OPENAI_HOST:
+        kwargs["default_headers"] = _no_openai_account_headers()
+    return kwargs
+
+
+def _no_openai_account_headers() -> dict[str, Any]:
+    """Headers that stop the client sending ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID`` elsewhere.
+
+    Why: the openai client reads both variables from the environment whenever ``organization`` /
+    ``project`` are None (passing None does not switch that off) and sends them as headers to
+    whatever ``base_url`` says.  An ``Omit()`` default header removes them from every request,
+    so a third-party server never learns which OpenAI account the person also has.
+    """
+    import openai
+
+    return {"OpenAI-Organization": openai.Omit(), "OpenAI-Project": openai.Omit()}
 
 
 def known_secrets(settings: Settings) -> list[str]:

@@ -55,6 +55,48 @@ and — when a `settings.json` is given — makes one chat round trip per config
                  'record("endpoints_checked", len(rows))\n'
                  'record("endpoints_ok", sum(r.ok for r in rows))'),
     ],
+    "01_evolve": [
+        ("md", """# 01 · Evol-Instruct: evolve the seed instructions
+
+RLEIF's data comes from evolving seed problems for several rounds: **upward** (add a constraint,
+concretize, more reasoning steps, deepen) and **downward** (simplify, a new easier topic), chosen per
+lineage with `evolve_up_ratio` / `evolve_down_ratio`. An evolution that fails — no new information,
+leaked template wording, a refusal, empty or unparseable text — is kept aside with its reason and the
+lineage keeps its parent. Every outcome is appended to JSONL as it arrives: rerun this notebook after
+a crash and it continues where it stopped.
+
+**Reads** `[evol_instruct].seeds`, `params/prompts/evol/`, `settings.json` (openai backend) ·
+**Writes** `01_evolve/evolved.jsonl`, `eliminated.jsonl`, `failed.jsonl`, `usage.json`, `summary.json`"""),
+        ("params", PARAMETERS),
+        ("code", setup_cell("01_evolve")),
+        ("md", "## Evolve\nThe progress bar shows lineages decided so far, with kept / eliminated / failed counts."),
+        ("code", "from rleif_kit.evolve import run_evolve\nfrom rleif_kit.settings import load_settings\n\n"
+                 "settings = load_settings(settings_path) if settings_path else None\n"
+                 "result = run_evolve(cfg, paths, settings)\n"
+                 'print(f"kept {result.kept}, eliminated {result.eliminated}, failed {result.failed}, "\n'
+                 '      f"stopped: {result.stopped_reason}")'),
+        ("md", "## Counts per round and per operator\nAn evolved set dominated by a few operators is the known "
+               "cause of IRM overfitting; 02_dedup reports the same view after deduplication."),
+        ("code", "import pandas as pd\n\npd.DataFrame(result.per_operator).T.fillna(0).astype(int)"),
+        ("code", "from rleif_kit.plots import plot_counts, plot_reasons, save_figure\n\n"
+                 'save_figure(plot_counts(result.per_round, "Evolutions per round", "round"), paths.figures, '
+                 '"01_evolve_rounds")\n'
+                 'save_figure(plot_counts(result.per_operator, "Evolutions per operator", "operator"), '
+                 'paths.figures, "01_evolve_operators")'),
+        ("md", "## Elimination reasons"),
+        ("code", 'save_figure(plot_reasons(result.reasons), paths.figures, "01_evolve_reasons")'),
+        ("md", "## Recorded figures"),
+        ("code", 'from rleif_kit.records import record\n\n'
+                 'record("kept", result.kept)\n'
+                 'record("eliminated", result.eliminated)\n'
+                 'record("failed", result.failed)\n'
+                 'record("duplicate_ids", result.duplicate_ids)\n'
+                 'record("reasons", result.reasons)\n'
+                 'record("per_operator", result.per_operator)\n'
+                 'record("prompt_tokens", result.usage.get("prompt_tokens", 0))\n'
+                 'record("completion_tokens", result.usage.get("completion_tokens", 0))\n'
+                 'record("cost_usd", result.usage.get("cost_usd"))'),
+    ],
     "03_sft": [
         ("md", """# 03 · Supervised fine-tuning (SFT)
 

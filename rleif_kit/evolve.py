@@ -1,0 +1,418 @@
+"""Stage 01: Evol-Instruct — evolve seed instructions up and down for ``[evol_instruct].rounds`` rounds.
+
+Each round, every lineage (one per seed) gets one operator, drawn from its root id and the round, so a
+rerun makes the same choices. The evolved text is checked (``elimination.py``); a failed evolution
+goes to ``eliminated.jsonl`` with its reason and the lineage keeps its parent for the next round.
+API failures go to ``failed.jsonl`` and are retried by the next run, up to ``retry_failed`` attempts.
+
+Crash safety: every outcome is appended to its JSONL file as soon as it is known (flushed; fsynced
+every ``checkpoint_every`` records). A rerun replays the files, skips every id already decided and
+continues, so a run killed at any moment loses at most the requests in flight.
+
+    python -m rleif_kit.evolve --params params/tiny-cpu.toml [--dry-run]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from rleif_kit.config import RunConfig
+from rleif_kit.elimination import clean_evolved_text, elimination_reason
+from rleif_kit.jsonl import JsonlWriter, read_jsonl
+from rleif_kit.operators import Operator, child_id, choose_operator, load_templates, operators_for
+from rleif_kit.paths import RunPaths
+
+
+@dataclass(frozen=True)
+class Task:
+    """One evolution to make: ``parent`` evolved by ``operator`` into record ``id``."""
+
+    id: str
+    parent: dict
+    round: int
+    operator: Operator
+
+    @property
+    def root_id(self) -> str:
+        return self.parent.get("root_id", self.parent["id"])
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: str  # "kept", "eliminated", "failed" or "stopped" (a budget cap: not recorded, resumed next run)
+    record: dict
+
+
+@dataclass
+class EvolveResult:
+    kept: int = 0
+    eliminated: int = 0
+    failed: int = 0
+    duplicate_ids: int = 0
+    stopped_reason: str | None = None
+    usage: dict = field(default_factory=dict)
+    per_round: dict = field(default_factory=dict)  # round -> Counter(kept/eliminated/failed)
+    per_operator: dict = field(default_factory=dict)  # operator -> Counter
+    reasons: dict = field(default_factory=dict)  # elimination reason -> count
+
+
+# ---------------------------------------------------------------- seeds
+
+
+def load_seeds(cfg: RunConfig, paths: RunPaths) -> Iterator[dict]:
+    """Seed records ``{"id", "root_id", "round": 0, "text", ...}``, streamed from the seed source."""
+    ev = cfg.evol_instruct
+    limit = ev.max_seeds or None
+    if ev.seeds.startswith("arith:"):
+        yield from _arith_seeds(cfg, paths, int(ev.seeds.split(":", 1)[1]))[:limit]
+        return
+    path = cfg.resolve(ev.seeds)
+    if not path.exists():
+        raise FileNotFoundError(f"[evol_instruct] seeds = {ev.seeds!r}: file not found ({path})")
+    for i, rec in enumerate(read_jsonl(path)):
+        if limit is not None and i >= limit:
+            return
+        text = rec.get("instruction", rec.get("question"))
+        if not isinstance(text, str):
+            raise ValueError(f"{path}: seed {i + 1} has no 'instruction' (or 'question') string")
+        sid = str(rec.get("id", f"seed-{i:06d}"))
+        yield {"id": sid, "root_id": sid, "round": 0, "text": text, "answer": rec.get("response")}
+
+
+def _arith_seeds(cfg: RunConfig, paths: RunPaths, n: int) -> list[dict]:
+    """Arithmetic-world seeds, never one of the held-out problems."""
+    from rleif_kit import arith
+    from rleif_kit.sft_data import heldout_problems
+
+    heldout = {p["question"] for p in heldout_problems(cfg, paths)}
+    problems = arith.generate_problems(n + len(heldout) // 10 + 10, seed=cfg.base.seed + 1, prefix="seed",
+                                       min_steps=cfg.arith.min_steps, max_steps=cfg.arith.max_steps,
+                                       max_operand=cfg.arith.max_operand)
+    seeds = [p for p in problems if p["question"] not in heldout][:n]
+    return [{"id": p["id"], "root_id": p["id"], "round": 0, "text": p["question"], "answer": p["solution"],
+             "problem": p["problem"]} for p in seeds]
+
+
+# ---------------------------------------------------------------- evolvers
+
+
+class ArithEvolver:
+    """The offline evolver: structural edits of arithmetic problems, with injected defects."""
+
+    model = "arith-evolver"
+
+    def __init__(self, cfg: RunConfig):
+        from rleif_kit.arith_evolver import DefectRates
+
+        base = DefectRates()
+        total = sum(vars(base).values())
+        scale = cfg.evol_instruct.defect_rate / total if total else 0.0
+        self.rates = DefectRates(**{k: v * scale for k, v in vars(base).items()})
+        self.cfg = cfg
+
+    async def evolve(self, task: Task) -> Outcome:
+        from rleif_kit import arith
+        from rleif_kit.arith_evolver import evolve_arith
+        from rleif_kit.operators import seeded_rng
+
+        parent = arith.Problem.from_record(task.parent["problem"])
+        rng = seeded_rng(self.cfg.base.seed, task.id, "evolve")
+        out = evolve_arith(parent, task.operator.name, rng, rates=self.rates, max_steps=self.cfg.arith.max_steps + 2,
+                           min_steps=self.cfg.arith.min_steps, max_operand=self.cfg.arith.max_operand)
+        record = _child_record(task, out.text, self.model, answer=out.answer if self.cfg.evol_instruct.with_answers
+                               else None, extra={"problem": out.problem, "defect": out.defect})
+        reason = elimination_reason(task.parent["text"], out.text, finish_reason=out.finish_reason)
+        return Outcome("eliminated", {**record, "reason": reason}) if reason else Outcome("kept", record)
+
+
+class LLMEvolver:
+    """Evolution through a chat backend: operator template → evolved text → checks → optional answer."""
+
+    def __init__(self, cfg: RunConfig, backend: Any, templates: dict[str, str], judge: bool):
+        from rleif_kit.llm import ChatRequest
+
+        self.cfg, self.backend, self.templates, self.judge = cfg, backend, templates, judge
+        self._request = ChatRequest
+        prompts = cfg.resolve(cfg.evol_instruct.prompts_dir)
+        self.answer_template = (prompts / "answer.txt").read_text(encoding="utf-8")
+        self.equality_template = (prompts / "equality.txt").read_text(encoding="utf-8")
+        self.model = backend.model
+
+    def _ask(self, key: str, content: str, temperature: float, max_tokens: int):
+        ev = self.cfg.evol_instruct
+        return self._request(key=key, messages=({"role": "user", "content": content},), temperature=temperature,
+                             top_p=ev.top_p, max_tokens=max_tokens)
+
+    async def evolve(self, task: Task) -> Outcome:
+        ev, usage = self.cfg.evol_instruct, Counter()
+        prompt = self.templates[task.operator.name].replace("{instruction}", task.parent["text"])
+        result = await self.backend.acomplete(self._ask(task.id, prompt, ev.temperature, ev.max_new_tokens))
+        if not result.ok:
+            return self._failure(task, result)
+        usage.update(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens)
+        text = clean_evolved_text(result.text)
+        record = _child_record(task, text, self.model, usage=usage)
+        reason = elimination_reason(task.parent["text"], text, finish_reason=result.finish_reason)
+        if reason is None and self.judge:
+            q = self.equality_template.replace("{parent}", task.parent["text"]).replace("{child}", text)
+            verdict = await self.backend.acomplete(self._ask(task.id + "#equal", q, 0.0, 8))
+            if not verdict.ok:
+                return self._failure(task, verdict)
+            usage.update(prompt_tokens=verdict.prompt_tokens, completion_tokens=verdict.completion_tokens)
+            reason = "no_new_information" if verdict.text.strip().lower().startswith("equal") else None
+        if reason:
+            return Outcome("eliminated", {**record, "reason": reason, "usage": dict(usage)})
+        if ev.with_answers:
+            q = self.answer_template.replace("{instruction}", text)
+            answer = await self.backend.acomplete(self._ask(task.id + "#answer", q, 0.0, ev.max_new_tokens))
+            if not answer.ok:
+                return self._failure(task, answer)
+            usage.update(prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens)
+            record["answer"] = answer.text.strip()
+        return Outcome("kept", {**record, "usage": dict(usage)})
+
+    def _failure(self, task: Task, result: Any) -> Outcome:
+        kind = "stopped" if (result.error or "").startswith("budget") else "failed"
+        return Outcome(kind, {"id": task.id, "root_id": task.root_id, "round": task.round,
+                              "operator": task.operator.name, "error": result.error})
+
+
+def _child_record(task: Task, text: str, model: str, answer: str | None = None, usage: Counter | None = None,
+                  extra: dict | None = None) -> dict:
+    rec = {"id": task.id, "parent_id": task.parent["id"], "root_id": task.root_id, "round": task.round,
+           "operator": task.operator.name, "direction": task.operator.direction, "text": text,
+           "answer": answer, "model": model,
+           "usage": dict(usage or {"prompt_tokens": 0, "completion_tokens": 0})}
+    return {**rec, **(extra or {})}
+
+
+# ---------------------------------------------------------------- the run
+
+
+class EvolveFiles:
+    """The stage's append-only files, and what a previous (possibly killed) run already decided."""
+
+    def __init__(self, paths: RunPaths, fsync_every: int):
+        d = paths.stage("01_evolve")
+        self.evolved_path, self.eliminated_path, self.failed_path = (d / "evolved.jsonl", d / "eliminated.jsonl",
+                                                                     d / "failed.jsonl")
+        self.kept = {r["id"]: r for r in read_jsonl(self.evolved_path)}
+        self.eliminated = {r["id"]: r for r in read_jsonl(self.eliminated_path)}
+        self.attempts = Counter(r["id"] for r in read_jsonl(self.failed_path))
+        self.writers = {k: JsonlWriter(p, fsync_every=fsync_every) for k, p in
+                        (("kept", self.evolved_path), ("eliminated", self.eliminated_path),
+                         ("failed", self.failed_path))}
+
+    def write(self, outcome: Outcome) -> None:
+        self.writers[outcome.kind].write(outcome.record)
+        if outcome.kind == "kept":
+            self.kept[outcome.record["id"]] = outcome.record
+        elif outcome.kind == "eliminated":
+            self.eliminated[outcome.record["id"]] = outcome.record
+        else:
+            self.attempts[outcome.record["id"]] += 1
+
+    def close(self) -> None:
+        for w in self.writers.values():
+            w.close()
+
+
+def plan_round(lineages: dict[str, dict], round_: int, files: EvolveFiles, cfg: RunConfig,
+               operators: tuple[Operator, ...]) -> list[Task]:
+    """Advance lineages already decided this round (from the files); return the tasks still to run."""
+    ev, tasks = cfg.evol_instruct, []
+    for root, current in list(lineages.items()):
+        if current is None:
+            continue  # blocked by an API failure earlier in this run: resumes next run
+        op = choose_operator(root, round_, operators, ev.evolve_up_ratio, seed=cfg.base.seed)
+        cid = child_id(root, round_, op.name)
+        if cid in files.kept:
+            lineages[root] = files.kept[cid]
+        elif cid in files.eliminated:
+            continue  # keeps its parent
+        elif files.attempts[cid] >= ev.retry_failed:
+            files.write(Outcome("eliminated", {**_child_record(Task(cid, current, round_, op), "", "-"),
+                                               "reason": "api_error"}))
+        else:
+            tasks.append(Task(cid, current, round_, op))
+    return tasks
+
+
+async def _run_tasks(tasks: list[Task], evolver: Any, on_outcome: Callable[[Task, Outcome], None],
+                     max_live: int, stop: Callable[[], bool]) -> None:
+    """Run tasks with at most ``max_live`` in progress; outcomes are handled in completion order."""
+    pending = iter(tasks)
+    live: dict[asyncio.Task, Task] = {}
+    while True:
+        while len(live) < max_live and not stop():
+            task = next(pending, None)
+            if task is None:
+                break
+            live[asyncio.ensure_future(evolver.evolve(task))] = task
+        if not live:
+            return
+        done, _ = await asyncio.wait(live, return_when=asyncio.FIRST_COMPLETED)
+        for fut in done:
+            on_outcome(live.pop(fut), fut.result())
+
+
+def make_evolver(cfg: RunConfig, settings: Any = None) -> Any:
+    """The evolver chosen by ``[evol_instruct].backend`` (a plain ``if``, no registry)."""
+    ev = cfg.evol_instruct
+    if ev.backend == "arith":
+        if not cfg.evol_instruct.seeds.startswith("arith:"):
+            raise ValueError("[evol_instruct] backend = 'arith' needs seeds = 'arith:N'")
+        return ArithEvolver(cfg)
+    templates = load_templates(cfg.resolve(ev.prompts_dir), ev.domain)
+    if ev.backend == "hf":
+        from rleif_kit.llm.hf_backend import HFBackend
+
+        if not ev.hf_model:
+            raise ValueError("[evol_instruct] backend = 'hf' needs hf_model = <local model path>")
+        return LLMEvolver(cfg, HFBackend(str(cfg.resolve(ev.hf_model))), templates, judge=False)
+    from rleif_kit.llm.cache import ResponseCache
+    from rleif_kit.llm.openai_backend import OpenAIBackend
+
+    if settings is None:
+        raise ValueError("[evol_instruct] backend = 'openai' needs a settings.json (--settings) with models.evolve")
+    endpoint = settings.endpoint("evolve")
+    cache = ResponseCache(cfg.output_dir / "01_evolve" / "cache.sqlite") if ev.cache else None
+    backend = OpenAIBackend(endpoint, concurrency=ev.concurrency, cache=cache, price=settings.price(endpoint.name),
+                            max_requests=ev.max_requests or None, max_cost=ev.max_cost or None)
+    return LLMEvolver(cfg, backend, templates, judge=ev.equality_judge)
+
+
+def summarize(files: EvolveFiles) -> dict:
+    """Counts per round and per operator, and the elimination reasons (what 02_dedup and diagnostics read)."""
+    per_round: dict[int, Counter] = {}
+    per_operator: dict[str, Counter] = {}
+    for kind, records in (("kept", files.kept.values()), ("eliminated", files.eliminated.values())):
+        for r in records:
+            per_round.setdefault(r["round"], Counter())[kind] += 1
+            per_operator.setdefault(r["operator"], Counter())[kind] += 1
+    reasons = Counter(r.get("reason", "?") for r in files.eliminated.values())
+    return {"per_round": {k: dict(v) for k, v in sorted(per_round.items())},
+            "per_operator": {k: dict(v) for k, v in sorted(per_operator.items())},
+            "reasons": dict(reasons.most_common())}
+
+
+def _count_duplicate_ids(*paths: Path) -> int:
+    ids = [r["id"] for p in paths for r in read_jsonl(p)]
+    return len(ids) - len(set(ids))
+
+
+async def run_evolve_async(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True,
+                           evolver: Any = None) -> EvolveResult:
+    """Evolve every seed lineage for ``rounds`` rounds, resuming from what the files already hold."""
+    from tqdm.auto import tqdm
+
+    ev = cfg.evol_instruct
+    evolver = evolver or make_evolver(cfg, settings)
+    operators = operators_for(ev.domain)
+    files = EvolveFiles(paths, ev.checkpoint_every)
+    lineages = {s["root_id"]: s for s in load_seeds(cfg, paths)}
+    backend = getattr(evolver, "backend", None)
+    stopped = lambda: bool(backend is not None and getattr(backend, "stopped_reason", None))  # noqa: E731
+    max_live = 2 * getattr(ev, "concurrency", 16) if backend is not None else 64
+    bar = tqdm(total=len(lineages) * ev.rounds, desc="evolve", disable=not progress)
+    try:
+        for round_ in range(1, ev.rounds + 1):
+            tasks = plan_round(lineages, round_, files, cfg, operators)
+            bar.update(len(lineages) - len(tasks))
+
+            def on_outcome(task: Task, outcome: Outcome) -> None:
+                if outcome.kind != "stopped":
+                    files.write(outcome)
+                if outcome.kind == "kept":
+                    lineages[task.root_id] = outcome.record
+                elif outcome.kind in ("failed", "stopped"):
+                    lineages[task.root_id] = None  # this lineage waits for the next run
+                bar.update(1)
+                bar.set_postfix(kept=len(files.kept), eliminated=len(files.eliminated),
+                                failed=sum(files.attempts.values()), refresh=False)
+
+            await _run_tasks(tasks, evolver, on_outcome, max_live, stopped)
+            if stopped():
+                break
+    finally:
+        bar.close()
+        files.close()
+        if backend is not None and hasattr(backend, "aclose"):
+            await backend.aclose()
+    return _result(files, evolver, paths)
+
+
+def _result(files: EvolveFiles, evolver: Any, paths: RunPaths) -> EvolveResult:
+    backend = getattr(evolver, "backend", None)
+    usage = backend.usage.to_dict() if backend is not None else {"requests": 0, "cost_usd": 0.0}
+    stopped_reason = getattr(backend, "stopped_reason", None)
+    usage.update(model=evolver.model, stopped_reason=stopped_reason)
+    (paths.stage("01_evolve") / "usage.json").write_text(json.dumps(usage, indent=2) + "\n")
+    summary = summarize(files)
+    (paths.stage("01_evolve") / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    failed_now = [i for i, n in files.attempts.items() if i not in files.kept and i not in files.eliminated]
+    return EvolveResult(kept=len(files.kept), eliminated=len(files.eliminated), failed=len(failed_now),
+                        duplicate_ids=_count_duplicate_ids(files.evolved_path, files.eliminated_path),
+                        stopped_reason=stopped_reason, usage=usage, per_round=summary["per_round"],
+                        per_operator=summary["per_operator"], reasons=summary["reasons"])
+
+
+def run_evolve(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True) -> EvolveResult:
+    """Synchronous entry point (works inside Jupyter's running event loop too)."""
+    from rleif_kit.llm import run_sync
+
+    return run_sync(run_evolve_async(cfg, paths, settings, progress))
+
+
+def estimate_evolve(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> dict:
+    """Dry run: requests, tokens and cost of a full run, before anything is sent."""
+    from rleif_kit.llm.openai_backend import estimate
+
+    ev = cfg.evol_instruct
+    seeds = list(load_seeds(cfg, paths))
+    templates = load_templates(cfg.resolve(ev.prompts_dir), ev.domain) if ev.backend != "arith" else {}
+    per_call = 1 + int(ev.equality_judge and ev.backend == "openai") + int(ev.with_answers)
+    requests = (_dry_request(templates, s, i) for s in seeds for i in range(ev.rounds * per_call))
+    price = settings.price(settings.endpoint("evolve").name) if settings is not None else None
+    out = estimate(requests, price, expected_output_tokens=min(ev.max_new_tokens, 256))
+    out.update(seeds=len(seeds), rounds=ev.rounds, requests_per_evolution=per_call)
+    return out
+
+
+def _dry_request(templates: dict[str, str], seed: dict, i: int):
+    from rleif_kit.llm import ChatRequest
+
+    template = next(iter(templates.values()), "{instruction}")
+    return ChatRequest(key=f"{seed['id']}#{i}",
+                       messages=({"role": "user", "content": template.replace("{instruction}", seed["text"])},))
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    from rleif_kit.settings import load_settings
+    from rleif_kit.setup import setup
+
+    parser = argparse.ArgumentParser(description="Run the Evol-Instruct stage without a notebook.")
+    parser.add_argument("--params", required=True)
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--settings")
+    parser.add_argument("--dry-run", action="store_true", help="estimate requests, tokens and cost; send nothing")
+    args = parser.parse_args(argv)
+    cfg, paths = setup(args.params, args.overrides, stage="01_evolve")
+    settings = load_settings(args.settings) if args.settings else None
+    if args.dry_run:
+        print(json.dumps(estimate_evolve(cfg, paths, settings), indent=2))
+        return
+    result = run_evolve(cfg, paths, settings)
+    print(f"kept {result.kept}, eliminated {result.eliminated}, failed {result.failed}"
+          + (f"; stopped: {result.stopped_reason}" if result.stopped_reason else ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""An on-disk cache of chat results, so a rerun (or a resumed run) never pays for a call twice.
+
+Why sqlite3: it is in the standard library, a lookup by primary key takes microseconds (fast
+enough to call straight from the event loop, no threads), and WAL mode keeps the file consistent
+across a killed process.  Only successful results are stored: a failure should be retried.
+
+The key is the sha256 of everything that decides the answer: model, messages, temperature, top_p,
+max_tokens, sample_index and stop.  ``sample_index`` is what lets k samples of one prompt at
+temperature > 0 be k different entries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+from rleif_kit.llm.base import ChatRequest, ChatResult
+
+__all__ = ["ResponseCache", "cache_key"]
+
+_SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY, model TEXT NOT NULL, text TEXT NOT NULL, finish_reason TEXT,
+    prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, latency_s REAL NOT NULL)"""
+
+
+def cache_key(request: ChatRequest, model: str) -> str:
+    """The sha256 hex digest identifying ``request`` sent to ``model`` (``key`` is not part of it)."""
+    parts = [model, list(request.messages), request.temperature, request.top_p, request.max_tokens,
+             request.sample_index, list(request.stop)]
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    """``get(request, model)`` / ``put(request, result)`` over a sqlite file at ``path``."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # check_same_thread=False: a backend may be driven from run_sync's worker thread; the lock
+        # serialises access, and each call is one short statement.
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: consistent after a crash
+            self._db.execute(_SCHEMA)
+
+    def get(self, request: ChatRequest, model: str) -> ChatResult | None:
+        """The stored result for this request and model (``cached=True``, ``key`` of ``request``)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT model, text, finish_reason, prompt_tokens, completion_tokens FROM responses WHERE key = ?",
+                (cache_key(request, model),)).fetchone()
+        if row is None:
+            return None
+        stored_model, text, finish_reason, prompt_tokens, completion_tokens = row
+        return ChatResult(key=request.key, text=text, error=None, finish_reason=finish_reason,
+                          prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                          model=stored_model, latency_s=0.0, cached=True)
+
+    def put(self, request: ChatRequest, result: ChatResult) -> None:
+        """Store an ok result under ``result.model`` (the name it was requested as); failures are ignored."""
+        if not result.ok:
+            return
+        key = cache_key(request, result.model)
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             (key, result.model, result.text, result.finish_reason, result.prompt_tokens,
+                              result.completion_tokens, result.latency_s))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+

@@ -1,0 +1,265 @@
+"""Chat completions from any OpenAI-compatible server, many in flight, results as they complete.
+
+Why it looks like this:
+
+* ONE ``openai.AsyncOpenAI`` client per backend (per event loop, see ``_client_for_loop``): its
+  connection pool keeps ``concurrency`` keep-alive connections busy, and its own retry loop
+  already retries 429 / 408 / 409 / 5xx / timeouts / connection errors with exponential backoff
+  and honours ``Retry-After`` and ``retry-after-ms`` (``openai/_base_client.py``:
+  ``_should_retry`` and ``_calculate_retry_timeout``).  So nothing here re-implements retries;
+  what is left after ``max_retries`` becomes a failed :class:`ChatResult` with a short reason.
+* Inputs are pulled lazily and at most ``concurrency`` requests are in flight, so a 15k-record
+  generator is never materialised and memory stays flat.  Results are yielded in completion
+  order; each carries its request's ``key``.
+* Budgets (``max_requests``, ``max_cost``) stop the run *cleanly*: no new request starts,
+  in-flight ones finish and are yielded, ``stopped_reason`` says why.  Unsent requests are simply
+  not yielded, so the caller's resume logic (ids already in the output file) picks them up.
+  ``max_cost`` is checked against the cost of finished requests, so it can be overshot by at
+  most the ``concurrency`` requests that were in flight.
+* A wrong key, model or URL (HTTP 401 / 403 / 404) would fail every request the same way, so the
+  first one stops the run like a budget does, instead of burning through 15k failures.
+* Per-request overhead is one task and one queue hand-off; the benchmark
+  (``benchmarks/bench_evolve.py``) holds this to >= 85% of a bare client + semaphore loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Iterable
+
+from rleif_kit.llm.base import ChatRequest, ChatResult, Usage, aiter_requests, run_sync
+from rleif_kit.settings import Endpoint, Price, make_async_client, redact
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import openai
+
+    from rleif_kit.llm.cache import ResponseCache
+
+__all__ = ["OpenAIBackend", "estimate"]
+
+#: Statuses that mean the endpoint configuration is wrong, not that this one request failed.
+FATAL_STATUSES = (401, 403, 404)
+_MAX_ERROR_CHARS = 300
+
+
+class OpenAIBackend:
+    """Bounded-concurrency chat completions against ``endpoint`` (see the module docstring)."""
+
+    def __init__(self, endpoint: Endpoint, *, concurrency: int = 16, cache: "ResponseCache | None" = None,
+                 price: Price | None = None, max_requests: int | None = None, max_cost: float | None = None):
+        if not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+        if max_cost is not None and price is None:
+            raise ValueError(f"max_cost={max_cost} needs a price for model {endpoint.name!r} (prices.{endpoint.name})")
+        self.endpoint = endpoint
+        self.model = endpoint.name
+        self.concurrency = concurrency
+        self.cache = cache
+        self.price = price
+        self.max_requests = max_requests
+        self.max_cost = max_cost
+        self.usage = Usage(cost_usd=None if price is None else 0.0)
+        self.stopped_reason: str | None = None
+        self.sent = 0  # requests started by this backend (what max_requests counts)
+        self._client: "openai.AsyncOpenAI | None" = make_async_client(endpoint)  # bad config raises here
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------ public surface
+
+    async def stream(self, requests: Iterable[ChatRequest] | AsyncIterable[ChatRequest]) -> AsyncIterator[ChatResult]:
+        """Yield one result per request, as they complete, with at most ``concurrency`` in flight."""
+        client = self._client_for_loop()
+        finished: asyncio.Queue[tuple[ChatRequest, ChatResult]] = asyncio.Queue()
+        tasks: set[asyncio.Task] = set()
+        source, exhausted, in_flight = aiter_requests(requests), False, 0
+        try:
+            while True:
+                while not exhausted and in_flight < self.concurrency:
+                    if self._stop_check():
+                        exhausted = True
+                        break
+                    try:
+                        request = await anext(source)
+                    except StopAsyncIteration:
+                        exhausted = True
+                        break
+                    hit = self.cache.get(request, self.model) if self.cache is not None else None
+                    if hit is not None:
+                        self.usage.add(hit, self.price)
+                        yield hit
+                        continue
+                    self.sent += 1
+                    in_flight += 1
+                    task = asyncio.create_task(self._call(client, request, finished))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                if in_flight == 0:
+                    return
+                request, result = await finished.get()
+                in_flight -= 1
+                yield self._account(request, result)
+        finally:
+            await _cancel(tasks)
+
+    def complete(self, requests: Iterable[ChatRequest]) -> list[ChatResult]:
+        """Synchronous :meth:`stream`, results in input order (works inside Jupyter too).
+
+        Requests a budget stop left unsent come back as failed results whose ``error`` is the
+        ``stopped_reason``.
+        """
+        requests = list(requests)
+        return run_sync(self._complete(requests))
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections (the backend reconnects if used again)."""
+        client, self._client, self._client_loop = self._client, None, None
+        if client is not None:
+            await client.close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _client_for_loop(self) -> "openai.AsyncOpenAI":
+        """The client, remade when the running loop changed.
+
+        Why: pooled connections belong to the loop that opened them; ``complete`` inside Jupyter
+        runs each call on a fresh loop, where the old connections cannot be used.
+        """
+        loop = asyncio.get_running_loop()
+        if self._client is None or (self._client_loop is not None and self._client_loop is not loop):
+            self._client = make_async_client(self.endpoint)
+        self._client_loop = loop
+        return self._client
+
+    def _stop_check(self) -> bool:
+        """True when no new request may start; sets ``stopped_reason`` the first time."""
+        if self.stopped_reason is None:
+            if self.max_requests is not None and self.sent >= self.max_requests:
+                self.stopped_reason = f"budget: max_requests reached ({self.max_requests})"
+            elif self.max_cost is not None and (self.usage.cost_usd or 0.0) >= self.max_cost:
+                self.stopped_reason = f"budget: max_cost reached (${self.usage.cost_usd:.4f} >= ${self.max_cost:g})"
+        return self.stopped_reason is not None
+
+    def _account(self, request: ChatRequest, result: ChatResult) -> ChatResult:
+        self.usage.add(result, self.price)
+        if result.ok and self.cache is not None:
+            self.cache.put(request, result)
+        return result
+
+    async def _call(self, client: "openai.AsyncOpenAI", request: ChatRequest,
+                    finished: asyncio.Queue[tuple[ChatRequest, ChatResult]]) -> None:
+        start = time.perf_counter()
+        try:
+            response = await client.chat.completions.create(**self._params(request))
+            result = self._result(request, response, time.perf_counter() - start)
+        except Exception as exc:  # a per-request failure is a result, never an exception out of stream
+            result = self._failure(request, exc, time.perf_counter() - start)
+        finished.put_nowait((request, result))
+
+    def _params(self, request: ChatRequest) -> dict[str, Any]:
+        params = {"model": self.model, "messages": list(request.messages), "temperature": request.temperature,
+                  "top_p": request.top_p, "max_tokens": request.max_tokens}
+        if request.stop:
+            params["stop"] = list(request.stop)
+        return params
+
+    def _result(self, request: ChatRequest, response: Any, latency_s: float) -> ChatResult:
+        choice = response.choices[0] if response.choices else None
+        text = choice.message.content if choice is not None else None
+        usage = response.usage
+        return ChatResult(
+            key=request.key, text=text, error=None if text is not None else "empty response (no message content)",
+            finish_reason=choice.finish_reason if choice is not None else None,
+            prompt_tokens=(usage.prompt_tokens or 0) if usage else 0,
+            completion_tokens=(usage.completion_tokens or 0) if usage else 0,
+            model=self.model, latency_s=latency_s)
+
+    def _failure(self, request: ChatRequest, exc: Exception, latency_s: float) -> ChatResult:
+        reason = self._reason(exc)
+        if getattr(exc, "status_code", None) in FATAL_STATUSES and self.stopped_reason is None:
+            self.stopped_reason = f"endpoint rejected the request: {reason}"
+        return ChatResult(key=request.key, text=None, error=reason, finish_reason=None, prompt_tokens=0,
+                          completion_tokens=0, model=self.model, latency_s=latency_s)
+
+    def _reason(self, exc: Exception) -> str:
+        """A short, redacted reason: "timeout after 3 retries", "http 500 after 1 retries: ..."."""
+        import openai
+
+        retries = _retries_taken(exc)
+        after = f" after {retries} retries" if retries else ""
+        if isinstance(exc, openai.APITimeoutError):
+            reason = f"timeout{after}"
+        elif isinstance(exc, openai.RateLimitError):
+            reason = f"rate limited (429){after}"
+        elif isinstance(exc, openai.APIStatusError):
+            reason = f"http {exc.status_code}{after}: {_server_message(exc)}"
+        elif isinstance(exc, openai.APIConnectionError):
+            reason = f"connection error{after}: {exc.__cause__ or exc}"
+        else:
+            reason = f"{type(exc).__name__}: {exc}"
+        if len(reason) > _MAX_ERROR_CHARS:
+            reason = reason[: _MAX_ERROR_CHARS - 3] + "..."
+        secrets = [self._client.api_key] if self._client is not None else []
+        return redact(reason, secrets)
+
+    async def _complete(self, requests: list[ChatRequest]) -> list[ChatResult]:
+        # Stream under positional keys so repeated keys (k samples of one record) map back exactly.
+        indexed = [replace(r, key=str(i)) for i, r in enumerate(requests)]
+        results: list[ChatResult | None] = [None] * len(requests)
+        try:
+            async for result in self.stream(indexed):
+                i = int(result.key)
+                results[i] = replace(result, key=requests[i].key)
+        finally:
+            await self.aclose()
+        return [r if r is not None else _unsent(req, self.model, self.stopped_reason)
+                for req, r in zip(requests, results)]
+
+
+def _unsent(request: ChatRequest, model: str, reason: str | None) -> ChatResult:
+    return ChatResult(key=request.key, text=None, error=reason or "not sent", finish_reason=None,
+                      prompt_tokens=0, completion_tokens=0, model=model, latency_s=0.0)
+
+
+def _retries_taken(exc: Exception) -> int:
+    """Retries the client made before giving up: the last attempt's ``x-stainless-retry-count``."""
+    request = getattr(exc, "request", None)
+    try:
+        return int(request.headers.get("x-stainless-retry-count", 0)) if request is not None else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def _server_message(exc: Any) -> str:
+    """The server's own error message (OpenAI-style ``{"error": {"message": ...}}``), else the client's."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return body["message"]
+    return str(getattr(exc, "message", exc))
+
+
+async def _cancel(tasks: set[asyncio.Task]) -> None:
+    """Cancel and await what is still in flight (the consumer stopped iterating early)."""
+    pending = [t for t in tasks if not t.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)
+
+
+def estimate(requests: Iterable[ChatRequest], price: Price | None, expected_output_tokens: int) -> dict[str, Any]:
+    """A dry run: how many requests and tokens, and what they would cost (None when unpriced).
+
+    Prompt tokens are approximated as characters / 4 (rounded up per request): good enough to
+    decide whether a run fits a budget, without loading a tokenizer.
+    """
+    count = prompt_tokens = 0
+    for request in requests:
+        chars = sum(len(str(m.get("content") or "")) for m in request.messages)
+        prompt_tokens += math.ceil(chars / 4)
+        count += 1
+    output_tokens = count * expected_output_tokens
+    cost = price.cost(prompt_tokens, output_tokens) if price is not None else None
+    return {"requests": count, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens, "cost_usd": cost}
