@@ -92,3 +92,105 @@ def test_a_rerun_decides_nothing_new_and_an_identical_run_makes_identical_record
     run_evolve(cfg2, paths2, progress=False)
     second = (paths2.stage("01_evolve") / "evolved.jsonl").read_text()
     assert sorted(second.splitlines()) == sorted(first.splitlines())  # same records; completion order may differ
+
+
+# ---------------------------------------------------------------- through an OpenAI-compatible server
+
+FAKE_KEY = "sk-evolve-test-key-0123456789abcdef"
+
+
+def evolution_responder(body: dict) -> str:
+    """Plays the evolver, the equality judge and the answerer, deterministically from the prompt."""
+    content = body["messages"][-1]["content"]
+    if content.startswith("Here are two problems"):
+        return "Different"
+    if content.startswith("Solve the problem"):
+        return "Step 1: 2 + 3 = 5. The answer is: 5"
+    original = content.split("Original problem:\n", 1)[1].strip()
+    return f"{original} Then {len(original) % 9 + 2} more are added."
+
+
+def _settings(tmp_path, server, retries: int, timeout: float = 2.0):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"api": {"base_url": server.base_url, "api_key_env": "RLEIF_EVOLVE_KEY",
+                                        "timeout": timeout, "max_retries": retries},
+                                "models": {"evolve": "fake-evolver"}}))
+    return path
+
+
+def _openai_extra(seeds: int, *more: str) -> tuple[str, ...]:
+    return ('evol_instruct.backend="openai"', f'evol_instruct.seeds="arith:{seeds}"', "evol_instruct.rounds=2",
+            "evol_instruct.concurrency=16", "evol_instruct.cache=false", *more)
+
+
+def _decided_ids(paths) -> list[str]:
+    d = paths.stage("01_evolve")
+    return [r["id"] for name in ("evolved.jsonl", "eliminated.jsonl") for r in read_jsonl(d / name)]
+
+
+@pytest.mark.slow
+def test_injected_429_500_and_timeouts_are_retried_or_recorded(tmp_path, monkeypatch):
+    from rleif_kit.fake_openai import FakeOpenAIServer
+    from rleif_kit.settings import load_settings
+
+    monkeypatch.setenv("RLEIF_EVOLVE_KEY", FAKE_KEY)
+    with FakeOpenAIServer(responder=evolution_responder, fail_rate=0.2, retry_after_s=0.05, hang_s=5,
+                          seed=3, require_key=FAKE_KEY) as server:
+        # no client retries: every injected failure must land in failed.jsonl with its reason
+        cfg, paths = _setup(tmp_path / "a", *_openai_extra(40))
+        result = run_evolve(cfg, paths, load_settings(_settings(tmp_path, server, retries=0, timeout=0.5)),
+                            progress=False)
+        failed = list(read_jsonl(paths.stage("01_evolve") / "failed.jsonl"))
+        assert result.failed > 0 and failed and all(r["error"] for r in failed)
+        reasons = " ".join(r["error"] for r in failed).lower()
+        assert "429" in reasons or "rate" in reasons
+        assert "timeout" in reasons or "timed out" in reasons
+        # with retries the same faults are absorbed: every lineage decided in every round
+        cfg2, paths2 = _setup(tmp_path / "b", *_openai_extra(40))
+        result2 = run_evolve(cfg2, paths2, load_settings(_settings(tmp_path, server, retries=4, timeout=0.5)),
+                             progress=False)
+        assert result2.kept + result2.eliminated == 40 * 2 and result2.failed == 0
+        # a rerun of the first run retries the failed ids and completes it
+        result3 = run_evolve(cfg, paths, load_settings(_settings(tmp_path, server, retries=4, timeout=0.5)),
+                             progress=False)
+        assert result3.kept + result3.eliminated == 40 * 2
+        assert sorted(_decided_ids(paths)) == sorted(_decided_ids(paths2))
+    for root in (tmp_path / "a", tmp_path / "b"):
+        assert not [p for p in root.rglob("*") if p.is_file() and FAKE_KEY.encode() in p.read_bytes()]
+
+
+@pytest.mark.slow
+def test_sigkill_at_a_random_moment_then_rerun_gives_the_uninterrupted_ids(tmp_path, monkeypatch):
+    import os
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from rleif_kit.fake_openai import FakeOpenAIServer
+    from rleif_kit.settings import load_settings
+
+    monkeypatch.setenv("RLEIF_EVOLVE_KEY", FAKE_KEY)
+    with FakeOpenAIServer(responder=evolution_responder, latency_s=0.03) as server:
+        settings = _settings(tmp_path, server, retries=2)
+        cfg_ref, paths_ref = _setup(tmp_path / "ref", *_openai_extra(150))
+        run_evolve(cfg_ref, paths_ref, load_settings(settings), progress=False)
+        reference = sorted(_decided_ids(paths_ref))
+        assert len(reference) == 150 * 2
+
+        run_dir = tmp_path / "killed"
+        cmd = [sys.executable, "-m", "rleif_kit.evolve", "--params", str(TINY_PARAMS), "--settings", str(settings)]
+        for o in tiny_overrides(run_dir / "run", *_openai_extra(150)):
+            cmd += ["--set", o]
+        rng = random.Random(int(time.time()))
+        for attempt in range(3):  # kill it up to three times at random moments, then let it finish
+            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(rng.uniform(1.5, 4.0))
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, timeout=300)
+    cfg_k, paths_k = _setup(run_dir, *_openai_extra(150))
+    ids = _decided_ids(paths_k)
+    assert len(ids) == len(set(ids)), "a duplicate id after SIGKILL + resume"
+    assert sorted(ids) == reference

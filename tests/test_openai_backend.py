@@ -41,7 +41,10 @@ class CountingServer(FakeOpenAIServer):
 
 
 async def collect(backend, reqs) -> list[ChatResult]:
-    return [r async for r in backend.stream(reqs)]
+    try:
+        return [r async for r in backend.stream(reqs)]
+    finally:
+        await backend.aclose()
 
 
 def test_results_carry_keys_and_concurrency_is_bounded():
@@ -56,6 +59,22 @@ def test_results_carry_keys_and_concurrency_is_bounded():
         assert (result.prompt_tokens, result.completion_tokens, result.finish_reason) == (3, 4, "stop")
     assert server.peak == 4  # the cap was reached and never exceeded
     assert bodies[0]["model"] == "fake-evolver" and bodies[0]["max_tokens"] == 512 and "stop" not in bodies[0]
+
+
+def test_acomplete_from_many_jobs_keeps_the_concurrency_bound_and_the_budget():
+    async def jobs(backend):
+        try:
+            return await asyncio.gather(*(backend.acomplete(r) for r in requests(40)))
+        finally:
+            await backend.aclose()
+
+    with CountingServer(latency_s=0.02) as server:
+        results = asyncio.run(jobs(OpenAIBackend(endpoint(server), concurrency=5)))
+        assert server.peak == 5 and all(r.ok for r in results)
+        capped = OpenAIBackend(endpoint(server), concurrency=5, max_requests=12)
+        results = asyncio.run(jobs(capped))
+    assert sum(r.ok for r in results) == 12  # 12 sent, the other 28 refused without a request
+    assert all(r.error.startswith("budget: max_requests") for r in results if not r.ok)
 
 
 def test_injected_429_500_and_timeouts_are_retried_and_every_request_gets_a_result():
@@ -180,6 +199,7 @@ def test_input_is_pulled_lazily():
         async for _ in backend.stream(source()):
             seen += 1
             ahead.append(pulled - seen)
+        await backend.aclose()
         return seen, max(ahead)
 
     with FakeOpenAIServer(latency_s=0.005) as server:
@@ -196,6 +216,7 @@ def test_async_iterable_input_and_early_break():
         gen = backend.stream(source())
         got = [await anext(gen), await anext(gen)]
         await gen.aclose()  # the consumer stops early: in-flight requests are cancelled
+        await backend.aclose()
         return got
 
     with FakeOpenAIServer(latency_s=0.01) as server:

@@ -51,6 +51,37 @@ class HFBackend:
             for result in await asyncio.to_thread(self._run_batch, group):
                 yield result
 
+    async def acomplete(self, request: ChatRequest) -> ChatResult:
+        """One request; concurrent callers are gathered into batches (a short wait fills a batch).
+
+        Why: the evolution engine awaits requests one job at a time; generating them one by one
+        would waste the batched forward pass that makes local generation affordable.
+        """
+        loop = asyncio.get_running_loop()
+        if getattr(self, "_queue_loop", None) is not loop:
+            self._queue, self._queue_loop, self._worker = asyncio.Queue(), loop, None
+        future = loop.create_future()
+        self._queue.put_nowait((request, future))
+        if self._worker is None or self._worker.done():
+            self._worker = loop.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        """Collect queued requests into same-sampling batches and run them in a worker thread."""
+        while not self._queue.empty():
+            await asyncio.sleep(0.02)  # let concurrent callers enqueue, so batches fill up
+            pending: list[tuple[ChatRequest, asyncio.Future]] = []
+            while not self._queue.empty() and len(pending) < self.batch_size:
+                pending.append(self._queue.get_nowait())
+            groups: dict[tuple, list[tuple[ChatRequest, asyncio.Future]]] = {}
+            for item in pending:
+                groups.setdefault(_sampling_key(item[0]), []).append(item)
+            for items in groups.values():
+                results = await asyncio.to_thread(self._run_batch, [r for r, _ in items])
+                for (_, future), result in zip(items, results):
+                    if not future.done():
+                        future.set_result(result)
+
     def complete(self, requests: Iterable[ChatRequest]) -> list[ChatResult]:
         """Synchronous :meth:`stream`, results in input order."""
         requests = list(requests)

@@ -70,7 +70,10 @@ class OpenAIBackend:
     # ------------------------------------------------------------------ public surface
 
     async def stream(self, requests: Iterable[ChatRequest] | AsyncIterable[ChatRequest]) -> AsyncIterator[ChatResult]:
-        """Yield one result per request, as they complete, with at most ``concurrency`` in flight."""
+        """Yield one result per request, as they complete, with at most ``concurrency`` in flight.
+
+        The connections stay open for the next call on this loop; ``await backend.aclose()`` when done.
+        """
         client = self._client_for_loop()
         finished: asyncio.Queue[tuple[ChatRequest, ChatResult]] = asyncio.Queue()
         tasks: set[asyncio.Task] = set()
@@ -103,6 +106,37 @@ class OpenAIBackend:
                 yield self._account(request, result)
         finally:
             await _cancel(tasks)
+
+    async def acomplete(self, request: ChatRequest) -> ChatResult:
+        """One request, awaited on its own; at most ``concurrency`` of these are in flight at once.
+
+        Why besides ``stream``: a multi-step job (evolve, then judge, then answer) awaits its next
+        request only after the previous one answered; ``stream`` pulls a fixed input. Budgets, the
+        cache and usage accounting are the same. A request refused by a budget comes back failed
+        with ``error`` = ``stopped_reason`` (which starts with "budget:" or "endpoint rejected").
+        """
+        hit = self.cache.get(request, self.model) if self.cache is not None else None
+        if hit is not None:
+            self.usage.add(hit, self.price)
+            return hit
+        client = self._client_for_loop()
+        async with self._semaphore_for_loop():
+            if self._stop_check():
+                return _unsent(request, self.model, self.stopped_reason)
+            self.sent += 1
+            start = time.perf_counter()
+            try:
+                response = await client.chat.completions.create(**self._params(request))
+                result = self._result(request, response, time.perf_counter() - start)
+            except Exception as exc:  # a per-request failure is a result, never an exception
+                result = self._failure(request, exc, time.perf_counter() - start)
+        return self._account(request, result)
+
+    def _semaphore_for_loop(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if getattr(self, "_sem_loop", None) is not loop:
+            self._sem, self._sem_loop = asyncio.Semaphore(self.concurrency), loop
+        return self._sem
 
     def complete(self, requests: Iterable[ChatRequest]) -> list[ChatResult]:
         """Synchronous :meth:`stream`, results in input order (works inside Jupyter too).
