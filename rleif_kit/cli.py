@@ -1,6 +1,7 @@
 """The ``rleif`` command.
 
     rleif run params/tiny-cpu.toml [--stages 03_sft,...] [--set section.key=value ...] [--settings FILE]
+    rleif evolve params/wizardmath-7b.toml --settings settings.json --dry-run   # requests, tokens, cost
     rleif check-api --settings settings.json
     rleif config params/tiny-cpu.toml [--set ...]      # validate and print the resolved config
 
@@ -25,6 +26,12 @@ def _parser() -> argparse.ArgumentParser:
                      help="override a config value (repeatable)")
     run.add_argument("--settings", help="endpoint settings (settings.json); optional")
     run.add_argument("--report-dir", help="where executed notebooks go (default reports/<run-name>)")
+
+    evolve = sub.add_parser("evolve", help="run Evol-Instruct alone, or estimate its cost with --dry-run")
+    evolve.add_argument("params")
+    evolve.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    evolve.add_argument("--settings", help="endpoint settings (settings.json)")
+    evolve.add_argument("--dry-run", action="store_true", help="estimate requests, tokens and cost; send nothing")
 
     check = sub.add_parser("check-api", help="one chat round trip per configured model")
     check.add_argument("--settings", default="settings.json")
@@ -56,6 +63,24 @@ def _check_api(args) -> int:
     return 0 if all(r.ok for r in rows) else 1
 
 
+def _evolve(args) -> int:
+    import json
+
+    from rleif_kit.evolve import estimate_evolve, run_evolve
+    from rleif_kit.settings import load_settings
+    from rleif_kit.setup import setup
+
+    cfg, paths = setup(args.params, args.overrides, stage="01_evolve")
+    settings = load_settings(args.settings) if args.settings else None
+    if args.dry_run:
+        print(json.dumps(estimate_evolve(cfg, paths, settings), indent=2))
+        return 0
+    result = run_evolve(cfg, paths, settings)
+    print(f"kept {result.kept}, eliminated {result.eliminated}, failed {result.failed}"
+          + (f"; stopped: {result.stopped_reason} (rerun to continue)" if result.stopped_reason else ""))
+    return 0
+
+
 def _config(args) -> int:
     from rleif_kit.config import load_config, to_toml
 
@@ -67,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     from rleif_kit.config import ConfigError
 
     args = _parser().parse_args(argv)
-    handlers = {"run": _run, "check-api": _check_api, "config": _config}
+    handlers = {"run": _run, "evolve": _evolve, "check-api": _check_api, "config": _config}
     user_errors: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError)
     try:
         from rleif_kit.models import ModelNotFound

@@ -375,7 +375,10 @@ def estimate_evolve(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> di
 
     ev = cfg.evol_instruct
     seeds = list(load_seeds(cfg, paths))
-    templates = load_templates(cfg.resolve(ev.prompts_dir), ev.domain) if ev.backend != "arith" else {}
+    if ev.backend == "arith":
+        return {"requests": 0, "prompt_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "seeds": len(seeds),
+                "rounds": ev.rounds, "note": "the arith backend is programmatic: it sends no request"}
+    templates = load_templates(cfg.resolve(ev.prompts_dir), ev.domain)
     per_call = 1 + int(ev.equality_judge and ev.backend == "openai") + int(ev.with_answers)
     requests = (_dry_request(templates, s, i) for s in seeds for i in range(ev.rounds * per_call))
     price = settings.price(settings.endpoint("evolve").name) if settings is not None else None
@@ -393,10 +396,10 @@ def _dry_request(templates: dict[str, str], seed: dict, i: int):
 
 
 def main(argv: list[str] | None = None) -> None:
+    """``python -m rleif_kit.evolve --params P [--settings S] [--set k=v] [--dry-run]`` (same as ``rleif evolve``)."""
     import argparse
 
-    from rleif_kit.settings import load_settings
-    from rleif_kit.setup import setup
+    from rleif_kit.cli import main as cli_main
 
     parser = argparse.ArgumentParser(description="Run the Evol-Instruct stage without a notebook.")
     parser.add_argument("--params", required=True)
@@ -404,14 +407,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--settings")
     parser.add_argument("--dry-run", action="store_true", help="estimate requests, tokens and cost; send nothing")
     args = parser.parse_args(argv)
-    cfg, paths = setup(args.params, args.overrides, stage="01_evolve")
-    settings = load_settings(args.settings) if args.settings else None
-    if args.dry_run:
-        print(json.dumps(estimate_evolve(cfg, paths, settings), indent=2))
-        return
-    result = run_evolve(cfg, paths, settings)
-    print(f"kept {result.kept}, eliminated {result.eliminated}, failed {result.failed}"
-          + (f"; stopped: {result.stopped_reason}" if result.stopped_reason else ""))
+    argv2 = ["evolve", args.params] + [x for o in args.overrides for x in ("--set", o)]
+    argv2 += (["--settings", args.settings] if args.settings else []) + (["--dry-run"] if args.dry_run else [])
+    raise SystemExit(cli_main(argv2))
 
 
 if __name__ == "__main__":

@@ -194,3 +194,20 @@ def test_sigkill_at_a_random_moment_then_rerun_gives_the_uninterrupted_ids(tmp_p
     ids = _decided_ids(paths_k)
     assert len(ids) == len(set(ids)), "a duplicate id after SIGKILL + resume"
     assert sorted(ids) == reference
+
+
+def test_dry_run_estimates_requests_tokens_and_cost_without_sending(tmp_path, monkeypatch):
+    from rleif_kit.evolve import estimate_evolve
+    from rleif_kit.settings import load_settings
+
+    seeds = tmp_path / "seeds.jsonl"
+    seeds.write_text("".join(json.dumps({"instruction": f"Problem {i} " + "word " * 20}) + "\n" for i in range(10)))
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"api": {"base_url": "http://127.0.0.1:9/v1", "api_key_env": "NOPE_KEY"},
+                                    "models": {"evolve": "m"},
+                                    "prices": {"m": {"input_per_million": 1.0, "output_per_million": 2.0}}}))
+    cfg, paths = _setup(tmp_path, 'evol_instruct.backend="openai"', f'evol_instruct.seeds="{seeds}"',
+                        "evol_instruct.rounds=2", "evol_instruct.with_answers=true", "evol_instruct.equality_judge=true")
+    est = estimate_evolve(cfg, paths, load_settings(settings))
+    assert est["requests"] == 10 * 2 * 3  # 10 seeds x 2 rounds x (evolve + judge + answer)
+    assert est["cost_usd"] == pytest.approx(est["prompt_tokens"] * 1e-6 + est["output_tokens"] * 2e-6)

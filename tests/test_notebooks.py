@@ -79,3 +79,15 @@ def test_a_wrong_key_is_redacted_in_the_notebook(tmp_path, monkeypatch):
     assert read_records(reports / "metrics.json")["00_setup"]["endpoints_ok"] == 0
     assert _files_containing(tmp_path / "reports", wrong.encode()) == []
     assert _files_containing(tmp_path / "reports", wrong[-4:].encode()) == []
+
+
+def test_evolve_notebook_runs_the_arith_backend_offline(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    reports = tmp_path / "reports"
+    run_pipeline(str(TINY_PARAMS), "01_evolve", tiny_overrides(tmp_path / "run"), report_dir=str(reports))
+    ev = read_records(reports / "metrics.json")["01_evolve"]
+    # 400 seeds x 3 rounds, every lineage decided each round
+    assert ev["kept"] + ev["eliminated"] == 1200 and ev["failed"] == 0 and ev["duplicate_ids"] == 0
+    assert 0.05 < ev["eliminated"] / 1200 < 0.35  # defect_rate 0.2, part of it caught here
+    assert {"leaked_template", "unparseable"} <= set(ev["reasons"])
+    assert ev["cost_usd"] == 0.0 and (reports / "figures" / "01_evolve_operators.png").exists()
