@@ -1,4 +1,4 @@
-"""Throughput of the Evol-Instruct I/O layer (OpenAIBackend.stream + JsonlWriter) against a fake API.
+"""Throughput of the Evol-Instruct engine (run_evolve, openai backend, JSONL checkpoints) against a fake API.
 
     .venv/bin/python benchmarks/bench_evolve.py [--repeats 3]
 
@@ -6,8 +6,8 @@ The FakeOpenAIServer runs in a separate process (its CPU must not share our GIL)
 after a fixed latency.  Every request has the real shape of an evolution call: one user message
 of ~150 words, max_tokens 256, a ~120-word reply.  Two scenarios, in one run:
 
-(a) latency 1 s, 1,000 requests, 64 in flight, every result appended to a JsonlWriter
-    (fsync_every=500): requests/s against the ideal 64 req/s (target >= 90%), and against a plain
+(a) latency 1 s, 1,000 evolutions, 64 in flight, every outcome appended to the stage's JSONL
+    (fsync every 500): requests/s against the ideal 64 req/s (target >= 90%), and against a plain
     one-at-a-time loop with the sync ``openai.OpenAI`` client (target >= 55x).
 (b) latency 50 ms, 2,000 requests, 64 in flight: the kit vs a bare ``AsyncOpenAI`` +
     ``asyncio.Semaphore(64)`` loop making the same calls (target ratio >= 0.85).  Kit and bare run
@@ -33,26 +33,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rleif_kit.jsonl import JsonlWriter  # noqa: E402
-from rleif_kit.llm import ChatRequest, OpenAIBackend  # noqa: E402
-from rleif_kit.settings import Endpoint  # noqa: E402
+from rleif_kit.llm import ChatRequest  # noqa: E402
 
 MODEL = "evolver"
 CONCURRENCY = 64
 MAX_TOKENS = 256
 REPLY = " ".join(f"word{i % 37}" for i in range(120))
-TEMPLATE = (
-    "I want you to act as a Prompt Rewriter. Your objective is to rewrite a given prompt into a more "
-    "complex version to make those famous AI systems (e.g., ChatGPT and GPT4) a bit harder to handle. "
-    "But the rewritten prompt must be reasonable and must be understood and responded by humans. Your "
-    "rewriting cannot omit the non-text parts such as the table and code in #The Given Prompt#. Also, "
-    "please do not omit the input in #The Given Prompt#. You SHOULD complicate the given prompt using "
-    "the following method: Add one more constraint or requirement into #The Given Prompt#. You should "
-    "try your best not to make the #Rewritten Prompt# become verbose; #Rewritten Prompt# can only add "
-    "10 to 20 words into #The Given Prompt#.\n#The Given Prompt#:\nA shop sells {i} apples on Monday "
-    "and twice as many on Tuesday. Each apple costs 3 dollars. How much money did the shop make in "
-    "total over the two days, and what is the average per day?\n#Rewritten Prompt#:\n"
-)
+TEMPLATE = (ROOT / "params" / "prompts" / "evol" / "math" / "add_constraint.txt").read_text(encoding="utf-8")
+SEED = ("A shop sells {i} apples on Monday and twice as many on Tuesday. Each apple costs 3 dollars. How much "
+        "money did the shop make in total over the two days, and what is the average per day?")
 TARGETS = {"a_share_of_ideal": 0.90, "a_kit_over_loop": 55.0, "b_kit_over_bare": 0.85}
 
 
@@ -93,25 +82,35 @@ class ServerProcess:
 def evolution_requests(n: int):
     """Generated lazily, as the evolution engine does."""
     for i in range(n):
-        yield ChatRequest(f"r{i}", ({"role": "user", "content": TEMPLATE.format(i=i)},), temperature=0.7,
-                          max_tokens=MAX_TOKENS)
+        content = TEMPLATE.replace("{instruction}", SEED.format(i=i))
+        yield ChatRequest(f"r{i}", ({"role": "user", "content": content},), temperature=0.7, max_tokens=MAX_TOKENS)
 
 
-def _endpoint(base_url: str) -> Endpoint:
-    return Endpoint("evolve", MODEL, base_url, None, timeout=60.0, max_retries=3)
+async def run_kit(base_url: str, n: int, out_dir: Path) -> float:
+    """Seconds for n evolutions through the real engine (``run_evolve`` with the openai backend):
+    operator draw, template, request, elimination checks, lineage, every outcome appended to JSONL
+    with checkpointing (fsync every 500) — one request per evolution (no judge, no answers)."""
+    from rleif_kit.evolve import run_evolve_async
+    from rleif_kit.settings import load_settings
+    from rleif_kit.setup import setup
 
-
-async def run_kit(base_url: str, n: int, out_path: Path) -> float:
-    """Seconds for n requests through OpenAIBackend.stream, each result appended to a JsonlWriter."""
-    backend = OpenAIBackend(_endpoint(base_url), concurrency=CONCURRENCY)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    seeds = out_dir / "seeds.jsonl"
+    seeds.write_text("".join(json.dumps({"id": f"s{i}", "instruction": SEED.format(i=i)}) + "\n" for i in range(n)))
+    settings = out_dir / "settings.json"
+    settings.write_text(json.dumps({"api": {"base_url": base_url, "api_key_env": None, "timeout": 60,
+                                            "max_retries": 3}, "models": {"evolve": MODEL}}))
+    overrides = [f'base.output_dir="{out_dir / "run"}"', 'evol_instruct.backend="openai"',
+                 f'evol_instruct.seeds="{seeds}"', "evol_instruct.rounds=1", "evol_instruct.with_answers=false",
+                 "evol_instruct.equality_judge=false", f"evol_instruct.concurrency={CONCURRENCY}",
+                 "evol_instruct.cache=false", "evol_instruct.checkpoint_every=500",
+                 f"evol_instruct.max_new_tokens={MAX_TOKENS}"]
+    cfg, paths = setup(str(ROOT / "params" / "tiny-cpu.toml"), overrides, stage="01_evolve",
+                       report_dir=str(out_dir / "reports"), workdir=str(ROOT))
     start = time.perf_counter()
-    with JsonlWriter(out_path, fsync_every=500) as out:
-        async for r in backend.stream(evolution_requests(n)):
-            out.write({"id": r.key, "text": r.text, "error": r.error, "finish_reason": r.finish_reason,
-                       "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens})
+    result = await run_evolve_async(cfg, paths, load_settings(settings), progress=False)
     seconds = time.perf_counter() - start
-    await backend.aclose()
-    assert backend.usage.ok == n, backend.usage
+    assert result.kept + result.eliminated == n and result.failed == 0, result
     return seconds
 
 
@@ -154,7 +153,7 @@ def run_loop(base_url: str, n: int) -> float:
 
 def scenario_a(tmp: Path, n: int, loop_n: int) -> dict:
     with ServerProcess(latency_s=1.0) as server:
-        kit_s = asyncio.run(run_kit(server.base_url, n, tmp / "a.jsonl"))
+        kit_s = asyncio.run(run_kit(server.base_url, n, tmp / "a"))
         loop_s = run_loop(server.base_url, loop_n)
     kit_rps, loop_rps = n / kit_s, loop_n / loop_s
     return {"latency_s": 1.0, "requests": n, "concurrency": CONCURRENCY, "kit_seconds": kit_s,
@@ -165,10 +164,10 @@ def scenario_a(tmp: Path, n: int, loop_n: int) -> dict:
 def scenario_b(tmp: Path, n: int, repeats: int) -> dict:
     runs = []
     with ServerProcess(latency_s=0.05) as server:
-        asyncio.run(run_kit(server.base_url, 200, tmp / "warm.jsonl"))  # warm-up: imports, first connections
+        asyncio.run(run_kit(server.base_url, 200, tmp / "warm"))  # warm-up: imports, first connections
         asyncio.run(run_bare(server.base_url, 200))
         for r in range(repeats):
-            kit_s = asyncio.run(run_kit(server.base_url, n, tmp / f"b{r}.jsonl"))
+            kit_s = asyncio.run(run_kit(server.base_url, n, tmp / f"b{r}"))
             bare_s = asyncio.run(run_bare(server.base_url, n))
             runs.append({"kit_rps": n / kit_s, "bare_rps": n / bare_s, "kit_over_bare": bare_s / kit_s})
             print(f"  (b) repeat {r + 1}: kit {n / kit_s:7.1f} req/s, bare {n / bare_s:7.1f} req/s", flush=True)
