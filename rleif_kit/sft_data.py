@@ -8,37 +8,18 @@ written once per run (``paths.arith_heldout``) and never trained on.
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
-from typing import Iterator
 
 from rleif_kit import arith
 from rleif_kit.config import RunConfig
 from rleif_kit.evaluation.prompts import math_prompt, sft_completion
+from rleif_kit.jsonl import read_jsonl, write_jsonl
 from rleif_kit.paths import RunPaths
 
 
 class DataError(ValueError):
     pass
-
-
-def read_jsonl(path: str | Path) -> Iterator[dict]:
-    """Records of a JSONL file; a malformed line is an error naming the file and line number."""
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise DataError(f"{path}:{n}: not valid JSON ({e.msg})") from None
-
-
-def write_jsonl(path: str | Path, records) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
 
 
 def load_instructions(path: Path, what: str) -> list[dict]:
