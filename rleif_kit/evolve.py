@@ -177,7 +177,10 @@ class LLMEvolver:
         return Outcome("kept", {**record, "usage": dict(usage)})
 
     def _failure(self, task: Task, result: Any) -> Outcome:
-        kind = "stopped" if (result.error or "").startswith("budget") else "failed"
+        # A budget cap or a rejected endpoint (401/403/404) stops the run: not this record's fault,
+        # so it is not written and costs no retry attempt; the next run picks it up.
+        stopped = getattr(self.backend, "stopped_reason", None) or (result.error or "").startswith("budget")
+        kind = "stopped" if stopped else "failed"
         return Outcome(kind, {"id": task.id, "root_id": task.root_id, "round": task.round,
                               "operator": task.operator.name, "error": result.error})
 

@@ -239,3 +239,18 @@ def test_the_hf_backend_evolves_with_a_local_model(tmp_path, small_model_dir):
     # a random-init model writes noise: what matters is that every lineage got decided, with reasons
     assert result.kept + result.eliminated == 6 and result.failed == 0
     assert result.usage["completion_tokens"] > 0
+
+
+def test_a_wrong_key_stops_the_run_without_burning_retry_attempts(tmp_path, monkeypatch):
+    from rleif_kit.fake_openai import FakeOpenAIServer
+    from rleif_kit.settings import load_settings
+
+    monkeypatch.setenv("RLEIF_EVOLVE_KEY", "sk-wrong-wrong-wrong-1234")
+    with FakeOpenAIServer(responder=evolution_responder, require_key=FAKE_KEY) as server:
+        cfg, paths = _setup(tmp_path, *_openai_extra(20))
+        result = run_evolve(cfg, paths, load_settings(_settings(tmp_path, server, retries=0)), progress=False)
+        sent = len(server.requests)
+    assert result.stopped_reason.startswith("endpoint rejected") and "401" in result.stopped_reason
+    assert sent < 20 and result.kept == 0  # stopped at the first answers, not after 20 x 3 failures
+    assert not list(read_jsonl(paths.stage("01_evolve") / "failed.jsonl"))  # no attempt was spent
+    assert "1234" not in result.stopped_reason
