@@ -130,13 +130,16 @@ def lexically_same(parent: str, child: str, threshold: float = 0.9) -> bool:
     return jaccard >= threshold and _skeleton(p) == _skeleton(c)
 
 
+_NOT_PLAIN = re.compile(r"[^\w\s]|_")  # neither a letter/digit nor whitespace
+
+
 def _unparseable(raw: str, text: str, finish_reason: str | None) -> bool:
     """Truncated, unbalanced code fences, mostly non-linguistic characters, or a dangling end."""
     if finish_reason == "length" or (raw or "").count("```") % 2:
         return True
     if not any(ch.isalnum() for ch in text):
         return False  # no words at all ("", "...!?") is "empty", a different reason
-    plain = sum(ch.isalnum() or ch.isspace() for ch in text)
+    plain = len(text) - len(_NOT_PLAIN.findall(text))  # a regex: this runs on every evolved text
     if plain / len(text) < MIN_TEXT_CHAR_RATIO:
         return True
     words = text.lower().split()  # a dangling end only counts in a text long enough to be cut
