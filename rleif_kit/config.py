@@ -20,6 +20,7 @@ from typing import Any, get_type_hints
 from rleif_kit.sections import (
     ArithConfig,
     BaseConfig,
+    DedupConfig,
     DiagnosticsConfig,
     EvalConfig,
     EvolInstructConfig,
@@ -35,6 +36,7 @@ SECTIONS: dict[str, type] = {
     "arith": ArithConfig,
     "sft": SFTConfig,
     "evol_instruct": EvolInstructConfig,
+    "dedup": DedupConfig,
     "reward_model": RewardModelConfig,
     "ppo": PPOConfig,
     "eval": EvalConfig,
@@ -68,6 +70,7 @@ class RunConfig:
     arith: ArithConfig
     sft: SFTConfig
     evol_instruct: EvolInstructConfig
+    dedup: DedupConfig
     reward_model: RewardModelConfig
     ppo: PPOConfig
     eval: EvalConfig

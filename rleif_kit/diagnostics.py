@@ -89,3 +89,45 @@ def check_step_format(responses: Sequence[str], cfg: DiagnosticsConfig, seed: in
     advice = ("Too few solutions have explicit steps: normalise them to 'Step 1: ... The answer is: X' or "
               "rewrite them through the evolution model before SFT.")
     return Verdict("step_format", "fail", numbers, thresholds, advice, source)
+
+
+def check_evolve_temperature(temperature: float, cfg: DiagnosticsConfig,
+                             source: str = "[evol_instruct] temperature") -> Verdict:
+    """Evolving at a low temperature makes near-copies: dedup then removes most of them."""
+    numbers, thresholds = {"temperature": temperature}, {"min_evolve_temperature": cfg.min_evolve_temperature}
+    if temperature >= cfg.min_evolve_temperature:
+        return Verdict("evolve_temperature", "ok", numbers, thresholds, source=source)
+    return Verdict("evolve_temperature", "warn", numbers, thresholds,
+                   f"Sampling temperature {temperature:g} is below {cfg.min_evolve_temperature:g}: raise it, "
+                   "or evolutions repeat each other and dedup removes them.", source)
+
+
+def check_kept_floor(kept: int, min_kept: int, up_ratio: float, source: str = "02_dedup/instructions.jsonl") -> Verdict:
+    """Too few instructions survive dedup: the reward models and PPO will see too little variety."""
+    numbers, thresholds = {"kept": kept}, {"min_kept": min_kept}
+    if kept >= min_kept:
+        return Verdict("kept_floor", "ok", numbers, thresholds, source=source)
+    advice = (f"Only {kept} instructions survived dedup (floor {min_kept}): lower evolve_up_ratio to 0.6 "
+              f"(now {up_ratio:g}) so fewer upward evolutions collapse into near-copies, and check the "
+              "temperature is >= 0.9.")
+    return Verdict("kept_floor", "warn", numbers, thresholds, advice, source)
+
+
+def check_operator_share(kept_per_operator: dict[str, int], cfg: DiagnosticsConfig,
+                         source: str = "02_dedup/dedup_report.json") -> Verdict:
+    """A kept set dominated by a few evolution templates is the known cause of IRM overfitting."""
+    total = sum(kept_per_operator.values())
+    top = sorted(kept_per_operator.values(), reverse=True)[:2]
+    share = sum(top) / total if total else 0.0
+    numbers = {"top_two_share": share, "operators": len(kept_per_operator)}
+    thresholds = {"max_top_operator_share": cfg.max_top_operator_share}
+    if share <= cfg.max_top_operator_share:
+        return Verdict("operator_share", "ok", numbers, thresholds, source=source)
+    return Verdict("operator_share", "warn", numbers, thresholds,
+                   "Two operators make up most of the kept set: the IRM may learn templates, not quality. "
+                   "Balance evolve_up_ratio / evolve_down_ratio or add operators.", source)
+
+
+def format_verdicts(verdicts: Sequence[Verdict]) -> str:
+    """One line per verdict, for notebooks and the CLI."""
+    return "\n".join(v.line() for v in verdicts) if verdicts else "(no checks)"

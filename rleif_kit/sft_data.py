@@ -81,19 +81,68 @@ def open_domain_sample(cfg: RunConfig) -> list[dict]:
     return random.Random(cfg.base.seed).sample(pool, n)
 
 
-def build_sft_examples(cfg: RunConfig, paths: RunPaths) -> list[dict]:
-    """The examples SFT trains on, shuffled with the run's seed and saved to ``paths.sft_data``."""
+def stepwise_rows(cfg: RunConfig, paths: RunPaths) -> list[dict]:
+    """The step-by-step data of ``[sft].dataset``: generated (``arith:N``) or read from its JSONL."""
     n = arith_size(cfg.sft.dataset)
     if n is not None:
         train, _ = arith_splits(cfg, paths, n)
-        stepwise = [{"id": r["id"], "instruction": r["question"], "response": r["solution"]} for r in train]
+        return [{"id": r["id"], "instruction": r["question"], "response": r["solution"]} for r in train]
+    return load_instructions(cfg.resolve(cfg.sft.dataset), "[sft] dataset")
+
+
+def evolved_rows(instructions: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Kept evolved instructions with answers, normalised to the step format; the rest set aside with reasons."""
+    from rleif_kit.stepwise import NormaliseError, normalise_solution
+
+    rows, rejected = [], []
+    for r in instructions:
+        if r.get("round", 0) == 0:
+            continue  # seeds: already in the step-by-step dataset
+        if not r.get("answer"):
+            rejected.append({"id": r["id"], "reason": "no answer"})
+            continue
+        try:
+            rows.append({"id": r["id"], "instruction": r["text"], "response": normalise_solution(r["answer"])})
+        except NormaliseError as e:
+            rejected.append({"id": r["id"], "reason": e.reason})
+    return rows, rejected
+
+
+def build_sft_file(cfg: RunConfig, paths: RunPaths, instructions: list[dict]) -> dict:
+    """``02_dedup/sft.jsonl``: step-by-step data + kept evolved instructions + open-domain samples."""
+    evolved, rejected = evolved_rows(instructions)
+    rows = ([{**r, "source": "stepwise"} for r in stepwise_rows(cfg, paths)]
+            + [{**r, "source": "evolved"} for r in evolved]
+            + [{**r, "source": "open_domain"} for r in open_domain_sample(cfg)])
+    d = paths.stage("02_dedup")
+    write_jsonl(d / "sft.jsonl", rows)
+    write_jsonl(d / "sft_rejected.jsonl", rejected)
+    counts = {src: sum(r["source"] == src for r in rows) for src in ("stepwise", "evolved", "open_domain")}
+    return {"rows": len(rows), **counts, "evolved_rejected": len(rejected),
+            "rejected_reasons": _count(r["reason"] for r in rejected)}
+
+
+def _count(items) -> dict:
+    from collections import Counter
+
+    return dict(Counter(items).most_common())
+
+
+def build_sft_examples(cfg: RunConfig, paths: RunPaths) -> list[dict]:
+    """Prompt/completion examples for SFT, shuffled with the run's seed, saved to ``paths.sft_data``.
+
+    From ``02_dedup/sft.jsonl`` when 02_dedup has run; otherwise straight from ``[sft].dataset`` and
+    the open-domain file, so SFT also runs on its own.
+    """
+    built = paths.output_dir / "02_dedup" / "sft.jsonl"
+    if built.exists():
+        rows = list(read_jsonl(built))
     else:
-        stepwise = load_instructions(cfg.resolve(cfg.sft.dataset), "[sft] dataset")
+        rows = ([{**r, "source": "stepwise"} for r in stepwise_rows(cfg, paths)]
+                + [{**r, "source": "open_domain"} for r in open_domain_sample(cfg)])
     cot = cfg.eval.cot_prompt
-    examples = [{"id": r["id"], "source": source, "prompt": math_prompt(r["instruction"], cot=cot),
-                 "completion": sft_completion(r["response"])}
-                for source, rows in (("stepwise", stepwise), ("open_domain", open_domain_sample(cfg)))
-                for r in rows]
+    examples = [{"id": r["id"], "source": r["source"], "prompt": math_prompt(r["instruction"], cot=cot),
+                 "completion": sft_completion(r["response"])} for r in rows]
     random.Random(cfg.base.seed).shuffle(examples)
     write_jsonl(paths.sft_data, examples)
     return examples

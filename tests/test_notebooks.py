@@ -91,3 +91,19 @@ def test_evolve_notebook_runs_the_arith_backend_offline(tmp_path, monkeypatch):
     assert 0.05 < ev["eliminated"] / 1200 < 0.35  # defect_rate 0.2, part of it caught here
     assert {"leaked_template", "unparseable"} <= set(ev["reasons"])
     assert ev["cost_usd"] == 0.0 and (reports / "figures" / "01_evolve_operators.png").exists()
+
+
+def test_dedup_notebook_removes_a_realistic_share_and_builds_sft_data(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    reports, run_dir = tmp_path / "reports", tmp_path / "run"
+    run_pipeline(str(TINY_PARAMS), "01_evolve,02_dedup", tiny_overrides(run_dir), report_dir=str(reports))
+    dd = read_records(reports / "metrics.json")["02_dedup"]
+    assert dd["total"] == 400 + read_records(reports / "metrics.json")["01_evolve"]["kept"]
+    assert 0.10 <= dd["removed_share"] <= 0.40, dd  # the tiny preset's threshold is chosen for this band
+    assert dd["removed_by_layer"].get("semantic", 0) > 0
+    removed = [json.loads(line) for line in (run_dir / "02_dedup" / "removed.jsonl").read_text().splitlines()]
+    assert all(r["duplicate_of"] and r["layer"] for r in removed)
+    sft_rows = (run_dir / "02_dedup" / "sft.jsonl").read_text().splitlines()
+    sources = {json.loads(line)["source"] for line in sft_rows}
+    assert sources == {"stepwise", "evolved", "open_domain"}
+    assert (reports / "figures" / "02_dedup_similarity.png").exists()

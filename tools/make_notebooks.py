@@ -97,6 +97,46 @@ a crash and it continues where it stopped.
                  'record("completion_tokens", result.usage.get("completion_tokens", 0))\n'
                  'record("cost_usd", result.usage.get("cost_usd"))'),
     ],
+    "02_dedup": [
+        ("md", """# 02 · Dedup: semantic deduplication, decontamination, template diversity
+
+Evolved instructions whose cosine similarity to one already kept is at or above
+`[evol_instruct].dedup_threshold` are removed (after a cheap exact-copy layer, and MinHash if enabled).
+Without this the instruction reward model overfits to a few evolution templates and PPO's reward
+inflates. Items that share a long n-gram with an evaluation set are removed too: a reproduction that
+trains on its test set proves nothing. MiniLM barely tells numbers apart, so problems that differ only
+in their numbers count as duplicates — on purpose.
+
+**Reads** `01_evolve/evolved.jsonl`, the seeds, evaluation sets · **Writes** `02_dedup/instructions.jsonl`,
+`removed.jsonl`, `dedup_report.json`, `embeddings.sqlite` (cache: a rerun embeds nothing new)"""),
+        ("params", PARAMETERS),
+        ("code", setup_cell("02_dedup")),
+        ("md", "## Deduplicate and decontaminate"),
+        ("code", "from rleif_kit.dedup_stage import run_dedup\nfrom rleif_kit.settings import load_settings\n\n"
+                 "settings = load_settings(settings_path) if settings_path else None\n"
+                 "result = run_dedup(cfg, paths, settings)\n"
+                 'print(f"{result.total} in, {result.kept} kept ({result.removed_share:.0%} removed): "\n'
+                 '      f"{result.removed_by_layer}")'),
+        ("md", "## Template diversity\nPer operator: how many came in, how many dedup removed, how many were kept."),
+        ("code", "import pandas as pd\n\npd.DataFrame(result.per_operator).T.fillna(0).astype(int)"),
+        ("code", "from rleif_kit.plots import plot_counts, plot_similarity_histogram, save_figure\n\n"
+                 "save_figure(plot_similarity_histogram(result.similarities, cfg.evol_instruct.dedup_threshold),\n"
+                 '            paths.figures, "02_dedup_similarity")\n'
+                 'save_figure(plot_counts(result.per_operator, "Dedup per operator", "operator", kinds=("kept", "removed")),\n'
+                 '            paths.figures, "02_dedup_operators")'),
+        ("md", "## The largest near-duplicate groups"),
+        ("code", "pd.DataFrame(result.clusters)"),
+        ("md", "## Checks"),
+        ("code", "from rleif_kit.diagnostics import format_verdicts\n\nprint(format_verdicts(result.verdicts))"),
+        ("md", "## Recorded figures"),
+        ("code", 'from rleif_kit.records import record\n\n'
+                 'record("total", result.total)\n'
+                 'record("kept", result.kept)\n'
+                 'record("removed_share", result.removed_share)\n'
+                 'record("removed_by_layer", result.removed_by_layer)\n'
+                 'record("contaminated", result.contaminated)\n'
+                 'record("verdicts", {v.check: v.status for v in result.verdicts})'),
+    ],
     "03_sft": [
         ("md", """# 03 · Supervised fine-tuning (SFT)
 
@@ -121,7 +161,7 @@ response only, and the same Alpaca / WizardMath prompt the evaluation uses.
                  '                             title="Held-out arithmetic accuracy (greedy)")\n'
                  '    save_figure(fig, paths.figures, "03_sft_accuracy")'),
         ("md", "## Checks"),
-        ("code", "for verdict in result.verdicts:\n    print(verdict.line())"),
+        ("code", "from rleif_kit.diagnostics import format_verdicts\n\nprint(format_verdicts(result.verdicts))"),
         ("md", "## Recorded figures"),
         ("code", 'from rleif_kit.records import record\n\n'
                  'record("examples", result.examples)\n'

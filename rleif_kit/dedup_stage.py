@@ -1,0 +1,150 @@
+"""Stage 02: deduplicate and decontaminate the evolved instructions; report template diversity.
+
+Reads ``01_evolve/evolved.jsonl`` (plus the seeds), removes exact copies, optional MinHash near
+copies and semantic near-duplicates (cosine >= ``[evol_instruct].dedup_threshold``), then anything
+that overlaps an evaluation set. Writes ``instructions.jsonl`` (kept), ``removed.jsonl`` (each with
+the id it duplicates, the similarity and the layer that caught it) and ``dedup_report.json``.
+
+Why it matters: an IRM trained on a set dominated by a few evolution templates learns the templates,
+and PPO's reward then inflates. MiniLM barely tells numbers apart, so two problems that differ only
+in their numbers count as duplicates here — on purpose: a reward model learns nothing from a number
+swap. Raise the threshold to keep them.
+
+    python -m rleif_kit.dedup_stage --params params/tiny-cpu.toml
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rleif_kit.config import RunConfig
+from rleif_kit.diagnostics import Verdict, check_evolve_temperature, check_kept_floor, check_operator_share
+from rleif_kit.jsonl import read_jsonl, write_jsonl
+from rleif_kit.paths import RunPaths
+
+
+@dataclass
+class DedupStageResult:
+    total: int
+    kept: int
+    removed_by_layer: dict[str, int]
+    per_operator: dict[str, dict[str, int]]
+    per_round: dict[str, dict[str, int]]
+    clusters: list[dict]
+    similarities: list[float]
+    contaminated: int
+    sft: dict = field(default_factory=dict)  # rows per source in 02_dedup/sft.jsonl, rejected answers
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    @property
+    def removed_share(self) -> float:
+        return 1 - self.kept / self.total if self.total else 0.0
+
+
+def load_pool(cfg: RunConfig, paths: RunPaths) -> list[dict]:
+    """Seeds first, then the kept evolutions round by round: the order 'first seen' refers to."""
+    from rleif_kit.evolve import load_seeds
+
+    evolved_path = paths.stage("01_evolve") / "evolved.jsonl"
+    if not evolved_path.exists():
+        raise FileNotFoundError(f"02_dedup needs {evolved_path}: run 01_evolve first")
+    evolved = sorted(read_jsonl(evolved_path), key=lambda r: (r["round"], r["id"]))
+    seeds = [{**s, "operator": "seed", "direction": "seed"} for s in load_seeds(cfg, paths)]
+    return seeds + evolved
+
+
+def eval_items(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> list[tuple[str, str]]:
+    """(eval id, text) of every evaluation item the training data must not contain."""
+    from rleif_kit.sft_data import heldout_problems
+
+    items: list[tuple[str, str]] = []
+    if cfg.base.world == "arith":
+        items += [(p["id"], p["question"]) for p in heldout_problems(cfg, paths)]
+    files = [cfg.resolve(p) for p in cfg.dedup.eval_paths]
+    if settings is not None:
+        files += [cfg.resolve(p) for p in (settings.eval.gsm8k_path, settings.eval.math_path) if p]
+    for path in files:
+        if not path.exists():
+            print(f"note: decontamination skips {path}: file not found")
+            continue
+        for i, r in enumerate(read_jsonl(path)):
+            text = r.get("question") or r.get("problem") or r.get("instruction")
+            if text:
+                items.append((str(r.get("id", f"{path.stem}-{i}")), text))
+    return items
+
+
+def _breakdown(pool: list[dict], removed_ids: set[str]) -> tuple[dict, dict]:
+    per_operator: dict[str, Counter] = {}
+    per_round: dict[str, Counter] = {}
+    for r in pool:
+        kind = "removed" if r["id"] in removed_ids else "kept"
+        for table, key in ((per_operator, r.get("operator", "seed")), (per_round, str(r.get("round", 0)))):
+            table.setdefault(key, Counter(**{"in": 0}))
+            table[key]["in"] += 1
+            table[key][kind] += 1
+    return ({k: dict(v) for k, v in sorted(per_operator.items())},
+            {k: dict(v) for k, v in sorted(per_round.items(), key=lambda kv: int(kv[0]))})
+
+
+def _clusters(removals: list[dict], by_id: dict[str, dict], top: int = 5) -> list[dict]:
+    """The largest near-duplicate groups: the survivor, how many it absorbed, and one example."""
+    groups: dict[str, list[dict]] = {}
+    for r in removals:
+        groups.setdefault(r["duplicate_of"], []).append(r)
+    largest = sorted(groups.items(), key=lambda kv: -len(kv[1]))[:top]
+    return [{"survivor": sid, "size": len(members) + 1, "survivor_text": by_id[sid]["text"][:200],
+             "example_duplicate": by_id[members[0]["id"]]["text"][:200],
+             "max_similarity": max(m["similarity"] for m in members)} for sid, members in largest]
+
+
+def run_dedup(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True) -> DedupStageResult:
+    """Dedup (exact → MinHash → semantic), decontaminate, report; write the stage's files."""
+    from rleif_kit.decontam import NgramIndex, decontaminate
+    from rleif_kit.dedup import dedup
+    from rleif_kit.embeddings import Embedder
+
+    d, dd = paths.stage("02_dedup"), cfg.dedup
+    pool = load_pool(cfg, paths)
+    ids, texts = [r["id"] for r in pool], [r["text"] for r in pool]
+    embedder = Embedder(dd.embedding_model, cache_path=d / "embeddings.sqlite")
+    scores = [r.get("score") for r in pool] if dd.survivor == "quality" else None
+    out = dedup(ids, texts, embedder, threshold=cfg.evol_instruct.dedup_threshold, scores=scores,
+                survivor=dd.survivor, lexical=dd.lexical, minhash=dd.minhash, block_size=dd.block_size)
+    removals = [{"id": r.id, "duplicate_of": r.duplicate_of, "similarity": round(float(r.similarity), 4),
+                 "layer": r.layer} for r in out.removals]
+    kept_idx = sorted(out.kept)
+    index = NgramIndex(eval_items(cfg, paths, settings), n=dd.decontam_ngram)
+    embed_check = None
+    hits = decontaminate([ids[i] for i in kept_idx], [texts[i] for i in kept_idx], index, embed_check)
+    contaminated = {h["id"] for h in hits}
+    removals += [{"id": h["id"], "duplicate_of": ",".join(h["eval_ids"][:3]), "similarity": h.get("similarity", 1.0),
+                  "layer": "decontam_" + h["method"]} for h in hits]
+    removed_ids = {r["id"] for r in removals}
+    kept = [pool[i] for i in kept_idx if ids[i] not in contaminated]
+    write_jsonl(d / "instructions.jsonl", kept)
+    write_jsonl(d / "removed.jsonl", removals)
+    per_operator, per_round = _breakdown(pool, removed_ids)
+    kept_ops = {op: c.get("kept", 0) for op, c in per_operator.items() if op != "seed"}
+    verdicts = [check_evolve_temperature(cfg.evol_instruct.temperature, cfg.diagnostics),
+                check_kept_floor(len(kept), dd.min_kept, cfg.evol_instruct.evolve_up_ratio),
+                check_operator_share(kept_ops, cfg.diagnostics)]
+    result = DedupStageResult(
+        total=len(pool), kept=len(kept), removed_by_layer=dict(Counter(r["layer"] for r in removals)),
+        per_operator=per_operator, per_round=per_round,
+        clusters=_clusters(removals, {r["id"]: r for r in pool}),
+        similarities=[float(s) for s in out.similarities], contaminated=len(contaminated), verdicts=verdicts)
+    from rleif_kit.sft_data import build_sft_file
+
+    result.sft = build_sft_file(cfg, paths, kept)
+    report = {k: v for k, v in result.__dict__.items() if k not in ("similarities", "verdicts")}
+    report.update(removed_share=result.removed_share, embedded=embedder.computed, embedding_cache_hits=embedder.cached,
+                  threshold=cfg.evol_instruct.dedup_threshold, verdicts=[v.to_dict() for v in verdicts],
+                  numbers_note="MiniLM barely tells numbers apart: problems differing only in numbers count as "
+                               "duplicates (a reward model learns nothing from a number swap).")
+    (d / "dedup_report.json").write_text(json.dumps(report, indent=2) + "\n")
+    return result
