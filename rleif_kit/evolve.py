@@ -246,7 +246,7 @@ def plan_round(lineages: dict[str, dict], round_: int, files: EvolveFiles, cfg: 
     return tasks
 
 
-async def _run_tasks(tasks: list[Task], evolver: Any, on_outcome: Callable[[Task, Outcome], None],
+async def _run_tasks(tasks: list[Task], evolver: Any, on_outcome: Callable[[Task, Outcome, int], None],
                      max_live: int, stop: Callable[[], bool]) -> None:
     """Run tasks with at most ``max_live`` in progress; outcomes are handled in completion order.
 
@@ -267,7 +267,7 @@ async def _run_tasks(tasks: list[Task], evolver: Any, on_outcome: Callable[[Task
             return
         task, job = await finished.get()
         live -= 1
-        on_outcome(task, job.result())
+        on_outcome(task, job.result(), live)
 
 
 def make_evolver(cfg: RunConfig, settings: Any = None) -> Any:
@@ -333,7 +333,7 @@ async def run_fanout_async(cfg: RunConfig, out_path: Path, parents: list[dict], 
     tasks = [t for t in fanout_tasks(parents, k, cfg) if t.id not in done]
     bar = tqdm(total=len(tasks), desc="fan-out", disable=not progress)
     with JsonlWriter(out_path, fsync_every=cfg.evol_instruct.checkpoint_every) as out:
-        def on_outcome(task: Task, outcome: Outcome) -> None:
+        def on_outcome(task: Task, outcome: Outcome, in_flight: int) -> None:
             bar.update(1)
             if outcome.kind in ("kept", "eliminated"):
                 record = {**outcome.record, "sibling_group": task.parent["id"], "kept": outcome.kind == "kept"}
@@ -377,7 +377,7 @@ async def run_evolve_async(cfg: RunConfig, paths: RunPaths, settings: Any = None
             tasks = plan_round(lineages, round_, files, cfg, operators)
             bar.update(len(lineages) - len(tasks))
 
-            def on_outcome(task: Task, outcome: Outcome) -> None:
+            def on_outcome(task: Task, outcome: Outcome, in_flight: int) -> None:
                 if outcome.kind != "stopped":
                     files.write(outcome)
                 if outcome.kind == "kept":
@@ -386,7 +386,7 @@ async def run_evolve_async(cfg: RunConfig, paths: RunPaths, settings: Any = None
                     lineages[task.root_id] = None  # this lineage waits for the next run
                 bar.update(1)
                 bar.set_postfix(kept=len(files.kept), eliminated=len(files.eliminated),
-                                failed=sum(files.attempts.values()), refresh=False)
+                                failed=sum(files.attempts.values()), in_flight=in_flight, refresh=False)
 
             await _run_tasks(tasks, evolver, on_outcome, max_live, stopped)
             if stopped():

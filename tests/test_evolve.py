@@ -145,15 +145,18 @@ def test_injected_429_500_and_timeouts_are_retried_or_recorded(tmp_path, monkeyp
         reasons = " ".join(r["error"] for r in failed).lower()
         assert "429" in reasons or "rate" in reasons
         assert "timeout" in reasons or "timed out" in reasons
-        # with retries the same faults are absorbed: every lineage decided in every round
+        # with client retries the same faults are mostly absorbed (a request still fails when all 5
+        # attempts do: 0.2^5 = 0.03% each), and a rerun retries what is left in failed.jsonl
+        retrying = load_settings(_settings(tmp_path, server, retries=4, timeout=0.5))
         cfg2, paths2 = _setup(tmp_path / "b", *_openai_extra(40))
-        result2 = run_evolve(cfg2, paths2, load_settings(_settings(tmp_path, server, retries=4, timeout=0.5)),
-                             progress=False)
-        assert result2.kept + result2.eliminated == 40 * 2 and result2.failed == 0
-        # a rerun of the first run retries the failed ids and completes it
-        result3 = run_evolve(cfg, paths, load_settings(_settings(tmp_path, server, retries=4, timeout=0.5)),
-                             progress=False)
-        assert result3.kept + result3.eliminated == 40 * 2
+        result2 = run_evolve(cfg2, paths2, retrying, progress=False)
+        assert result2.failed <= 2
+        for cfg_, paths_ in ((cfg2, paths2), (cfg, paths)):  # rerun until every lineage is decided
+            for _ in range(3):
+                result = run_evolve(cfg_, paths_, retrying, progress=False)
+                if result.kept + result.eliminated == 40 * 2:
+                    break
+            assert result.kept + result.eliminated == 40 * 2 and result.duplicate_ids == 0
         assert sorted(_decided_ids(paths)) == sorted(_decided_ids(paths2))
     for root in (tmp_path / "a", tmp_path / "b"):
         assert not [p for p in root.rglob("*") if p.is_file() and FAKE_KEY.encode() in p.read_bytes()]
