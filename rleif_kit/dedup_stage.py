@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from rleif_kit.config import RunConfig
-from rleif_kit.diagnostics import Verdict, check_evolve_temperature, check_kept_floor, check_operator_share
+from rleif_kit.diagnostics import (Verdict, check_evolve_temperature, check_kept_floor, check_operator_share,
+                                   check_step_format)
 from rleif_kit.jsonl import read_jsonl, write_jsonl
 from rleif_kit.paths import RunPaths
 
@@ -141,6 +142,9 @@ def run_dedup(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: b
     from rleif_kit.sft_data import build_sft_file
 
     result.sft = build_sft_file(cfg, paths, kept)
+    sft_responses = [r["response"] for r in read_jsonl(d / "sft.jsonl") if r["source"] != "open_domain"]
+    result.verdicts.append(check_step_format(sft_responses, cfg.diagnostics, seed=cfg.base.seed,
+                                             source="02_dedup/sft.jsonl"))
     report = {k: v for k, v in result.__dict__.items() if k not in ("similarities", "verdicts")}
     report.update(removed_share=result.removed_share, embedded=embedder.computed, embedding_cache_hits=embedder.cached,
                   threshold=cfg.evol_instruct.dedup_threshold, verdicts=[v.to_dict() for v in verdicts],

@@ -119,7 +119,21 @@ def build_sft_file(cfg: RunConfig, paths: RunPaths, instructions: list[dict]) ->
     write_jsonl(d / "sft_rejected.jsonl", rejected)
     counts = {src: sum(r["source"] == src for r in rows) for src in ("stepwise", "evolved", "open_domain")}
     return {"rows": len(rows), **counts, "evolved_rejected": len(rejected),
-            "rejected_reasons": _count(r["reason"] for r in rejected)}
+            "rejected_reasons": _count(r["reason"] for r in rejected), "lengths": token_lengths(cfg, rows)}
+
+
+def token_lengths(cfg: RunConfig, rows: list[dict], sample: int = 2000) -> dict:
+    """Prompt + response token lengths (a seeded sample) against ``[sft].max_seq_len``: what gets truncated."""
+    from rleif_kit.models import ensure_base_model, load_tokenizer
+
+    tokenizer = load_tokenizer(ensure_base_model(cfg))
+    picked = rows if len(rows) <= sample else random.Random(cfg.base.seed).sample(rows, sample)
+    texts = [math_prompt(r["instruction"], cot=cfg.eval.cot_prompt) + sft_completion(r["response"]) for r in picked]
+    lengths = sorted(len(ids) for ids in tokenizer(texts)["input_ids"])
+    over = sum(n > cfg.sft.max_seq_len for n in lengths)
+    return {"sampled": len(lengths), "mean": sum(lengths) / len(lengths) if lengths else 0.0,
+            "p95": lengths[int(0.95 * (len(lengths) - 1))] if lengths else 0, "max": lengths[-1] if lengths else 0,
+            "max_seq_len": cfg.sft.max_seq_len, "share_truncated": over / len(lengths) if lengths else 0.0}
 
 
 def _count(items) -> dict:

@@ -107,3 +107,5 @@ def test_dedup_notebook_removes_a_realistic_share_and_builds_sft_data(tmp_path, 
     sources = {json.loads(line)["source"] for line in sft_rows}
     assert sources == {"stepwise", "evolved", "open_domain"}
     assert (reports / "figures" / "02_dedup_similarity.png").exists()
+    assert dd["sft_evolved"] > 0 and dd["sft_share_truncated"] == 0.0
+    assert dd["verdicts"] == {"evolve_temperature": "ok", "kept_floor": "ok", "operator_share": "ok", "step_format": "ok"}

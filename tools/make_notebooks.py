@@ -126,6 +126,9 @@ in their numbers count as duplicates — on purpose.
                  '            paths.figures, "02_dedup_operators")'),
         ("md", "## The largest near-duplicate groups"),
         ("code", "pd.DataFrame(result.clusters)"),
+        ("md", "## SFT data\nStep-by-step data + kept evolved instructions (answers normalised to the step format) "
+               "+ open-domain samples; token lengths against `[sft].max_seq_len`."),
+        ("code", "result.sft"),
         ("md", "## Checks"),
         ("code", "from rleif_kit.diagnostics import format_verdicts\n\nprint(format_verdicts(result.verdicts))"),
         ("md", "## Recorded figures"),
@@ -135,6 +138,9 @@ in their numbers count as duplicates — on purpose.
                  'record("removed_share", result.removed_share)\n'
                  'record("removed_by_layer", result.removed_by_layer)\n'
                  'record("contaminated", result.contaminated)\n'
+                 'record("sft_rows", result.sft["rows"])\n'
+                 'record("sft_evolved", result.sft["evolved"])\n'
+                 'record("sft_share_truncated", result.sft["lengths"]["share_truncated"])\n'
                  'record("verdicts", {v.check: v.status for v in result.verdicts})'),
     ],
     "03_sft": [
