@@ -15,12 +15,12 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 
-PARAMETERS = '''# Parameters (papermill overrides these; secrets never go here: API keys come from the environment)
+PARAMETERS = '''# Parameters: papermill overrides these. Secrets never go here; API keys come from the environment.
 params_path = "params/tiny-cpu.toml"
-overrides = []        # e.g. ["sft.max_steps=100"]
-report_dir = ""       # default: reports/<run-name>
-workdir = ""          # default: the project root
-settings_path = ""    # endpoint settings (settings.json); "" = local backends only'''
+overrides = []  # config overrides, as with rleif run --set
+report_dir = ""  # default: reports/run-name
+workdir = ""  # default: the project root
+settings_path = ""  # endpoint settings file; empty means local backends only'''
 
 
 def setup_cell(stage: str) -> str:
