@@ -141,7 +141,7 @@ def run_dedup(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: b
         similarities=[float(s) for s in out.similarities], contaminated=len(contaminated), verdicts=verdicts)
     from rleif_kit.sft_data import build_sft_file
 
-    result.sft = build_sft_file(cfg, paths, kept)
+    result.sft = build_sft_file(cfg, paths, kept, settings)
     sft_responses = [r["response"] for r in read_jsonl(d / "sft.jsonl") if r["source"] != "open_domain"]
     result.verdicts.append(check_step_format(sft_responses, cfg.diagnostics, seed=cfg.base.seed,
                                              source="02_dedup/sft.jsonl"))

@@ -284,16 +284,21 @@ def make_evolver(cfg: RunConfig, settings: Any = None) -> Any:
         if not ev.hf_model:
             raise ValueError("[evol_instruct] backend = 'hf' needs hf_model = <local model path>")
         return LLMEvolver(cfg, HFBackend(str(cfg.resolve(ev.hf_model))), templates, judge=False)
+    return LLMEvolver(cfg, make_llm_backend(cfg, settings), templates, judge=ev.equality_judge)
+
+
+def make_llm_backend(cfg: RunConfig, settings: Any = None) -> Any:
+    """The ``evolve`` role's chat backend: the endpoint of settings.json (concurrency, cache, caps)."""
     from rleif_kit.llm.cache import ResponseCache
     from rleif_kit.llm.openai_backend import OpenAIBackend
 
+    ev = cfg.evol_instruct
     if settings is None:
-        raise ValueError("[evol_instruct] backend = 'openai' needs a settings.json (--settings) with models.evolve")
+        raise ValueError("this step needs an endpoint: pass a settings.json (--settings) with models.evolve")
     endpoint = settings.endpoint("evolve")
     cache = ResponseCache(cfg.output_dir / "01_evolve" / "cache.sqlite") if ev.cache else None
-    backend = OpenAIBackend(endpoint, concurrency=ev.concurrency, cache=cache, price=settings.price(endpoint.name),
-                            max_requests=ev.max_requests or None, max_cost=ev.max_cost or None)
-    return LLMEvolver(cfg, backend, templates, judge=ev.equality_judge)
+    return OpenAIBackend(endpoint, concurrency=ev.concurrency, cache=cache, price=settings.price(endpoint.name),
+                         max_requests=ev.max_requests or None, max_cost=ev.max_cost or None)
 
 
 def summarize(files: EvolveFiles) -> dict:

@@ -126,6 +126,13 @@ class SFTConfig(_Section):
                        nonempty)
     open_domain_samples: int = opt(1500, "open-domain examples mixed into SFT", non_negative)
     open_domain_path: str = opt("./data/open_domain.jsonl", "JSONL of open-domain instruction/response pairs")
+    gsm8k_train: str = opt("", "GSM8k training JSONL (question/answer) to build `dataset` from when it is "
+                               "missing; 'hub' = load through datasets; '' = none")
+    math_train: str = opt("", "MATH training JSONL or folder (problem/solution) for the same; 'hub'; '' = none")
+    build: str = opt("normalise", "how a missing `dataset` is built: 'normalise' the gold solutions to the "
+                                  "step format, or 'regenerate' them through the evolve model and keep those "
+                                  "whose final answer equals gold (the paper's way)",
+                     one_of("normalise", "regenerate"))
     max_seq_len: int = opt(2048, "longest tokenized example; longer ones are truncated", positive)
     epochs: float = opt(3.0, "training epochs (ignored when max_steps > 0)", positive)
     max_steps: int = opt(-1, "optimizer steps; -1 = use epochs", steps_or_epochs)

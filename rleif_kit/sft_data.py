@@ -81,13 +81,21 @@ def open_domain_sample(cfg: RunConfig) -> list[dict]:
     return random.Random(cfg.base.seed).sample(pool, n)
 
 
-def stepwise_rows(cfg: RunConfig, paths: RunPaths) -> list[dict]:
-    """The step-by-step data of ``[sft].dataset``: generated (``arith:N``) or read from its JSONL."""
+def stepwise_rows(cfg: RunConfig, paths: RunPaths, settings=None) -> list[dict]:
+    """The step-by-step data of ``[sft].dataset``: generated (``arith:N``), read from its JSONL, or —
+    when that file does not exist yet — built from GSM8k/MATH training data (``sft_build.py``)."""
     n = arith_size(cfg.sft.dataset)
     if n is not None:
         train, _ = arith_splits(cfg, paths, n)
         return [{"id": r["id"], "instruction": r["question"], "response": r["solution"]} for r in train]
-    return load_instructions(cfg.resolve(cfg.sft.dataset), "[sft] dataset")
+    path = cfg.resolve(cfg.sft.dataset)
+    if not path.exists() and (cfg.sft.gsm8k_train or cfg.sft.math_train):
+        from rleif_kit.sft_build import build_sft_dataset
+
+        report = build_sft_dataset(cfg, settings)
+        print(f"built {path}: kept {report['kept']} of {report['problems']} ({report['kept_share']:.0%}); "
+              f"dropped: {report['dropped']}")
+    return load_instructions(path, "[sft] dataset")
 
 
 def evolved_rows(instructions: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -108,10 +116,10 @@ def evolved_rows(instructions: list[dict]) -> tuple[list[dict], list[dict]]:
     return rows, rejected
 
 
-def build_sft_file(cfg: RunConfig, paths: RunPaths, instructions: list[dict]) -> dict:
+def build_sft_file(cfg: RunConfig, paths: RunPaths, instructions: list[dict], settings=None) -> dict:
     """``02_dedup/sft.jsonl``: step-by-step data + kept evolved instructions + open-domain samples."""
     evolved, rejected = evolved_rows(instructions)
-    rows = ([{**r, "source": "stepwise"} for r in stepwise_rows(cfg, paths)]
+    rows = ([{**r, "source": "stepwise"} for r in stepwise_rows(cfg, paths, settings)]
             + [{**r, "source": "evolved"} for r in evolved]
             + [{**r, "source": "open_domain"} for r in open_domain_sample(cfg)])
     d = paths.stage("02_dedup")
