@@ -21,7 +21,8 @@ def plot_loss_curve(log: Sequence[dict], title: str = "SFT training loss") -> Fi
     fig, ax = plt.subplots(figsize=(7, 3.5))
     ax.plot([r["step"] for r in rows], [float(r["loss"]) for r in rows], marker=".", color="#1f77b4")
     ax.set_xlabel("step")
-    ax.set_ylabel("loss")
+    ax.set_ylabel("loss (log scale)")
+    ax.set_yscale("log")
     ax.set_title(title)
     ax.grid(alpha=0.3)
     if rows and "learning_rate" in rows[0]:
@@ -58,7 +59,7 @@ def plot_counts(counts: dict, title: str, xlabel: str, kinds: Sequence[str] = ("
     groups = list(counts)
     fig, ax = plt.subplots(figsize=(max(5.0, 0.8 * len(groups) + 2), 3.4))
     bottom = [0] * len(groups)
-    colors = {"kept": "#2e7d32", "eliminated": "#c62828", "failed": "#f9a825"}
+    colors = {"kept": "#2e7d32", "eliminated": "#c62828", "removed": "#c62828", "failed": "#f9a825"}
     for kind in kinds:
         values = [counts[g].get(kind, 0) for g in groups]
         ax.bar([str(g) for g in groups], values, bottom=bottom, label=kind, color=colors.get(kind))
