@@ -96,7 +96,8 @@ def _clusters(removals: list[dict], by_id: dict[str, dict], top: int = 5) -> lis
     """The largest near-duplicate groups: the survivor, how many it absorbed, and one example."""
     groups: dict[str, list[dict]] = {}
     for r in removals:
-        groups.setdefault(r["duplicate_of"], []).append(r)
+        if not r["layer"].startswith("decontam"):  # those point at evaluation items, not at kept ones
+            groups.setdefault(r["duplicate_of"], []).append(r)
     largest = sorted(groups.items(), key=lambda kv: -len(kv[1]))[:top]
     return [{"survivor": sid, "size": len(members) + 1, "survivor_text": by_id[sid]["text"][:200],
              "example_duplicate": by_id[members[0]["id"]]["text"][:200],
@@ -119,8 +120,13 @@ def run_dedup(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: b
     removals = [{"id": r.id, "duplicate_of": r.duplicate_of, "similarity": round(float(r.similarity), 4),
                  "layer": r.layer} for r in out.removals]
     kept_idx = sorted(out.kept)
-    index = NgramIndex(eval_items(cfg, paths, settings), n=dd.decontam_ngram)
+    evals = eval_items(cfg, paths, settings)
+    index = NgramIndex(evals, n=dd.decontam_ngram)
     embed_check = None
+    if dd.decontam_embedding and index.eval_ids:  # optional: paraphrased test items that share no n-gram
+        eval_text = dict(evals)
+        embed_check = (embedder.embed([texts[i] for i in kept_idx]),
+                       embedder.embed([eval_text[e] for e in index.eval_ids]), dd.decontam_threshold)
     hits = decontaminate([ids[i] for i in kept_idx], [texts[i] for i in kept_idx], index, embed_check)
     contaminated = {h["id"] for h in hits}
     removals += [{"id": h["id"], "duplicate_of": ",".join(h["eval_ids"][:3]), "similarity": h.get("similarity", 1.0),

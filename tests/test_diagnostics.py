@@ -104,3 +104,32 @@ def test_step_format_sample_larger_than_pool_takes_all():
 def test_step_format_empty_pool_fails():
     v = check_step_format([], CFG)
     assert v.status == "fail" and v.numbers == {"sampled": 0, "share_with_steps": 0.0}
+
+
+def test_evolve_temperature_warns_below_the_floor():
+    from rleif_kit.diagnostics import check_evolve_temperature
+    from rleif_kit.sections import DiagnosticsConfig
+
+    cfg = DiagnosticsConfig()  # floor 0.9
+    assert check_evolve_temperature(0.9, cfg).status == "ok"  # exactly at the floor is fine
+    low = check_evolve_temperature(0.7, cfg)
+    assert low.status == "warn" and "raise it" in low.advice
+
+
+def test_kept_floor_advises_a_lower_up_ratio():
+    from rleif_kit.diagnostics import check_kept_floor
+
+    assert check_kept_floor(8000, 8000, 0.7).status == "ok"
+    v = check_kept_floor(5000, 8000, 0.7)
+    assert v.status == "warn" and "evolve_up_ratio to 0.6" in v.advice and v.numbers == {"kept": 5000}
+
+
+def test_operator_share_warns_when_two_templates_dominate():
+    from rleif_kit.diagnostics import check_operator_share
+    from rleif_kit.sections import DiagnosticsConfig
+
+    cfg = DiagnosticsConfig()  # max top-two share 0.5
+    # 30 + 20 of 100 = 0.5: at the line is ok; 45 + 35 of 100 = 0.8: warn
+    assert check_operator_share({"a": 30, "b": 20, "c": 25, "d": 25}, cfg).status == "ok"
+    v = check_operator_share({"a": 45, "b": 35, "c": 10, "d": 10}, cfg)
+    assert v.status == "warn" and abs(v.numbers["top_two_share"] - 0.8) < 1e-9

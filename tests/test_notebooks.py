@@ -109,3 +109,29 @@ def test_dedup_notebook_removes_a_realistic_share_and_builds_sft_data(tmp_path, 
     assert (reports / "figures" / "02_dedup_similarity.png").exists()
     assert dd["sft_evolved"] > 0 and dd["sft_share_truncated"] == 0.0
     assert dd["verdicts"] == {"evolve_temperature": "ok", "kept_floor": "ok", "operator_share": "ok", "step_format": "ok"}
+
+
+def test_dedup_removes_a_planted_test_item_by_ngram_and_by_embedding(tmp_path, monkeypatch):
+    """A held-out problem copied into the evolved set is caught (n-gram), and so is a paraphrase (embedding)."""
+    from rleif_kit.dedup_stage import run_dedup
+    from rleif_kit.evolve import run_evolve
+    from rleif_kit.setup import setup
+
+    monkeypatch.chdir(ROOT)
+    extra = ('evol_instruct.seeds="arith:40"', "evol_instruct.rounds=1", "dedup.decontam_embedding=true",
+             "dedup.decontam_threshold=0.9")
+    cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", *extra), stage="01_evolve",
+                       report_dir=str(tmp_path / "r"), workdir=str(ROOT))
+    run_evolve(cfg, paths, progress=False)
+    heldout = [json.loads(line) for line in paths.arith_heldout.read_text().splitlines()[:2]]
+    planted = [{"id": "planted-copy", "root_id": "planted-copy", "round": 1, "operator": "concretize",
+                "direction": "up", "text": heldout[0]["question"], "answer": heldout[0]["solution"]},
+               {"id": "planted-paraphrase", "root_id": "planted-paraphrase", "round": 1, "operator": "concretize",
+                "direction": "up", "text": heldout[1]["question"].replace(".", " !").lower(), "answer": None}]
+    with open(paths.stage("01_evolve") / "evolved.jsonl", "a") as f:
+        f.writelines(json.dumps(r) + "\n" for r in planted)
+    result = run_dedup(cfg, paths, progress=False)
+    removed = {r["id"]: r for r in map(json.loads, (paths.stage("02_dedup") / "removed.jsonl").read_text().splitlines())}
+    assert removed["planted-copy"]["layer"] == "decontam_ngram"
+    assert removed["planted-paraphrase"]["layer"].startswith("decontam_")
+    assert result.contaminated >= 2
