@@ -129,7 +129,7 @@ def test_operator_share_warns_when_two_templates_dominate():
     from rleif_kit.sections import DiagnosticsConfig
 
     cfg = DiagnosticsConfig()  # max top-two share 0.5
-    # 30 + 20 of 100 = 0.5: at the line is ok; 45 + 35 of 100 = 0.8: warn
-    assert check_operator_share({"a": 30, "b": 20, "c": 25, "d": 25}, cfg).status == "ok"
+    # top two 25 + 25 of 100 = 0.5: at the line is ok; 45 + 35 of 100 = 0.8: warn
+    assert check_operator_share({"a": 25, "b": 25, "c": 25, "d": 25}, cfg).status == "ok"
     v = check_operator_share({"a": 45, "b": 35, "c": 10, "d": 10}, cfg)
     assert v.status == "warn" and abs(v.numbers["top_two_share"] - 0.8) < 1e-9
