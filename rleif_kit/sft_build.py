@@ -122,3 +122,41 @@ def build_sft_dataset(cfg: RunConfig, settings: Any = None, progress: bool = Tru
               "mode": cfg.sft.build}
     target.with_suffix(".report.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
+
+
+def rewrite_to_steps(cfg: RunConfig, settings: Any, items: list[dict]) -> dict[str, str | None]:
+    """Solutions without a clear step structure, rewritten into steps by the evolve model.
+
+    ``items``: ``{"id", "instruction", "response"}``. Returns id → canonical solution, or None when the
+    rewrite failed, could not be normalised, or changed the final answer (the rewrite must not
+    change the result, only its layout).
+    """
+    import asyncio
+
+    from rleif_kit.evolve import make_llm_backend
+    from rleif_kit.llm import ChatRequest, run_sync
+    from rleif_kit.stepwise import NormaliseError, answers_equal, final_answer, normalise_solution
+
+    template = (cfg.resolve(cfg.evol_instruct.prompts_dir).parent / "rewrite_steps.txt").read_text(encoding="utf-8")
+    backend = make_llm_backend(cfg, settings)
+
+    async def one(item: dict) -> tuple[str, str | None]:
+        prompt = template.replace("{instruction}", item["instruction"]).replace("{solution}", item["response"])
+        result = await backend.acomplete(ChatRequest(key=item["id"] + "#steps", temperature=0.0,
+                                                     messages=({"role": "user", "content": prompt},),
+                                                     max_tokens=cfg.evol_instruct.max_new_tokens))
+        original = final_answer(item["response"])
+        try:
+            text = normalise_solution(result.text or "", gold=original)
+        except NormaliseError:
+            return item["id"], None
+        same = original is None or answers_equal(final_answer(text) or "", original)
+        return item["id"], text if result.ok and same else None
+
+    async def run_all() -> dict[str, str | None]:
+        try:
+            return dict(await asyncio.gather(*(one(i) for i in items)))
+        finally:
+            await backend.aclose()
+
+    return run_sync(run_all()) if items else {}

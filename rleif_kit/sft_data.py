@@ -98,11 +98,15 @@ def stepwise_rows(cfg: RunConfig, paths: RunPaths, settings=None) -> list[dict]:
     return load_instructions(path, "[sft] dataset")
 
 
-def evolved_rows(instructions: list[dict]) -> tuple[list[dict], list[dict]]:
-    """Kept evolved instructions with answers, normalised to the step format; the rest set aside with reasons."""
+def evolved_rows(cfg: RunConfig, instructions: list[dict], settings=None) -> tuple[list[dict], list[dict]]:
+    """Kept evolved instructions with answers, normalised to the step format; the rest set aside with reasons.
+
+    Answers with no clear step structure are rewritten into steps by the evolve model when an
+    endpoint is configured (openai backend), and kept when the rewrite keeps the final answer.
+    """
     from rleif_kit.stepwise import NormaliseError, normalise_solution
 
-    rows, rejected = [], []
+    rows, rejected, unstructured = [], [], []
     for r in instructions:
         if r.get("round", 0) == 0:
             continue  # seeds: already in the step-by-step dataset
@@ -112,13 +116,22 @@ def evolved_rows(instructions: list[dict]) -> tuple[list[dict], list[dict]]:
         try:
             rows.append({"id": r["id"], "instruction": r["text"], "response": normalise_solution(r["answer"])})
         except NormaliseError as e:
-            rejected.append({"id": r["id"], "reason": e.reason})
-    return rows, rejected
+            item = {"id": r["id"], "instruction": r["text"], "response": r["answer"], "reason": e.reason}
+            (unstructured if e.reason == "no step structure" else rejected).append(item)
+    if unstructured and settings is not None and cfg.evol_instruct.backend == "openai":
+        from rleif_kit.sft_build import rewrite_to_steps
+
+        rewritten = rewrite_to_steps(cfg, settings, unstructured)
+        rows += [{**i, "response": rewritten[i["id"]]} for i in unstructured if rewritten.get(i["id"])]
+        unstructured = [{**i, "reason": "rewrite failed"} for i in unstructured if not rewritten.get(i["id"])]
+    rejected += unstructured
+    return ([{k: r[k] for k in ("id", "instruction", "response")} for r in rows],
+            [{"id": r["id"], "reason": r["reason"]} for r in rejected])
 
 
 def build_sft_file(cfg: RunConfig, paths: RunPaths, instructions: list[dict], settings=None) -> dict:
     """``02_dedup/sft.jsonl``: step-by-step data + kept evolved instructions + open-domain samples."""
-    evolved, rejected = evolved_rows(instructions)
+    evolved, rejected = evolved_rows(cfg, instructions, settings)
     rows = ([{**r, "source": "stepwise"} for r in stepwise_rows(cfg, paths, settings)]
             + [{**r, "source": "evolved"} for r in evolved]
             + [{**r, "source": "open_domain"} for r in open_domain_sample(cfg)])

@@ -77,3 +77,31 @@ def test_regenerate_keeps_only_answers_equal_to_gold_and_resumes(tmp_path, monke
     assert again == report
     weng = next(r for r in read_jsonl(tmp_path / "stepwise.jsonl") if r["instruction"].startswith("Weng"))
     assert weng["response"] == "Step 1: 12 / 60 = 0.2 per minute. Step 2: 0.2 * 50 = 10. The answer is: 10"
+
+
+def test_answers_without_steps_are_rewritten_through_the_endpoint(tmp_path, monkeypatch):
+    from rleif_kit.fake_openai import FakeOpenAIServer
+    from rleif_kit.settings import load_settings
+    from rleif_kit.sft_data import evolved_rows
+
+    def rewriter(body):
+        text = body["messages"][-1]["content"]
+        if "Anna" in text:
+            return "Step 1: 3 + 4 = 7 apples. The answer is: 7"
+        return "Step 1: 2 + 2 = 5. The answer is: 5"  # changes the result: must be rejected
+
+    monkeypatch.setenv("RLEIF_BUILD_KEY", "sk-build-0123456789")
+    evolved = [{"id": "a", "round": 1, "text": "Anna has 3 apples and gets 4. How many?",
+                "answer": "She ends up with seven apples, since three and four make seven. The answer is: 7"},
+               {"id": "b", "round": 1, "text": "Ben has 2 pens and gets 2. How many?",
+                "answer": "Two and two make four pens. The answer is: 4"},
+               {"id": "c", "round": 1, "text": "Cat has 1 cup.", "answer": "Step 1: 1 + 1 = 2. The answer is: 2"}]
+    with FakeOpenAIServer(responder=rewriter) as server:
+        settings = tmp_path / "settings.json"
+        settings.write_text(json.dumps({"api": {"base_url": server.base_url, "api_key_env": "RLEIF_BUILD_KEY",
+                                                "max_retries": 0}, "models": {"evolve": "m"}}))
+        cfg, _ = _cfg(tmp_path, 'evol_instruct.backend="openai"', "evol_instruct.cache=false")
+        rows, rejected = evolved_rows(cfg, evolved, load_settings(settings))
+    assert {r["id"]: r["response"] for r in rows} == {"c": "Step 1: 1 + 1 = 2. The answer is: 2",
+                                                       "a": "Step 1: 3 + 4 = 7 apples. The answer is: 7"}
+    assert rejected == [{"id": "b", "reason": "rewrite failed"}]
