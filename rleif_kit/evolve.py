@@ -22,30 +22,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from rleif_kit.config import RunConfig
-from rleif_kit.elimination import clean_evolved_text, elimination_reason
 from rleif_kit.jsonl import JsonlWriter, read_jsonl
+from rleif_kit.evolvers import Outcome, Task, _child_record, make_evolver
 from rleif_kit.operators import Operator, child_id, choose_operator, load_templates, operators_for
 from rleif_kit.paths import RunPaths
-
-
-@dataclass(frozen=True)
-class Task:
-    """One evolution to make: ``parent`` evolved by ``operator`` into record ``id``."""
-
-    id: str
-    parent: dict
-    round: int
-    operator: Operator
-
-    @property
-    def root_id(self) -> str:
-        return self.parent.get("root_id", self.parent["id"])
-
-
-@dataclass(frozen=True)
-class Outcome:
-    kind: str  # "kept", "eliminated", "failed" or "stopped" (a budget cap: not recorded, resumed next run)
-    record: dict
 
 
 @dataclass
@@ -96,102 +76,6 @@ def _arith_seeds(cfg: RunConfig, paths: RunPaths, n: int) -> list[dict]:
     seeds = [p for p in problems if p["question"] not in heldout][:n]
     return [{"id": p["id"], "root_id": p["id"], "round": 0, "text": p["question"], "answer": p["solution"],
              "problem": p["problem"]} for p in seeds]
-
-
-# ---------------------------------------------------------------- evolvers
-
-
-class ArithEvolver:
-    """The offline evolver: structural edits of arithmetic problems, with injected defects."""
-
-    model = "arith-evolver"
-
-    def __init__(self, cfg: RunConfig):
-        from rleif_kit.arith_evolver import DefectRates
-
-        base = DefectRates()
-        total = sum(vars(base).values())
-        scale = cfg.evol_instruct.defect_rate / total if total else 0.0
-        self.rates = DefectRates(**{k: v * scale for k, v in vars(base).items()})
-        self.cfg = cfg
-
-    async def evolve(self, task: Task) -> Outcome:
-        from rleif_kit import arith
-        from rleif_kit.arith_evolver import evolve_arith
-        from rleif_kit.operators import seeded_rng
-
-        parent = arith.Problem.from_record(task.parent["problem"])
-        rng = seeded_rng(self.cfg.base.seed, task.id, "evolve")
-        out = evolve_arith(parent, task.operator.name, rng, rates=self.rates, max_steps=self.cfg.arith.max_steps + 2,
-                           min_steps=self.cfg.arith.min_steps, max_operand=self.cfg.arith.max_operand)
-        record = _child_record(task, out.text, self.model, answer=out.answer if self.cfg.evol_instruct.with_answers
-                               else None, extra={"problem": out.problem, "defect": out.defect})
-        reason = elimination_reason(task.parent["text"], out.text, finish_reason=out.finish_reason)
-        return Outcome("eliminated", {**record, "reason": reason}) if reason else Outcome("kept", record)
-
-
-class LLMEvolver:
-    """Evolution through a chat backend: operator template → evolved text → checks → optional answer."""
-
-    def __init__(self, cfg: RunConfig, backend: Any, templates: dict[str, str], judge: bool):
-        from rleif_kit.llm import ChatRequest
-
-        self.cfg, self.backend, self.templates, self.judge = cfg, backend, templates, judge
-        self._request = ChatRequest
-        prompts = cfg.resolve(cfg.evol_instruct.prompts_dir)
-        self.answer_template = (prompts / "answer.txt").read_text(encoding="utf-8")
-        self.equality_template = (prompts / "equality.txt").read_text(encoding="utf-8")
-        self.model = backend.model
-
-    def _ask(self, key: str, content: str, temperature: float, max_tokens: int):
-        ev = self.cfg.evol_instruct
-        return self._request(key=key, messages=({"role": "user", "content": content},), temperature=temperature,
-                             top_p=ev.top_p, max_tokens=max_tokens)
-
-    async def evolve(self, task: Task) -> Outcome:
-        ev, usage = self.cfg.evol_instruct, Counter()
-        prompt = self.templates[task.operator.name].replace("{instruction}", task.parent["text"])
-        result = await self.backend.acomplete(self._ask(task.id, prompt, ev.temperature, ev.max_new_tokens))
-        if not result.ok:
-            return self._failure(task, result)
-        usage.update(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens)
-        text = clean_evolved_text(result.text)
-        record = _child_record(task, text, self.model, usage=usage)
-        reason = elimination_reason(task.parent["text"], text, finish_reason=result.finish_reason)
-        if reason is None and self.judge:
-            q = self.equality_template.replace("{parent}", task.parent["text"]).replace("{child}", text)
-            verdict = await self.backend.acomplete(self._ask(task.id + "#equal", q, 0.0, 8))
-            if not verdict.ok:
-                return self._failure(task, verdict)
-            usage.update(prompt_tokens=verdict.prompt_tokens, completion_tokens=verdict.completion_tokens)
-            reason = "no_new_information" if verdict.text.strip().lower().startswith("equal") else None
-        if reason:
-            return Outcome("eliminated", {**record, "reason": reason, "usage": dict(usage)})
-        if ev.with_answers:
-            q = self.answer_template.replace("{instruction}", text)
-            answer = await self.backend.acomplete(self._ask(task.id + "#answer", q, 0.0, ev.max_new_tokens))
-            if not answer.ok:
-                return self._failure(task, answer)
-            usage.update(prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens)
-            record["answer"] = answer.text.strip()
-        return Outcome("kept", {**record, "usage": dict(usage)})
-
-    def _failure(self, task: Task, result: Any) -> Outcome:
-        # A budget cap or a rejected endpoint (401/403/404) stops the run: not this record's fault,
-        # so it is not written and costs no retry attempt; the next run picks it up.
-        stopped = getattr(self.backend, "stopped_reason", None) or (result.error or "").startswith("budget")
-        kind = "stopped" if stopped else "failed"
-        return Outcome(kind, {"id": task.id, "root_id": task.root_id, "round": task.round,
-                              "operator": task.operator.name, "error": result.error})
-
-
-def _child_record(task: Task, text: str, model: str, answer: str | None = None, usage: Counter | None = None,
-                  extra: dict | None = None) -> dict:
-    rec = {"id": task.id, "parent_id": task.parent["id"], "root_id": task.root_id, "round": task.round,
-           "operator": task.operator.name, "direction": task.operator.direction, "text": text,
-           "answer": answer, "model": model,
-           "usage": dict(usage or {"prompt_tokens": 0, "completion_tokens": 0})}
-    return {**rec, **(extra or {})}
 
 
 # ---------------------------------------------------------------- the run
@@ -268,37 +152,6 @@ async def _run_tasks(tasks: list[Task], evolver: Any, on_outcome: Callable[[Task
         task, job = await finished.get()
         live -= 1
         on_outcome(task, job.result(), live)
-
-
-def make_evolver(cfg: RunConfig, settings: Any = None) -> Any:
-    """The evolver chosen by ``[evol_instruct].backend`` (a plain ``if``, no registry)."""
-    ev = cfg.evol_instruct
-    if ev.backend == "arith":
-        if not cfg.evol_instruct.seeds.startswith("arith:"):
-            raise ValueError("[evol_instruct] backend = 'arith' needs seeds = 'arith:N'")
-        return ArithEvolver(cfg)
-    templates = load_templates(cfg.resolve(ev.prompts_dir), ev.domain)
-    if ev.backend == "hf":
-        from rleif_kit.llm.hf_backend import HFBackend
-
-        if not ev.hf_model:
-            raise ValueError("[evol_instruct] backend = 'hf' needs hf_model = <local model path>")
-        return LLMEvolver(cfg, HFBackend(str(cfg.resolve(ev.hf_model))), templates, judge=False)
-    return LLMEvolver(cfg, make_llm_backend(cfg, settings), templates, judge=ev.equality_judge)
-
-
-def make_llm_backend(cfg: RunConfig, settings: Any = None) -> Any:
-    """The ``evolve`` role's chat backend: the endpoint of settings.json (concurrency, cache, caps)."""
-    from rleif_kit.llm.cache import ResponseCache
-    from rleif_kit.llm.openai_backend import OpenAIBackend
-
-    ev = cfg.evol_instruct
-    if settings is None:
-        raise ValueError("this step needs an endpoint: pass a settings.json (--settings) with models.evolve")
-    endpoint = settings.endpoint("evolve")
-    cache = ResponseCache(cfg.output_dir / "01_evolve" / "cache.sqlite") if ev.cache else None
-    return OpenAIBackend(endpoint, concurrency=ev.concurrency, cache=cache, price=settings.price(endpoint.name),
-                         max_requests=ev.max_requests or None, max_cost=ev.max_cost or None)
 
 
 def summarize(files: EvolveFiles) -> dict:

@@ -107,7 +107,7 @@ def build_sft_dataset(cfg: RunConfig, settings: Any = None, progress: bool = Tru
     if cfg.sft.build == "normalise":
         rows, rejected = normalised_rows(problems)
     else:
-        from rleif_kit.evolve import make_llm_backend
+        from rleif_kit.evolvers import make_llm_backend
         from rleif_kit.llm import run_sync
 
         log_path = target.with_suffix(".regenerate.jsonl")
@@ -133,7 +133,7 @@ def rewrite_to_steps(cfg: RunConfig, settings: Any, items: list[dict]) -> dict[s
     """
     import asyncio
 
-    from rleif_kit.evolve import make_llm_backend
+    from rleif_kit.evolvers import make_llm_backend
     from rleif_kit.llm import ChatRequest, run_sync
     from rleif_kit.stepwise import NormaliseError, answers_equal, final_answer, normalise_solution
 
