@@ -320,7 +320,8 @@ def processing_order(n: int, scores: Sequence[float] | None, survivor: str) -> l
 
 def dedup(ids: Sequence, texts: Sequence[str], embedder, threshold: float = 0.85,
           scores: Sequence[float] | None = None, survivor: str = "first", lexical: bool = True,
-          minhash: bool = False, block_size: int = 2048) -> DedupOutput:
+          minhash: bool = False, block_size: int = 2048, minhash_threshold: float = 0.8,
+          use_faiss: bool = False, progress: bool = False) -> DedupOutput:
     """All layers in order: exact (if ``lexical``), MinHash (if ``minhash``), then semantic.
 
     ``embedder`` is anything with ``embed(texts) -> (n, d) array`` (an :class:`Embedder`); only
@@ -333,10 +334,11 @@ def dedup(ids: Sequence, texts: Sequence[str], embedder, threshold: float = 0.85
         order, dropped = exact_dedup(ids, texts, order)
         removals += dropped
     if minhash:
-        order, dropped = minhash_dedup(ids, texts, order=order)
+        order, dropped = minhash_dedup(ids, texts, threshold=minhash_threshold, order=order)
         removals += dropped
-    vectors = _unit_float32(embedder.embed([texts[i] for i in order])) if order else np.zeros((0, 1), np.float32)
+    vectors = (_unit_float32(embedder.embed([texts[i] for i in order], progress=progress)) if order
+               else np.zeros((0, 1), np.float32))
     kept_pos, removed, sims = _semantic_search(vectors, float(threshold), list(range(len(order))), block_size,
-                                               use_faiss=False)
+                                               use_faiss=use_faiss)
     removals += _removals([(order[p], order[q], s) for p, q, s in removed], ids, "semantic")
     return DedupOutput([order[p] for p in kept_pos], removals, sims)

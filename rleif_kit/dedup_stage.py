@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rleif_kit.config import RunConfig
@@ -103,57 +104,69 @@ def _clusters(removals: list[dict], by_id: dict[str, dict], top: int = 5) -> lis
              "max_similarity": max(m["similarity"] for m in members)} for sid, members in largest]
 
 
-def run_dedup(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True) -> DedupStageResult:
-    """Dedup (exact → MinHash → semantic), decontaminate, report; write the stage's files."""
+def _decontaminate(cfg: RunConfig, paths: RunPaths, settings: Any, embedder: Any, ids: list[str],
+                   texts: list[str]) -> list[dict]:
+    """Items sharing a long n-gram (or, optionally, an embedding) with an evaluation item."""
     from rleif_kit.decontam import NgramIndex, decontaminate
+
+    evals = eval_items(cfg, paths, settings)
+    index = NgramIndex(evals, n=cfg.dedup.decontam_ngram)
+    embed_check = None
+    if cfg.dedup.decontam_embedding and index.eval_ids:  # paraphrased test items that share no n-gram
+        eval_text = dict(evals)
+        embed_check = (embedder.embed(texts), embedder.embed([eval_text[e] for e in index.eval_ids]),
+                       cfg.dedup.decontam_threshold)
+    return decontaminate(ids, texts, index, embed_check)
+
+
+def _verdicts(cfg: RunConfig, kept: int, per_operator: dict, sft_responses: list[str]) -> list[Verdict]:
+    kept_ops = {op: c.get("kept", 0) for op, c in per_operator.items() if op != "seed"}
+    return [check_evolve_temperature(cfg.evol_instruct.temperature, cfg.diagnostics),
+            check_kept_floor(kept, cfg.dedup.min_kept, cfg.evol_instruct.evolve_up_ratio),
+            check_operator_share(kept_ops, cfg.diagnostics),
+            check_step_format(sft_responses, cfg.diagnostics, seed=cfg.base.seed, source="02_dedup/sft.jsonl")]
+
+
+def run_dedup(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True) -> DedupStageResult:
+    """Dedup (exact → MinHash → semantic), decontaminate, build the SFT data, report."""
     from rleif_kit.dedup import dedup
     from rleif_kit.embeddings import Embedder
+    from rleif_kit.sft_data import build_sft_file
 
     d, dd = paths.stage("02_dedup"), cfg.dedup
     pool = load_pool(cfg, paths)
     ids, texts = [r["id"] for r in pool], [r["text"] for r in pool]
     embedder = Embedder(dd.embedding_model, cache_path=d / "embeddings.sqlite")
-    scores = [r.get("score") for r in pool] if dd.survivor == "quality" else None
-    out = dedup(ids, texts, embedder, threshold=cfg.evol_instruct.dedup_threshold, scores=scores,
-                survivor=dd.survivor, lexical=dd.lexical, minhash=dd.minhash, block_size=dd.block_size)
+    out = dedup(ids, texts, embedder, threshold=cfg.evol_instruct.dedup_threshold,
+                scores=[r.get("score") for r in pool] if dd.survivor == "quality" else None,
+                survivor=dd.survivor, lexical=dd.lexical, minhash=dd.minhash, block_size=dd.block_size,
+                minhash_threshold=dd.minhash_threshold, use_faiss=dd.use_faiss, progress=progress)
     removals = [{"id": r.id, "duplicate_of": r.duplicate_of, "similarity": round(float(r.similarity), 4),
                  "layer": r.layer} for r in out.removals]
     kept_idx = sorted(out.kept)
-    evals = eval_items(cfg, paths, settings)
-    index = NgramIndex(evals, n=dd.decontam_ngram)
-    embed_check = None
-    if dd.decontam_embedding and index.eval_ids:  # optional: paraphrased test items that share no n-gram
-        eval_text = dict(evals)
-        embed_check = (embedder.embed([texts[i] for i in kept_idx]),
-                       embedder.embed([eval_text[e] for e in index.eval_ids]), dd.decontam_threshold)
-    hits = decontaminate([ids[i] for i in kept_idx], [texts[i] for i in kept_idx], index, embed_check)
-    contaminated = {h["id"] for h in hits}
+    hits = _decontaminate(cfg, paths, settings, embedder, [ids[i] for i in kept_idx], [texts[i] for i in kept_idx])
     removals += [{"id": h["id"], "duplicate_of": ",".join(h["eval_ids"][:3]), "similarity": h.get("similarity", 1.0),
                   "layer": "decontam_" + h["method"]} for h in hits]
-    removed_ids = {r["id"] for r in removals}
+    contaminated = {h["id"] for h in hits}
     kept = [pool[i] for i in kept_idx if ids[i] not in contaminated]
     write_jsonl(d / "instructions.jsonl", kept)
     write_jsonl(d / "removed.jsonl", removals)
-    per_operator, per_round = _breakdown(pool, removed_ids)
-    kept_ops = {op: c.get("kept", 0) for op, c in per_operator.items() if op != "seed"}
-    verdicts = [check_evolve_temperature(cfg.evol_instruct.temperature, cfg.diagnostics),
-                check_kept_floor(len(kept), dd.min_kept, cfg.evol_instruct.evolve_up_ratio),
-                check_operator_share(kept_ops, cfg.diagnostics)]
+    per_operator, per_round = _breakdown(pool, {r["id"] for r in removals})
+    sft = build_sft_file(cfg, paths, kept, settings)
+    sft_responses = [r["response"] for r in read_jsonl(d / "sft.jsonl") if r["source"] != "open_domain"]
     result = DedupStageResult(
         total=len(pool), kept=len(kept), removed_by_layer=dict(Counter(r["layer"] for r in removals)),
-        per_operator=per_operator, per_round=per_round,
-        clusters=_clusters(removals, {r["id"]: r for r in pool}),
-        similarities=[float(s) for s in out.similarities], contaminated=len(contaminated), verdicts=verdicts)
-    from rleif_kit.sft_data import build_sft_file
+        per_operator=per_operator, per_round=per_round, clusters=_clusters(removals, {r["id"]: r for r in pool}),
+        similarities=[float(s) for s in out.similarities], contaminated=len(contaminated), sft=sft,
+        verdicts=_verdicts(cfg, len(kept), per_operator, sft_responses))
+    _write_report(d / "dedup_report.json", result, cfg, embedder)
+    return result
 
-    result.sft = build_sft_file(cfg, paths, kept, settings)
-    sft_responses = [r["response"] for r in read_jsonl(d / "sft.jsonl") if r["source"] != "open_domain"]
-    result.verdicts.append(check_step_format(sft_responses, cfg.diagnostics, seed=cfg.base.seed,
-                                             source="02_dedup/sft.jsonl"))
+
+def _write_report(path: Path, result: DedupStageResult, cfg: RunConfig, embedder: Any) -> None:
     report = {k: v for k, v in result.__dict__.items() if k not in ("similarities", "verdicts")}
     report.update(removed_share=result.removed_share, embedded=embedder.computed, embedding_cache_hits=embedder.cached,
-                  threshold=cfg.evol_instruct.dedup_threshold, verdicts=[v.to_dict() for v in verdicts],
+                  threshold=cfg.evol_instruct.dedup_threshold, verdicts=[v.to_dict() for v in result.verdicts],
                   numbers_note="MiniLM barely tells numbers apart: problems differing only in numbers count as "
                                "duplicates (a reward model learns nothing from a number swap).")
-    (d / "dedup_report.json").write_text(json.dumps(report, indent=2) + "\n")
-    return result
+    path.write_text(json.dumps(report, indent=2) + "\n")

@@ -5,13 +5,18 @@ process reward model's aggregate score of the answer. ``[ppo].reward_formula`` l
 that combination; the formula is parsed here into a plain function with a whitelist of syntax
 (numbers, ``rI``, ``rA``, ``+ - * /``, unary minus, ``min``, ``max``, parentheses) so a config file can
 never run arbitrary code.
+
+Also here: how per-step PRM scores become one answer score (:func:`aggregate_steps`) and how
+judged rankings become IRM training pairs (:func:`ranking_to_pairs`, :func:`balance_pairs`).
 """
 
 from __future__ import annotations
 
 import ast
+import math
 import operator
-from typing import Callable
+import random
+from typing import Callable, Sequence
 
 FORMULA_NAMES = ("rI", "rA")
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
@@ -64,3 +69,74 @@ def parse_reward_formula(text: str) -> Callable[[float, float], float]:
         except ZeroDivisionError:
             return 0.0  # a division by a zero score means "no reward", never a crash mid-PPO
     return reward
+
+
+# ------------------------------------------------------------------ PRM aggregation
+
+AGGREGATIONS = ("min", "prod", "last", "mean")
+
+
+def aggregate_steps(scores: Sequence[float], how: str = "min") -> float:
+    """One answer score rA from per-step PRM scores.
+
+    ``min`` (the recipe's default) says "a solution is as good as its worst step", so one wrong
+    step cannot be averaged away; ``prod`` reads the scores as independent step probabilities;
+    ``last`` trusts the final step alone; ``mean`` is the lenient baseline. Empty scores raise:
+    a solution whose steps cannot be found is flagged, not silently scored.
+    """
+    if how not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation '{how}' (expected one of {', '.join(AGGREGATIONS)})")
+    values = [float(s) for s in scores]
+    if not values:
+        raise ValueError("no step scores: a solution whose steps cannot be found is flagged, "
+                         "not silently scored")
+    if how == "min":
+        return min(values)
+    if how == "prod":
+        return math.prod(values)
+    if how == "last":
+        return values[-1]
+    return sum(values) / len(values)
+
+
+# ------------------------------------------------------------------- IRM pair data
+
+def ranking_to_pairs(ranked_ids: Sequence[str]) -> list[tuple[str, str]]:
+    """Every (chosen, rejected) pair a best-first ranking implies: k items give k(k-1)/2.
+
+    A repeated id would make a pair of an item with itself (or contradict the order), so it
+    raises instead of producing a pair the reward model cannot learn from.
+    """
+    ids = list(ranked_ids)
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"ranking repeats an id: {ids}")
+    return [(ids[i], ids[j]) for i in range(len(ids)) for j in range(i + 1, len(ids))]
+
+
+def balance_pairs(pairs: list[dict], key: str = "operator", seed: int = 0) -> list[dict]:
+    """Dedupe (chosen, rejected) pairs, then cap each ``key`` group at 2x the smallest group.
+
+    ``key`` names the chosen item's evolution operator. If one operator's variants win most
+    pairs, the IRM can score well by recognising that operator's template instead of judging
+    the instruction. Capping at the *smallest* group would make them exactly even but throw
+    most data away when one operator is rare; 2x keeps the imbalance too small to be a
+    shortcut while keeping far more pairs. The sample is seeded and keeps the input order.
+    Pairs without ``key`` form one group of their own (``None``).
+    """
+    seen, unique = set(), []
+    for pair in pairs:
+        ident = (pair["chosen"], pair["rejected"])
+        if ident not in seen:
+            seen.add(ident)
+            unique.append(pair)
+    groups: dict[object, list[int]] = {}
+    for i, pair in enumerate(unique):
+        groups.setdefault(pair.get(key), []).append(i)
+    if not groups:
+        return []
+    cap = 2 * min(len(idx) for idx in groups.values())
+    rng, keep = random.Random(seed), set()
+    for name in sorted(groups, key=str):  # fixed order, so the seed alone decides the sample
+        idx = groups[name]
+        keep.update(idx if len(idx) <= cap else rng.sample(idx, cap))
+    return [pair for i, pair in enumerate(unique) if i in keep]

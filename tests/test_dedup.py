@@ -30,7 +30,7 @@ class FakeEmbedder:
         self.table = table
         self.seen: list[str] = []
 
-    def embed(self, texts):
+    def embed(self, texts, progress=False):
         self.seen += list(texts)
         return np.array([self.table[t] for t in texts], dtype=np.float32)
 
