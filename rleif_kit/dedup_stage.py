@@ -38,6 +38,7 @@ class DedupStageResult:
     clusters: list[dict]
     similarities: list[float]
     contaminated: int
+    contaminated_items: list[dict] = field(default_factory=list)  # id, the eval ids it overlaps, method
     sft: dict = field(default_factory=dict)  # rows per source in 02_dedup/sft.jsonl, rejected answers
     verdicts: list[Verdict] = field(default_factory=list)
 
@@ -158,6 +159,7 @@ def run_dedup(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: b
         total=len(pool), kept=len(kept), removed_by_layer=dict(Counter(r["layer"] for r in removals)),
         per_operator=per_operator, per_round=per_round, clusters=_clusters(removals, {r["id"]: r for r in pool}),
         similarities=[float(s) for s in out.similarities], contaminated=len(contaminated), sft=sft,
+        contaminated_items=[{"id": h["id"], "eval_ids": h["eval_ids"][:5], "method": h["method"]} for h in hits],
         verdicts=_verdicts(cfg, len(kept), per_operator, sft_responses))
     _write_report(d / "dedup_report.json", result, cfg, embedder)
     return result

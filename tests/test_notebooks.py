@@ -135,3 +135,5 @@ def test_dedup_removes_a_planted_test_item_by_ngram_and_by_embedding(tmp_path, m
     assert removed["planted-copy"]["layer"] == "decontam_ngram"
     assert removed["planted-paraphrase"]["layer"].startswith("decontam_")
     assert result.contaminated >= 2
+    listed = json.loads((paths.stage("02_dedup") / "dedup_report.json").read_text())["contaminated_items"]
+    assert {"planted-copy", "planted-paraphrase"} <= {c["id"] for c in listed}
