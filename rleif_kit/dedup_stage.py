@@ -153,8 +153,8 @@ def run_dedup(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: b
     write_jsonl(d / "instructions.jsonl", kept)
     write_jsonl(d / "removed.jsonl", removals)
     per_operator, per_round = _breakdown(pool, {r["id"] for r in removals})
-    sft = build_sft_file(cfg, paths, kept, settings)
-    sft_responses = [r["response"] for r in read_jsonl(d / "sft.jsonl") if r["source"] != "open_domain"]
+    sft, sft_rows = build_sft_file(cfg, paths, kept, settings)
+    sft_responses = [r["response"] for r in sft_rows if r["source"] != "open_domain"]
     result = DedupStageResult(
         total=len(pool), kept=len(kept), removed_by_layer=dict(Counter(r["layer"] for r in removals)),
         per_operator=per_operator, per_round=per_round, clusters=_clusters(removals, {r["id"]: r for r in pool}),

@@ -228,7 +228,7 @@ async def run_evolve_async(cfg: RunConfig, paths: RunPaths, settings: Any = None
     lineages = {s["root_id"]: s for s in load_seeds(cfg, paths)}
     backend = getattr(evolver, "backend", None)
     stopped = lambda: bool(backend is not None and getattr(backend, "stopped_reason", None))  # noqa: E731
-    max_live = 2 * getattr(ev, "concurrency", 16) if backend is not None else 64
+    max_live = 2 * ev.concurrency if backend is not None else 64  # a little queue ahead of the semaphore
     bar = tqdm(total=len(lineages) * ev.rounds, desc="evolve", disable=not progress)
     try:
         for round_ in range(1, ev.rounds + 1):

@@ -65,10 +65,6 @@ class RunPaths:
     def sft_log(self) -> Path:
         return self.stage("03_sft") / "log.jsonl"
 
-    @property
-    def sft_eval(self) -> Path:
-        return self.stage("03_sft") / "eval.jsonl"
-
     # the arithmetic world's fixed splits
     @property
     def arith_heldout(self) -> Path:

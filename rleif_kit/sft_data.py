@@ -9,6 +9,7 @@ written once per run (``paths.arith_heldout``) and never trained on.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from pathlib import Path
 
 from rleif_kit import arith
@@ -129,8 +130,12 @@ def evolved_rows(cfg: RunConfig, instructions: list[dict], settings=None) -> tup
             [{"id": r["id"], "reason": r["reason"]} for r in rejected])
 
 
-def build_sft_file(cfg: RunConfig, paths: RunPaths, instructions: list[dict], settings=None) -> dict:
-    """``02_dedup/sft.jsonl``: step-by-step data + kept evolved instructions + open-domain samples."""
+def build_sft_file(cfg: RunConfig, paths: RunPaths, instructions: list[dict],
+                   settings=None) -> tuple[dict, list[dict]]:
+    """``02_dedup/sft.jsonl``: step-by-step data + kept evolved instructions + open-domain samples.
+
+    Returns the report (rows per source, rejected answers, token lengths) and the rows written.
+    """
     evolved, rejected = evolved_rows(cfg, instructions, settings)
     rows = ([{**r, "source": "stepwise"} for r in stepwise_rows(cfg, paths, settings)]
             + [{**r, "source": "evolved"} for r in evolved]
@@ -139,8 +144,9 @@ def build_sft_file(cfg: RunConfig, paths: RunPaths, instructions: list[dict], se
     write_jsonl(d / "sft.jsonl", rows)
     write_jsonl(d / "sft_rejected.jsonl", rejected)
     counts = {src: sum(r["source"] == src for r in rows) for src in ("stepwise", "evolved", "open_domain")}
-    return {"rows": len(rows), **counts, "evolved_rejected": len(rejected),
-            "rejected_reasons": _count(r["reason"] for r in rejected), "lengths": token_lengths(cfg, rows)}
+    reasons = dict(Counter(r["reason"] for r in rejected).most_common())
+    return ({"rows": len(rows), **counts, "evolved_rejected": len(rejected), "rejected_reasons": reasons,
+             "lengths": token_lengths(cfg, rows)}, rows)
 
 
 def token_lengths(cfg: RunConfig, rows: list[dict], sample: int = 2000) -> dict:
@@ -155,12 +161,6 @@ def token_lengths(cfg: RunConfig, rows: list[dict], sample: int = 2000) -> dict:
     return {"sampled": len(lengths), "mean": sum(lengths) / len(lengths) if lengths else 0.0,
             "p95": lengths[int(0.95 * (len(lengths) - 1))] if lengths else 0, "max": lengths[-1] if lengths else 0,
             "max_seq_len": cfg.sft.max_seq_len, "share_truncated": over / len(lengths) if lengths else 0.0}
-
-
-def _count(items) -> dict:
-    from collections import Counter
-
-    return dict(Counter(items).most_common())
 
 
 def build_sft_examples(cfg: RunConfig, paths: RunPaths) -> list[dict]:
