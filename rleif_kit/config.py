@@ -200,6 +200,11 @@ def _cross_checks(s: dict[str, Any]) -> list[str]:
     if ppo.rollout_batch % ppo.mini_batch:
         problems.append(f"[ppo] mini_batch = {ppo.mini_batch}: expected a divisor of rollout_batch "
                         f"({ppo.rollout_batch})")
+    rm, world = s["reward_model"], s["base"].world
+    for key in ("prm_step_label", "answer_reward"):
+        if getattr(rm, key) == "verifier" and world != "arith":
+            problems.append(f"[reward_model] {key} = 'verifier': the step verifier exists only in the arithmetic "
+                            f"world ([base] world = 'arith'; this run has '{world}')")
     arith = s["arith"]
     if arith.min_steps > arith.max_steps:
         problems.append(f"[arith] min_steps = {arith.min_steps}: expected <= max_steps ({arith.max_steps})")

@@ -128,6 +128,59 @@ def check_operator_share(kept_per_operator: dict[str, int], cfg: DiagnosticsConf
                    "Balance evolve_up_ratio / evolve_down_ratio or add operators.", source)
 
 
+def _mean_var(values: Sequence[float]) -> tuple[float, float]:
+    mean = sum(values) / len(values)
+    return mean, sum((v - mean) ** 2 for v in values) / len(values)
+
+
+def check_score_distribution(name: str, scores: Sequence[float], cfg: DiagnosticsConfig, source: str = "") -> Verdict:
+    """Reward-health check 1: do the reward model's scores spread over a useful range?
+
+    Healthy: mean in [score_mean_min, score_mean_max] and std > score_std_min. A mean beyond
+    collapse_mean (or below 1 - collapse_mean) with variance < collapse_var fails: the model gives
+    everything the same score (for the IRM, the sign of overfitting to the ranking data).
+    """
+    check = f"{name.lower()}_distribution"
+    thresholds = {"mean": [cfg.score_mean_min, cfg.score_mean_max], "std_min": cfg.score_std_min,
+                  "collapse_mean": cfg.collapse_mean, "collapse_var": cfg.collapse_var}
+    if not scores:
+        return Verdict(check, "fail", {"n": 0}, thresholds, f"No {name} scores to check: score a sample first.", source)
+    mean, var = _mean_var(scores)
+    numbers = {"n": len(scores), "mean": mean, "std": var ** 0.5}
+    if cfg.score_mean_min <= mean <= cfg.score_mean_max and var ** 0.5 > cfg.score_std_min:
+        return Verdict(check, "ok", numbers, thresholds, source=source)
+    collapsed = var < cfg.collapse_var and not 1 - cfg.collapse_mean <= mean <= cfg.collapse_mean
+    advice = {"IRM": "The IRM scores instructions alike: raise dedup strength (lower [evol_instruct] "
+                     "dedup_threshold) or diversify the ranking data (more sibling groups, more operators).",
+              "PRM": "The PRM scores steps alike: it cannot tell right steps from wrong ones. Label more "
+                     "solutions with errors (raise prm_samples or prm_sample_temperature), or train longer."}
+    return Verdict(check, "fail" if collapsed else "warn", numbers, thresholds,
+                   advice.get(name.upper(), f"The {name} scores are outside the healthy band."), source)
+
+
+def check_low_ra_share(answer_scores: Sequence[float], cfg: DiagnosticsConfig, source: str = "") -> Verdict:
+    """Reward-health check 2: how often does the PRM call an answer bad (rA < 0.5)?
+
+    Healthy: between low_ra_healthy_min and low_ra_healthy_max. Below low_ra_fail the PRM passes
+    nearly everything and ``r = rI * rA`` is the IRM alone (plain RLHF): fail.
+    """
+    thresholds = {"healthy": [cfg.low_ra_healthy_min, cfg.low_ra_healthy_max], "fail_below": cfg.low_ra_fail}
+    if not answer_scores:
+        return Verdict("low_ra_share", "fail", {"n": 0}, thresholds, "No rA scores to check.", source)
+    share = sum(a < 0.5 for a in answer_scores) / len(answer_scores)
+    numbers = {"n": len(answer_scores), "share_ra_below_0.5": share}
+    if cfg.low_ra_healthy_min <= share <= cfg.low_ra_healthy_max:
+        return Verdict("low_ra_share", "ok", numbers, thresholds, source=source)
+    if share < cfg.low_ra_fail:
+        return Verdict("low_ra_share", "fail", numbers, thresholds,
+                       "The PRM passes almost every answer: r = rI*rA has collapsed to the IRM alone. Retrain the "
+                       "PRM on solutions with real errors, or check its labels.", source)
+    advice = ("The PRM passes most answers: its signal is weak; check its held-out AUC." if share < cfg.low_ra_healthy_min
+              else "The PRM rejects most answers: PPO will mostly learn from negative reward; check the PRM's "
+                   "calibration and the SFT model's accuracy.")
+    return Verdict("low_ra_share", "warn", numbers, thresholds, advice, source)
+
+
 def format_verdicts(verdicts: Sequence[Verdict]) -> str:
     """One line per verdict, for notebooks and the CLI."""
     return "\n".join(v.line() for v in verdicts) if verdicts else "(no checks)"

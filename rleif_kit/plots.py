@@ -97,3 +97,38 @@ def plot_similarity_histogram(similarities: Sequence[float], threshold: float,
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+def plot_score_histograms(series: dict[str, Sequence[float]], healthy: tuple[float, float],
+                          title: str = "Reward-model scores on held-out samples") -> Figure:
+    """One histogram per named score list on [0, 1], with the healthy mean band shaded and each mean marked."""
+    fig, axes = plt.subplots(1, len(series), figsize=(4.2 * len(series), 3.2), squeeze=False)
+    for ax, (name, values) in zip(axes[0], series.items()):
+        ax.axvspan(*healthy, color="#2e7d32", alpha=0.12, label=f"healthy mean {healthy[0]:g}–{healthy[1]:g}")
+        ax.hist(list(values), bins=20, range=(0, 1), color="#1f77b4")
+        if values:
+            mean = sum(values) / len(values)
+            ax.axvline(mean, color="#c62828", ls="--", label=f"mean {mean:.2f}")
+        ax.set_xlabel("score")
+        ax.set_ylabel("count")
+        ax.set_title(name)
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_split_histogram(scores: Sequence[float], positive: Sequence[bool], labels: tuple[str, str],
+                         title: str) -> Figure:
+    """Scores of two classes overlaid: how well a reward model separates good from bad."""
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.hist([s for s, p in zip(scores, positive) if p], bins=20, range=(0, 1), alpha=0.6, color="#2e7d32",
+            label=labels[0])
+    ax.hist([s for s, p in zip(scores, positive) if not p], bins=20, range=(0, 1), alpha=0.6, color="#c62828",
+            label=labels[1])
+    ax.set_xlabel("score")
+    ax.set_ylabel("count")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    return fig

@@ -224,6 +224,22 @@ class RewardModelConfig(_Section):
     rm_lr: float = opt(1.0e-5, "reward-model learning rate", positive)
     rm_epochs: float = opt(2.0, "reward-model epochs", positive)
     rm_batch_size: int = opt(8, "reward-model batch size", positive)
+    rm_finetune: str = opt("lora", "how the reward models train: 'qlora' (4-bit + LoRA), 'lora' or 'full' "
+                                   "(LoRA shapes from [sft])", one_of("qlora", "lora", "full"))
+    rm_max_len: int = opt(1024, "longest reward-model input in tokens (prompt and solution)", positive)
+    rm_heldout_share: float = opt(0.2, "share of sibling groups (IRM) and questions (PRM) held out for the "
+                                       "reported metrics", unit)
+    irm_groups: int = opt(2000, "seed instructions fanned out into ranked sibling sets for the IRM", positive)
+    prm_samples: int = opt(4000, "solutions the SFT model samples on evolved instructions for PRM labels",
+                           non_negative)
+    prm_sample_temperature: float = opt(0.8, "sampling temperature of those solutions (errors to label)",
+                                        positive)
+    prm_data: str = opt("", "extra labelled steps in the PRM800K style (JSONL: question, steps, labels); "
+                            "empty = none")
+    prm_aggregate: str = opt("min", "how per-step PRM scores become rA", one_of("min", "prod", "last", "mean"))
+    answer_reward: str = opt("prm", "where PPO's rA comes from: 'prm' (learned) or 'verifier' (the arithmetic "
+                                    "world's step checker: a perfect PRM, for testing the PPO machinery)",
+                             one_of("prm", "verifier"))
 
 
 @dataclass(frozen=True)
@@ -260,3 +276,15 @@ class DiagnosticsConfig(_Section):
                                              "(low temperature evolves near-copies)", non_negative)
     max_top_operator_share: float = opt(0.5, "share of the kept set owed to the top two operators above which "
                                              "the diversity check warns (IRM overfits to templates)", unit)
+    score_mean_min: float = opt(0.4, "healthy reward-model scores (IRM, PRM) have a mean at least this", unit)
+    score_mean_max: float = opt(0.7, "... and at most this", unit)
+    score_std_min: float = opt(0.1, "... and a standard deviation above this (scores that do not vary say nothing)",
+                               unit)
+    collapse_mean: float = opt(0.9, "a mean above this (or below 1 minus it) with a variance under collapse_var "
+                                    "fails: the model has overfit and scores everything alike", unit)
+    collapse_var: float = opt(0.01, "variance under which such scores count as collapsed", unit)
+    low_ra_healthy_min: float = opt(0.2, "healthy share of rA < 0.5 (PRM calls an answer bad) is at least this",
+                                    unit)
+    low_ra_healthy_max: float = opt(0.4, "... and at most this (above: warn, the PRM rejects most answers)", unit)
+    low_ra_fail: float = opt(0.1, "a share of rA < 0.5 below this fails: the PRM passes everything and r = rI*rA "
+                                  "has collapsed to the IRM alone", unit)

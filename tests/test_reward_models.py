@@ -23,7 +23,7 @@ def test_irm_trains_and_scores(tmp_path, small_model_dir):
     from rleif_kit.evolve import load_seeds, run_fanout
     from rleif_kit.irm_data import arith_irm_pairs
     from rleif_kit.models import trainable_parameters
-    from rleif_kit.reward_models import load_scorer
+    from rleif_kit.reward_models import load_rm, load_rm_for_training
 
     cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", f'reward_model.irm_base="{small_model_dir}"',
                                                          "reward_model.rm_epochs=1", "evol_instruct.defect_rate=0.5",
@@ -32,13 +32,16 @@ def test_irm_trains_and_scores(tmp_path, small_model_dir):
     fanout = run_fanout(cfg, paths.stage("01_evolve") / "fanout.jsonl", list(load_seeds(cfg, paths))[:60], k=4,
                         progress=False)
     pairs = arith_irm_pairs(fanout)
-    initial = trainable_parameters(load_scorer(str(small_model_dir))[0])
+    initial = trainable_parameters(load_rm_for_training(str(small_model_dir), "sequence", cfg, False)[0])
     model, tok, result = train_irm(cfg, paths, pairs)
     now = dict(model.named_parameters())
-    unchanged = [n for n, p in initial.items() if n.startswith("model.") and torch.equal(p, now[n].detach())]
-    assert unchanged == []  # every transformer weight moved (the score head is newly initialised)
+    assert set(initial) == set(now)  # the head starts from the same seeded init in both loads
+    unchanged = [n for n, p in initial.items() if torch.equal(p, now[n].detach())]
+    assert unchanged == []  # every weight moved, the new score head included
     losses = [r["loss"] for r in result.log]
     assert losses[-1] < losses[0]
     scores = irm_score(model, tok, [p["chosen_text"] for p in pairs[:10]])
     assert all(0.0 <= s <= 1.0 for s in scores)
     assert (result.model_dir / "README.md").exists() and result.heldout_pairs > 0
+    reloaded, tok2 = load_rm(result.model_dir)
+    assert irm_score(reloaded, tok2, [pairs[0]["chosen_text"]]) == pytest.approx(scores[:1], abs=1e-5)

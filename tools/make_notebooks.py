@@ -179,6 +179,82 @@ response only, and the same Alpaca / WizardMath prompt the evaluation uses.
                  'record("accuracy_after", result.accuracy_after)\n'
                  'record("verdicts", {v.check: v.status for v in result.verdicts})'),
     ],
+    "04_reward_models": [
+        ("md", """# 04 · Reward models: IRM (is this instruction good?) and PRM (is each step right?)
+
+RLEIF's reward is `r = rI * rA`. The **instruction reward model** (IRM) gives `rI`: it learns from
+judged rankings of sibling variants evolved from one instruction (definition, precision, integrity);
+a ranking of k becomes k·(k−1)/2 preference pairs, balanced across evolution operators, trained with
+TRL's `RewardTrainer`. The **process reward model** (PRM) gives per-step scores, `rA` being their
+aggregate (`[reward_model].prm_aggregate`): it is a token classifier read at the last token of each
+step, trained on the SFT model's own solutions with judged (or verified) step labels, on
+`transformers.Trainer` with our collator.
+
+**Reads** `02_dedup/instructions.jsonl`, `03_sft/model/`, `settings.json` (judges) ·
+**Writes** `04_reward_models/{irm,prm}/` (weights, model card), `irm_fanout.jsonl`, `prm_samples.jsonl`,
+the judges' answers; every step resumes from its files."""),
+        ("params", PARAMETERS),
+        ("code", setup_cell("04_reward_models") + "\n\nfrom rleif_kit.settings import load_settings\n\n"
+                 "settings = load_settings(settings_path) if settings_path else None"),
+        ("md", "## IRM data\nEach sampled instruction is evolved into sibling variants with distinct operators; "
+               "a judge ranks each sibling set, and every ranking becomes preference pairs."),
+        ("code", "from rleif_kit.reward_stage import build_irm_pairs\n\n"
+                 "irm_data = build_irm_pairs(cfg, paths, settings)\n"
+                 'print(f"{irm_data.groups} sibling sets, {irm_data.variants} variants, judge {irm_data.judge}: "\n'
+                 '      f"{len(irm_data.pairs)} balanced pairs ({irm_data.failed} rankings failed)")'),
+        ("md", "## Train the IRM\nHeld-out pairwise accuracy is measured on sibling sets never trained on."),
+        ("code", "from rleif_kit.reward_models import train_irm\n\n"
+                 "irm_model, irm_tok, irm = train_irm(cfg, paths, irm_data.pairs)\n"
+                 'print(f"IRM: {irm.train_pairs} pairs, held-out pairwise accuracy {irm.heldout_accuracy:.3f} "\n'
+                 '      f"on {irm.heldout_pairs} pairs ({irm.runtime_s:.0f}s)")'),
+        ("md", "## PRM data\nThe SFT model samples solutions to evolved instructions; each step is labelled "
+               "(`prm_step_label`)."),
+        ("code", "from rleif_kit.reward_stage import build_prm_examples\n\n"
+                 "prm_data = build_prm_examples(cfg, paths, settings)\n"
+                 "step_labels = [label for e in prm_data.examples for label in e['labels']]\n"
+                 'print(f"{prm_data.samples} sampled solutions, {prm_data.flagged} flagged (no steps), "\n'
+                 '      f"{len(prm_data.examples)} labelled by {prm_data.labeller} {prm_data.by_source}; "\n'
+                 '      f"{sum(step_labels) / max(1, len(step_labels)):.0%} of {len(step_labels)} steps correct")'),
+        ("md", "## Train the PRM\nHeld-out step accuracy and AUC on solutions to questions never trained on."),
+        ("code", "from rleif_kit.prm import train_prm\n\n"
+                 "prm_model, prm_tok, prm = train_prm(cfg, paths, prm_data.examples)\n"
+                 'print(f"PRM: {prm.train_steps} labelled steps; held-out step accuracy {prm.step_accuracy:.3f}, "\n'
+                 '      f"AUC {prm.step_auc:.3f} on {prm.heldout_steps} steps ({prm.runtime_s:.0f}s)")'),
+        ("md", "## Training curves"),
+        ("code", "from rleif_kit.plots import plot_loss_curve, save_figure\n\n"
+                 'save_figure(plot_loss_curve(irm.log, "IRM training loss"), paths.figures, "04_irm_loss")\n'
+                 'save_figure(plot_loss_curve(prm.log, "PRM training loss"), paths.figures, "04_prm_loss")'),
+        ("md", "## Scores on held-out samples\nThese distributions feed the reward-health checks: healthy "
+               "scores spread around the middle; a model that scores everything alike gives PPO nothing to follow."),
+        ("code", "from rleif_kit.plots import plot_score_histograms, plot_split_histogram\n"
+                 "from rleif_kit.reward_stage import score_sample\n\n"
+                 "sample = score_sample(cfg, paths, (irm_model, irm_tok), (prm_model, prm_tok), prm_data.examples)\n"
+                 "band = (cfg.diagnostics.score_mean_min, cfg.diagnostics.score_mean_max)\n"
+                 'save_figure(plot_score_histograms({"IRM rI (instructions)": sample.irm_scores,\n'
+                 '                                   "PRM rA (solutions)": sample.answer_scores}, band),\n'
+                 '            paths.figures, "04_score_histograms")\n'
+                 'save_figure(plot_split_histogram(prm.heldout_scores, prm.heldout_labels, ("correct step", "wrong step"),\n'
+                 '                                 "PRM step scores by label (held out)"), paths.figures, "04_prm_steps")'),
+        ("md", "## Checks"),
+        ("code", "from rleif_kit.diagnostics import format_verdicts\n\nprint(format_verdicts(sample.verdicts))"),
+        ("md", "## Recorded figures"),
+        ("code", "from rleif_kit.records import record\n\n"
+                 'record("irm_groups", irm_data.groups)\n'
+                 'record("irm_pairs", len(irm_data.pairs))\n'
+                 'record("irm_heldout_pairs", irm.heldout_pairs)\n'
+                 'record("irm_heldout_accuracy", irm.heldout_accuracy)\n'
+                 'record("prm_samples", prm_data.samples)\n'
+                 'record("prm_flagged", prm_data.flagged)\n'
+                 'record("prm_examples", len(prm_data.examples))\n'
+                 'record("prm_correct_share", prm.correct_share)\n'
+                 'record("prm_heldout_steps", prm.heldout_steps)\n'
+                 'record("prm_step_accuracy", prm.step_accuracy)\n'
+                 'record("prm_step_auc", prm.step_auc)\n'
+                 'record("irm_score_mean", sum(sample.irm_scores) / len(sample.irm_scores))\n'
+                 'record("ra_mean", sum(sample.answer_scores) / max(1, len(sample.answer_scores)))\n'
+                 'record("runtime_s", irm.runtime_s + prm.runtime_s)\n'
+                 'record("verdicts", {v.check: v.status for v in sample.verdicts})'),
+    ],
 }
 
 

@@ -1,0 +1,122 @@
+"""PRM: step ends in the real tokenizer, the collator, AUC on hand values, and training on the tiny model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import ROOT, TINY_PARAMS, tiny_overrides
+from rleif_kit.metrics import roc_auc, threshold_accuracy
+from rleif_kit.prm import (IGNORE, StepLabelCollator, encode, load_prm800k_style, prm_input,
+                           solution_step_ends, verifier_examples)
+
+SOLUTION = "Step 1: 4 * 2 = 8. Step 2: 8 / 2 = 4. The answer is: 4"
+
+
+def test_auc_on_hand_values():
+    # positives 0.9, 0.4; negatives 0.5, 0.1: pairs (0.9>0.5, 0.9>0.1, 0.4<0.5, 0.4>0.1) -> 3/4
+    assert roc_auc([1, 1, 0, 0], [0.9, 0.4, 0.5, 0.1]) == 0.75
+    assert roc_auc([1, 0], [0.3, 0.3]) == 0.5  # a tie counts half
+    assert roc_auc([1, 1], [0.2, 0.9]) is None  # one class only: undefined, not 0.5
+    assert threshold_accuracy([1, 0, 1], [0.9, 0.6, 0.2]) == pytest.approx(1 / 3)
+
+
+def test_step_ends_markers_then_lines():
+    ends = solution_step_ends(SOLUTION)
+    assert [SOLUTION[:e] for e in ends] == ["Step 1: 4 * 2 = 8.", "Step 1: 4 * 2 = 8. Step 2: 8 / 2 = 4."]
+    lines = "First 3 + 4 = 7.\nThen 7 * 2 = 14.\nThe answer is: 14"
+    assert [lines[:e].split("\n")[-1] for e in solution_step_ends(lines)] == ["First 3 + 4 = 7.", "Then 7 * 2 = 14."]
+    assert solution_step_ends("The answer is 14 because I said so.") == []  # flagged, not one step
+
+
+def test_encode_puts_labels_on_the_last_token_of_each_step(small_model_dir):
+    from rleif_kit.models import load_tokenizer
+
+    tok = load_tokenizer(str(small_model_dir))
+    question = "Maya has 4 plants."
+    row = encode(tok, question, SOLUTION, [True, False], max_len=1024)
+    text, placed, offset = prm_input(question, SOLUTION)
+    assert text.endswith(" " + SOLUTION) and placed == SOLUTION and text[offset:] == SOLUTION
+    offsets = tok(text, return_offsets_mapping=True)["offset_mapping"]
+    for pos, step_end in zip(row["positions"], solution_step_ends(SOLUTION)):
+        start, stop = offsets[pos]
+        assert start < offset + step_end <= stop  # the token covers the step's last character (the '.')
+        assert text[offset + step_end - 1] == "."
+    labelled = {i: v for i, v in enumerate(row["labels"]) if v != IGNORE}
+    assert labelled == {row["positions"][0]: 1, row["positions"][1]: 0}
+    cut = encode(tok, question, SOLUTION, [True, False], max_len=row["positions"][1])  # second step truncated
+    assert cut["positions"][1] is None and sorted(set(cut["labels"])) == [IGNORE, 1]
+    with pytest.raises(ValueError, match="2 steps"):
+        encode(tok, question, SOLUTION, [True])
+    batch = StepLabelCollator(tok.pad_token_id)([row, cut])
+    assert batch["input_ids"].shape == batch["labels"].shape == batch["attention_mask"].shape
+    assert batch["attention_mask"][1].sum() == len(cut["input_ids"]) and batch["labels"][1, -1] == IGNORE
+
+
+def test_prm800k_style_file(tmp_path):
+    path = tmp_path / "prm.jsonl"
+    path.write_text(json.dumps({"question": "q", "steps": ["2 + 2 = 4.", "4 * 3 = 13."], "labels": [1, -1]}) + "\n"
+                    + json.dumps({"question": "q2", "steps": ["a", "b"], "labels": [True, 0]}) + "\n")
+    rows = load_prm800k_style(path)
+    assert rows[0]["solution"] == "Step 1: 2 + 2 = 4. Step 2: 4 * 3 = 13." and rows[0]["labels"] == [True, False]
+    assert rows[1]["labels"] == [True, False]  # PRM800K's neutral 0 is not a correct step
+    path.write_text(json.dumps({"question": "q", "steps": ["a"], "labels": [1, 1]}) + "\n")
+    with pytest.raises(ValueError, match="1 steps but 2 labels"):
+        load_prm800k_style(path)
+
+
+def test_verifier_examples_label_and_flag():
+    problem = {"topic": "garden", "name": "Maya", "item": "plants", "start": 4, "intro": 1, "question_form": 0,
+               "ops": [{"kind": "mul", "value": 2, "template": 1}, {"kind": "div", "value": 2, "template": 3}]}
+    from rleif_kit.arith import Problem
+
+    q = Problem.from_record(problem).question()
+    samples = [{"id": "a", "question": q, "solution": SOLUTION, "problem": problem},
+               {"id": "b", "question": q, "solution": "Step 1: 4 * 2 = 9. Step 2: 9 / 2 = 4. The answer is: 4",
+                "problem": problem},
+               {"id": "c", "question": q, "solution": "It is 4.", "problem": problem}]
+    examples, flagged = verifier_examples(samples)
+    assert [e["labels"] for e in examples] == [[True, True], [False, False]] and flagged == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("finetune", ["full", "lora"])
+def test_prm_trains_every_parameter_and_scores(tmp_path, small_model_dir, finetune):
+    import torch
+
+    from rleif_kit.arith import generate_problems
+    from rleif_kit.models import trainable_parameters
+    from rleif_kit.prm import answer_scores, prm_score, train_prm
+    from rleif_kit.reward_models import load_rm, load_rm_for_training
+    from rleif_kit.setup import setup
+
+    cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", f'reward_model.prm_base="{small_model_dir}"',
+                                                         "reward_model.rm_epochs=4", "reward_model.rm_batch_size=16",
+                                                         f'reward_model.rm_finetune="{finetune}"',
+                                                         "sft.lora_targets=[\"q_proj\",\"v_proj\"]"),
+                       stage="04_reward_models", report_dir=str(tmp_path / "r"), workdir=str(ROOT))
+    examples = []
+    for i, p in enumerate(generate_problems(120, seed=3, min_steps=2, max_steps=3)):
+        solution = p["solution"]
+        if i % 2:  # corrupt the first step's result: every step from there is wrong
+            first = solution.split(". ")[0]
+            solution = solution.replace(first, first[:-1] + str((int(first.split("= ")[1]) + 1)), 1)
+        from rleif_kit.prm_labels import verifier_labels
+
+        examples.append({"question": p["question"], "solution": solution,
+                         "labels": verifier_labels(p["question"], solution, p["answer"])})
+    initial = trainable_parameters(load_rm_for_training(str(small_model_dir), "token", cfg, False)[0])
+    model, tok, result = train_prm(cfg, paths, examples)
+    now = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    assert set(initial) == set(now)  # same seeded init: the head and LoRA A start identical in both loads
+    unchanged = [n for n, p in initial.items() if torch.equal(p, now[n].detach())]
+    assert len(now) >= 2 and unchanged == [], unchanged
+    losses = [r["loss"] for r in result.log]
+    assert sum(losses[-3:]) < sum(losses[:3]), losses  # batch losses are noisy: compare the ends, 3 points each
+    assert result.heldout_steps > 0 and result.step_auc is not None
+    reloaded, tok2 = load_rm(result.model_dir)
+    q, s = examples[0]["question"], examples[0]["solution"]
+    assert prm_score(reloaded, tok2, q, s) == pytest.approx(prm_score(model, tok, q, s), abs=1e-5)
+    assert answer_scores(reloaded, tok2, [(q, s), (q, "no steps here")]) [1] is None
+    assert (result.model_dir / "README.md").read_text().startswith("# Process reward model")
