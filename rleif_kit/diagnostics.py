@@ -181,6 +181,33 @@ def check_low_ra_share(answer_scores: Sequence[float], cfg: DiagnosticsConfig, s
     return Verdict("low_ra_share", "warn", numbers, thresholds, advice, source)
 
 
+def check_ab(sft_correct: Sequence[bool], ppo_correct: Sequence[bool], cfg: DiagnosticsConfig,
+             source: str = "", seed: int = 0) -> Verdict:
+    """Reward-health check 3: did PPO beat SFT on the same held-out items?
+
+    ok when the gain reaches ``ab_min_gain`` and its 95% paired-bootstrap interval is above 0; fail when
+    the whole interval lies below ``ab_min_gain`` (a drop is never ok); warn when the interval is too wide
+    to tell.
+    """
+    from rleif_kit.metrics import paired_bootstrap
+
+    gain, low, high = paired_bootstrap(sft_correct, ppo_correct, seed=seed)
+    n = len(sft_correct)
+    numbers = {"n": n, "sft_accuracy": sum(map(bool, sft_correct)) / n, "ppo_accuracy": sum(map(bool, ppo_correct)) / n,
+               "gain": gain, "ci95": [low, high]}
+    thresholds = {"ab_min_gain": cfg.ab_min_gain}
+    if gain >= cfg.ab_min_gain and low > 0:
+        return Verdict("sft_vs_ppo", "ok", numbers, thresholds, source=source)
+    advice = (f"PPO gained {100 * gain:+.1f} points (95% interval {100 * low:+.1f} to {100 * high:+.1f}): "
+              "the reward is probably not working, not training too short — look at the IRM/PRM score "
+              "distributions and the share of rA < 0.5 first.")
+    if high < cfg.ab_min_gain:
+        return Verdict("sft_vs_ppo", "fail", numbers, thresholds, advice, source)
+    return Verdict("sft_vs_ppo", "warn", numbers, thresholds,
+                   advice if gain < cfg.ab_min_gain else "The gain's interval is too wide to tell: evaluate more items.",
+                   source)
+
+
 def format_verdicts(verdicts: Sequence[Verdict]) -> str:
     """One line per verdict, for notebooks and the CLI."""
     return "\n".join(v.line() for v in verdicts) if verdicts else "(no checks)"

@@ -40,3 +40,18 @@ def threshold_accuracy(labels: Sequence[bool], scores: Sequence[float], threshol
     if not labels:
         return None
     return sum((s > threshold) == bool(y) for y, s in zip(labels, scores)) / len(labels)
+
+
+def paired_bootstrap(a: Sequence[bool], b: Sequence[bool], resamples: int = 2000, seed: int = 0,
+                     level: float = 0.95) -> tuple[float, float, float]:
+    """(mean(b) - mean(a), low, high): the accuracy gain of b over a on the same items, with a
+    percentile interval from resampling items (pairs kept together, so item difficulty cancels)."""
+    import random
+
+    if len(a) != len(b) or not a:
+        raise ValueError(f"paired results must have the same, non-zero length ({len(a)} vs {len(b)})")
+    diffs = [int(y) - int(x) for x, y in zip(a, b)]
+    n, rng = len(diffs), random.Random(seed)
+    stats = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
+    tail = (1 - level) / 2
+    return sum(diffs) / n, stats[int(tail * resamples)], stats[min(resamples - 1, int((1 - tail) * resamples))]

@@ -132,3 +132,21 @@ def plot_split_histogram(scores: Sequence[float], positive: Sequence[bool], labe
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+PPO_PANELS = (("reward_mean", "reward r"), ("rI_mean", "mean rI (IRM)"), ("rA_mean", "mean rA (PRM)"),
+              ("low_rA_share", "share of rA < 0.5"), ("kl", "KL per sequence"), ("entropy", "entropy per token"))
+
+
+def plot_ppo_curves(log: Sequence[dict], title: str = "PPO training") -> Figure:
+    """One small panel per logged quantity against the PPO step."""
+    fig, axes = plt.subplots(2, 3, figsize=(11, 5.5))
+    steps = [r["step"] for r in log]
+    for ax, (key, label) in zip(axes.flat, PPO_PANELS):
+        ax.plot(steps, [r.get(key, float("nan")) for r in log], marker=".", color="#1f77b4")
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -254,6 +254,23 @@ class PPOConfig(_Section):
                               formula)
     rollout_batch: int = opt(64, "prompts per rollout batch", positive)
     mini_batch: int = opt(8, "examples per PPO update", positive)
+    ppo_epochs: int = opt(4, "passes over each rollout batch", positive)
+    gen_batch: int = opt(16, "prompts generated together (a micro-batch of the rollout)", positive)
+    max_new_tokens: int = opt(512, "longest sampled response", positive)
+    temperature: float = opt(1.0, "sampling temperature of the rollouts", positive)
+    vf_coef: float = opt(0.1, "weight of the value loss", non_negative)
+    max_grad_norm: float = opt(1.0, "gradient clipping", positive)
+    kl_target: float = opt(0.0, "adaptive KL: move kl_coef so the per-sequence KL tracks this; 0 = fixed kl_coef",
+                           non_negative)
+    kl_limit: float = opt(10.0, "KL guard: stop (keeping the last good checkpoint) when the per-sequence KL "
+                                "passes this", positive)
+    lora_r: int = opt(16, "rank of the PPO adapter on the SFT policy", positive)
+    lora_alpha: int = opt(32, "alpha of the PPO adapter", positive)
+    save_every: int = opt(50, "checkpoint every N steps (resume starts from the last one)", positive)
+    gate_samples: int = opt(64, "responses the reward-health gate scores before the first update", positive)
+    force: bool = opt(False, "start PPO even when the reward-health gate fails")
+    eval_samples: int = opt(200, "held-out arithmetic problems for the SFT-vs-PPO accuracy (arith world)",
+                            non_negative)
 
 
 @dataclass(frozen=True)
@@ -286,5 +303,7 @@ class DiagnosticsConfig(_Section):
     low_ra_healthy_min: float = opt(0.2, "healthy share of rA < 0.5 (PRM calls an answer bad) is at least this",
                                     unit)
     low_ra_healthy_max: float = opt(0.4, "... and at most this (above: warn, the PRM rejects most answers)", unit)
+    ab_min_gain: float = opt(0.03, "PPO must beat SFT on held-out accuracy by this much (absolute); a gain whose "
+                                   "95% paired-bootstrap interval straddles it is warn", unit)
     low_ra_fail: float = opt(0.1, "a share of rA < 0.5 below this fails: the PRM passes everything and r = rI*rA "
                                   "has collapsed to the IRM alone", unit)

@@ -120,3 +120,20 @@ def test_prm_trains_every_parameter_and_scores(tmp_path, small_model_dir, finetu
     assert prm_score(reloaded, tok2, q, s) == pytest.approx(prm_score(model, tok, q, s), abs=1e-5)
     assert answer_scores(reloaded, tok2, [(q, s), (q, "no steps here")]) [1] is None
     assert (result.model_dir / "README.md").read_text().startswith("# Process reward model")
+
+
+def test_paired_bootstrap_and_ab_verdicts():
+    from rleif_kit.diagnostics import check_ab
+    from rleif_kit.metrics import paired_bootstrap
+    from rleif_kit.sections import DiagnosticsConfig
+
+    sft = [True] * 50 + [False] * 50
+    gain, low, high = paired_bootstrap(sft, sft)
+    assert (gain, low, high) == (0.0, 0.0, 0.0)  # identical results: no gain and no spread
+    better = [True] * 90 + [False] * 10  # 40 items flipped to right: +40 points, clearly
+    assert check_ab(sft, better, DiagnosticsConfig()).status == "ok"
+    worse = [True] * 40 + [False] * 60
+    v = check_ab(sft, worse, DiagnosticsConfig())
+    assert v.status == "fail" and v.numbers["gain"] == pytest.approx(-0.1)  # a drop is never ok
+    noisy = [True] * 52 + [False] * 48  # +2 over 100 items: cannot tell
+    assert check_ab(sft, noisy, DiagnosticsConfig()).status == "warn"

@@ -255,6 +255,68 @@ the judges' answers; every step resumes from its files."""),
                  'record("runtime_s", irm.runtime_s + prm.runtime_s)\n'
                  'record("verdicts", {v.check: v.status for v in sample.verdicts})'),
     ],
+    "05_ppo": [
+        ("md", """# 05 · PPO with the RLEIF reward r = rI · rA
+
+Our own PPO loop (`rleif_kit/ppo.py`, readable top to bottom; TRL 1.16 has no PPOTrainer). The policy
+is the SFT model with a LoRA adapter and a value head; the reference is the same model with the
+adapter switched off. Each step samples `rollout_batch` responses to evolved instructions, scores them
+with the IRM (`rI`) and the PRM (`rA`), puts `reward_formula` on the last token and a per-token KL
+penalty on every token, and makes clipped PPO updates. Before the first update the **reward-health
+gate** scores a sample with both reward models: a broken reward stops here, unless `[ppo] force = true`.
+The **KL guard** stops a run whose KL passes `kl_limit` and keeps the last good checkpoint.
+
+**Reads** `03_sft/model/`, `04_reward_models/{irm,prm}/`, `02_dedup/instructions.jsonl` ·
+**Writes** `05_ppo/log.jsonl`, `05_ppo/gate.json`, `05_ppo/checkpoints/`, `05_ppo/model/` (merged
+weights, model card); a rerun resumes from the last checkpoint."""),
+        ("params", PARAMETERS),
+        ("code", setup_cell("05_ppo")),
+        ("md", "## Policy, reward models and instructions"),
+        ("code", "from rleif_kit.ppo import RewardScorer\nfrom rleif_kit.ppo_policy import load_policy\n"
+                 "from rleif_kit.reward_stage import instruction_pool\n\n"
+                 "policy = load_policy(cfg, paths)\nscorer = RewardScorer(cfg, paths)\npool = instruction_pool(cfg, paths)\n"
+                 'print(f"{len(pool)} instructions; rA from {cfg.reward_model.answer_reward}; reward = {cfg.ppo.reward_formula}")'),
+        ("md", "## The reward-health gate\nIRM and PRM score distributions and the share of rA < 0.5 on "
+               "responses of the SFT policy. A fail stops the notebook here with the advice."),
+        ("code", "from rleif_kit.diagnostics import format_verdicts\nfrom rleif_kit.ppo import needs_gate, reward_gate\n\n"
+                 "gate = reward_gate(cfg, policy, scorer, pool) if needs_gate(paths) else []\n"
+                 'print(format_verdicts(gate) if gate else "resuming: the gate ran before the first update")'),
+        ("md", "## Train"),
+        ("code", "from rleif_kit.ppo import run_ppo\n\n"
+                 "policy, result = run_ppo(cfg, paths, pool=pool, scorer=scorer, policy=policy, gate=gate)\n"
+                 'print(result.stopped or f"{result.steps} steps in {result.runtime_s:.0f}s")'),
+        ("md", "## Curves"),
+        ("code", "from rleif_kit.plots import plot_ppo_curves, save_figure\n\n"
+                 'save_figure(plot_ppo_curves(result.log), paths.figures, "05_ppo_curves")'),
+        ("md", "## SFT vs PPO on held-out problems\nGreedy, the same items for both; the verdict uses a paired "
+               "bootstrap interval of the gain (arithmetic world)."),
+        ("code", "from rleif_kit.plots import plot_accuracy_bars\nfrom rleif_kit.ppo import heldout_ab\n\n"
+                 "ab = heldout_ab(cfg, paths, policy) if cfg.base.world == \"arith\" and cfg.ppo.eval_samples else None\n"
+                 "if ab:\n"
+                 '    save_figure(plot_accuracy_bars({"SFT": ab["sft_accuracy"], "PPO": ab["ppo_accuracy"]},\n'
+                 '                                   title=f"Held-out accuracy, {ab[\'n\']} problems (greedy)"),\n'
+                 '                paths.figures, "05_ppo_ab")'),
+        ("md", "## Checks and export"),
+        ("code", "from rleif_kit.ppo import export, fifth_means\n\n"
+                 "verdicts = gate + ([ab[\"verdict\"]] if ab else [])\nprint(format_verdicts(verdicts))\n"
+                 "reward_first, reward_last = fifth_means(result.log)\n"
+                 'print(f"mean reward: first fifth {reward_first:.3f}, last fifth {reward_last:.3f}")\n'
+                 "model_dir = export(cfg, paths, policy, result) if not result.stopped else None\nmodel_dir"),
+        ("md", "## Recorded figures"),
+        ("code", "from rleif_kit.records import record\n\n"
+                 'record("steps", result.steps)\n'
+                 'record("stopped", result.stopped)\n'
+                 'record("runtime_s", result.runtime_s)\n'
+                 'record("reward_first_fifth", reward_first)\n'
+                 'record("reward_last_fifth", reward_last)\n'
+                 'record("kl_last", result.log[-1]["kl"] if result.log else None)\n'
+                 'record("low_ra_share_first", result.log[0]["low_rA_share"] if result.log else None)\n'
+                 'record("answer_reward", cfg.reward_model.answer_reward)\n'
+                 'record("sft_accuracy", ab["sft_accuracy"] if ab else None)\n'
+                 'record("ppo_accuracy", ab["ppo_accuracy"] if ab else None)\n'
+                 'record("eval_n", ab["n"] if ab else 0)\n'
+                 'record("verdicts", {v.check: v.status for v in verdicts})'),
+    ],
 }
 
 

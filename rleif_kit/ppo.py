@@ -1,0 +1,397 @@
+"""Stage 05: PPO with the RLEIF reward r = rI * rA — a small loop meant to be read top to bottom.
+
+TRL 1.16 has no PPOTrainer, and no peer combines two reward models into one reward, so the loop is
+ours. One step:
+
+1. **Rollout.** ``rollout_batch`` evolved instructions → sampled responses (``gen_batch`` at a time)
+   → log-probs under the policy and the reference (adapter off), and values, without gradients.
+2. **Reward.** ``rI`` = IRM score of the instruction, ``rA`` = PRM aggregate of the response (or the
+   arithmetic verifier, a perfect PRM, with ``[reward_model].answer_reward = "verifier"``); the scalar
+   ``[ppo].reward_formula`` goes on the last response token, ``-kl_coef * KL`` on every token.
+3. **Advantages.** GAE with ``gamma``, ``lam``; whitened.
+4. **Updates.** ``ppo_epochs`` passes in ``mini_batch`` slices: clipped policy loss + ``vf_coef`` × clipped
+   value loss, gradient clipping.
+5. **Log, guard, checkpoint.** One JSONL row per step; the KL guard stops the run when the KL passes
+   ``kl_limit`` or anything is not finite, keeping the last good checkpoint.
+
+Before the first update, the reward-health gate scores a sample with both reward models and refuses to
+start on a broken reward unless ``[ppo].force``. The math lives in ``ppo_math.py``, the policy in
+``ppo_policy.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from rleif_kit import ppo_math as pm
+from rleif_kit.config import RunConfig
+from rleif_kit.diagnostics import Verdict, check_low_ra_share, check_score_distribution
+from rleif_kit.evaluation.prompts import math_prompt
+from rleif_kit.paths import RunPaths
+from rleif_kit.ppo_policy import Policy, forward
+
+STAGE = "05_ppo"
+KL_ADVICE = ("lower [ppo] lr (1e-6 for 7B), raise kl_coef (0.1), keep clip_range 0.2, and use rollout_batch >= 64 "
+             "for 7B")
+
+
+class RewardGateFailed(RuntimeError):
+    def __init__(self, verdicts: Sequence[Verdict]):
+        self.verdicts = list(verdicts)
+        bad = "; ".join(f"{v.check}: {v.advice}" for v in self.verdicts if v.status == "fail")
+        super().__init__(f"the reward-health gate failed, PPO not started (set [ppo] force = true to override): {bad}")
+
+
+# ------------------------------------------------------------------------- rewards
+
+class RewardScorer:
+    """rI, rA and r for (instruction, response) pairs, from the stage-04 reward models."""
+
+    def __init__(self, cfg: RunConfig, paths: RunPaths, irm: tuple[Any, Any] | None = None,
+                 prm: tuple[Any, Any] | None = None):
+        from rleif_kit.reward_models import load_rm
+        from rleif_kit.rewards import parse_reward_formula
+
+        rm_dir = paths.stage("04_reward_models")
+        quantized = cfg.sft.finetune == "qlora"  # 7B recipe: the reward models sit in 4-bit beside the policy
+        self.cfg = cfg
+        self.irm = irm or load_rm(rm_dir / "irm", load_in_4bit=quantized)
+        self.prm = None
+        if cfg.reward_model.answer_reward == "prm":
+            self.prm = prm or load_rm(rm_dir / "prm", load_in_4bit=quantized)
+        self.formula = parse_reward_formula(cfg.ppo.reward_formula)
+        self._ri: dict[str, float] = {}
+
+    def instruction_scores(self, instructions: Sequence[dict]) -> list[float]:
+        from rleif_kit.reward_models import irm_score
+
+        new = [r for r in {r["id"]: r for r in instructions}.values() if r["id"] not in self._ri]
+        if new:
+            scores = irm_score(self.irm[0], self.irm[1], [r["text"] for r in new],
+                               max_length=self.cfg.reward_model.rm_max_len)
+            self._ri.update(zip((r["id"] for r in new), scores))
+        return [self._ri[r["id"]] for r in instructions]
+
+    def answer_scores(self, instructions: Sequence[dict], responses: Sequence[str]) -> list[float | None]:
+        """rA per response; None where the PRM finds no steps (the caller scores those 0 and counts them)."""
+        if self.prm is None:
+            from rleif_kit import arith
+            from rleif_kit.prm_labels import verifier_labels
+
+            out: list[float | None] = []
+            for r, text in zip(instructions, responses):
+                labels = verifier_labels(r["text"], text, arith.Problem.from_record(r["problem"]).answer())
+                out.append(float(all(labels)) if labels else None)
+            return out
+        from rleif_kit.prm import answer_scores
+
+        rm = self.cfg.reward_model
+        return answer_scores(self.prm[0], self.prm[1], [(r["text"], t) for r, t in zip(instructions, responses)],
+                             rm.prm_aggregate, max_len=rm.rm_max_len)
+
+    def __call__(self, instructions: Sequence[dict], responses: Sequence[str]) -> dict[str, list]:
+        ri = self.instruction_scores(instructions)
+        ra_raw = self.answer_scores(instructions, responses)
+        ra = [0.0 if a is None else a for a in ra_raw]
+        return {"rI": ri, "rA": ra, "flagged": [a is None for a in ra_raw],
+                "reward": [self.formula(i, a) for i, a in zip(ri, ra)]}
+
+
+# ------------------------------------------------------------------------- rollout
+
+@dataclass
+class Rollout:
+    input_ids: Any  # [B, P + T]: left-padded prompt, then the response, right-padded
+    attention_mask: Any
+    response_mask: Any  # [B, T]: 1 on response tokens (EOS included), 0 on padding
+    prompt_width: int
+    responses: list[str]
+    logp: Any = None
+    ref_logp: Any = None
+    values: Any = None
+    entropy: float = 0.0
+
+
+def _response_tokens(row: list[int], eos_id: int) -> list[int]:
+    """The sampled tokens up to and including the first EOS (all of them when there is none)."""
+    return row[: row.index(eos_id) + 1] if eos_id in row else row
+
+
+def generate_rollout(policy: Policy, prompts: Sequence[str], cfg: RunConfig) -> Rollout:
+    """Sample one response per prompt, ``gen_batch`` prompts at a time, and lay them out as one batch."""
+    import torch
+
+    tok, ppo = policy.tokenizer, cfg.ppo
+    tok.padding_side = "left"
+    device = next(policy.model.parameters()).device
+    prompt_ids, response_ids = [], []
+    policy.model.eval()
+    for start in range(0, len(prompts), ppo.gen_batch):
+        chunk = list(prompts[start:start + ppo.gen_batch])
+        enc = tok(chunk, return_tensors="pt", padding=True).to(device)
+        with torch.no_grad():
+            out = policy.model.generate(**enc, do_sample=True, temperature=ppo.temperature, top_p=1.0, top_k=0,
+                                        max_new_tokens=ppo.max_new_tokens, pad_token_id=tok.pad_token_id,
+                                        eos_token_id=tok.eos_token_id)
+        width = enc["input_ids"].shape[1]
+        for i in range(len(chunk)):
+            prompt_ids.append(enc["input_ids"][i][enc["attention_mask"][i].bool()].tolist())
+            response_ids.append(_response_tokens(out[i, width:].tolist(), tok.eos_token_id))
+    P, T = max(map(len, prompt_ids)), max(1, max(map(len, response_ids)))
+    pad = tok.pad_token_id
+    ids = torch.tensor([[pad] * (P - len(p)) + p + r + [pad] * (T - len(r)) for p, r in zip(prompt_ids, response_ids)])
+    attn = torch.tensor([[0] * (P - len(p)) + [1] * (len(p) + len(r)) + [0] * (T - len(r))
+                         for p, r in zip(prompt_ids, response_ids)])
+    resp_mask = torch.tensor([[1.0] * len(r) + [0.0] * (T - len(r)) for r in response_ids])
+    texts = [tok.decode(r, skip_special_tokens=True).strip() for r in response_ids]
+    return Rollout(ids.to(device), attn.to(device), resp_mask.to(device), P, texts)
+
+
+def response_view(policy: Policy, ids, attn, prompt_width: int, reference: bool = False, with_values: bool = True):
+    """(log-probs of the response tokens, values, entropies), each [B, T]."""
+    logits, values = forward(policy, ids, attn, with_values=with_values and not reference, reference=reference)
+    T = ids.shape[1] - prompt_width
+    logits = logits[:, prompt_width - 1: prompt_width - 1 + T]  # position t predicts token t + 1
+    logp = pm.token_logprobs(logits, ids[:, prompt_width:])
+    vals = values[:, prompt_width - 1: prompt_width - 1 + T] if values is not None else None
+    return logp, vals, logits
+
+
+def score_rollout(policy: Policy, roll: Rollout, mini_batch: int) -> None:
+    """Fill in the rollout's log-probs (policy and reference), values and mean entropy, without gradients."""
+    import torch
+
+    logps, refs, vals, ents = [], [], [], []
+    with torch.no_grad():
+        for s in range(0, roll.input_ids.shape[0], mini_batch):
+            ids, attn = roll.input_ids[s:s + mini_batch], roll.attention_mask[s:s + mini_batch]
+            logp, values, logits = response_view(policy, ids, attn, roll.prompt_width)
+            ref, _, _ = response_view(policy, ids, attn, roll.prompt_width, reference=True)
+            logps.append(logp), refs.append(ref), vals.append(values), ents.append(pm.entropy_from_logits(logits))
+    roll.logp, roll.ref_logp, roll.values = torch.cat(logps), torch.cat(refs), torch.cat(vals)
+    roll.entropy = pm.masked_mean(torch.cat(ents), roll.response_mask).item()
+
+
+# ------------------------------------------------------------------------- gate
+
+def reward_gate(cfg: RunConfig, policy: Policy, scorer: RewardScorer, pool: Sequence[dict]) -> list[Verdict]:
+    """Reward-health checks 1 and 2 on ``gate_samples`` responses of the SFT policy (adapter off)."""
+    sample = random.Random(cfg.base.seed + 7).sample(list(pool), min(cfg.ppo.gate_samples, len(pool)))
+    with policy.model.disable_adapter():
+        roll = generate_rollout(policy, [math_prompt(r["text"]) for r in sample], cfg)
+    scores = scorer(sample, roll.responses)
+    src = f"{STAGE} gate: {len(sample)} SFT responses"
+    return [check_score_distribution("IRM", scores["rI"], cfg.diagnostics, src),
+            check_score_distribution("PRM", scores["rA"], cfg.diagnostics, src),
+            check_low_ra_share(scores["rA"], cfg.diagnostics, src)]
+
+
+# ------------------------------------------------------------------------- the loop
+
+@dataclass
+class PPOResult:
+    steps: int  # steps completed (including resumed ones)
+    log: list[dict]
+    gate: list[Verdict] = field(default_factory=list)
+    stopped: str = ""  # why the KL guard stopped the run ('' when it ran to the end)
+    model_dir: Path | None = None
+    resumed_from: int = 0
+    runtime_s: float = 0.0
+
+
+def _batch_for_step(pool: Sequence[dict], step: int, size: int, seed: int) -> list[dict]:
+    """The instructions of step ``step``: a seeded shuffle of the pool per epoch over it, so a resumed
+    run draws exactly the batches it would have drawn."""
+    per_epoch = max(1, len(pool) // size)
+    epoch, k = divmod(step, per_epoch)
+    order = list(pool)
+    random.Random(seed * 1000 + epoch).shuffle(order)
+    return order[k * size:(k + 1) * size] if len(order) >= size else [order[i % len(order)] for i in range(size)]
+
+
+def ppo_step(policy: Policy, optimizer: Any, roll: Rollout, scores: dict, cfg: RunConfig, kl_coef: float) -> dict:
+    """Advantages from the rollout's rewards, then ``ppo_epochs`` clipped updates; returns the step's stats."""
+    import torch
+
+    ppo, mask = cfg.ppo, roll.response_mask
+    score = torch.tensor(scores["reward"], dtype=torch.float32, device=mask.device)
+    kl_tokens = roll.logp - roll.ref_logp
+    rewards = pm.token_rewards(score, kl_tokens, kl_coef, mask)
+    adv, returns = pm.gae(rewards, roll.values, mask, ppo.gamma, ppo.lam)
+    adv = pm.masked_whiten(adv, mask)
+    policy.model.train()
+    B, stats = mask.shape[0], {"policy_loss": [], "value_loss": [], "clip_frac": []}
+    for _ in range(ppo.ppo_epochs):
+        for idx in torch.randperm(B).split(ppo.mini_batch):
+            logp, values, _ = response_view(policy, roll.input_ids[idx], roll.attention_mask[idx], roll.prompt_width)
+            pl, clip_frac = pm.policy_loss(logp, roll.logp[idx], adv[idx], mask[idx], ppo.clip_range)
+            vl = pm.value_loss(values, roll.values[idx], returns[idx], mask[idx], ppo.clip_range)
+            loss = pl + ppo.vf_coef * vl
+            if not torch.isfinite(loss):
+                return {"policy_loss": float("nan"), "value_loss": float("nan")}
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), ppo.max_grad_norm)
+            optimizer.step()
+            stats["policy_loss"].append(pl.item()), stats["value_loss"].append(vl.item())
+            stats["clip_frac"].append(clip_frac.item())
+    return {k: sum(v) / len(v) for k, v in stats.items()}
+
+
+def step_record(step: int, scores: dict, roll: Rollout, update: dict, kl_coef: float) -> dict:
+    """One log row: reward mean/std, mean rI and rA, share of rA < 0.5, KL per sequence, entropy, ..."""
+    import statistics
+
+    kl = pm.sequence_kl(roll.logp, roll.ref_logp, roll.response_mask)
+    r = scores["reward"]
+    return {"step": step, "reward_mean": statistics.fmean(r), "reward_std": statistics.pstdev(r),
+            "rI_mean": statistics.fmean(scores["rI"]), "rA_mean": statistics.fmean(scores["rA"]),
+            "low_rA_share": sum(a < 0.5 for a in scores["rA"]) / len(r),
+            "flagged_share": sum(scores["flagged"]) / len(r), "kl": kl.mean().item(), "kl_coef": kl_coef,
+            "entropy": roll.entropy, "response_len": roll.response_mask.sum(dim=1).mean().item(), **update}
+
+
+def guard(row: dict, kl_limit: float) -> str:
+    """'' when the step is healthy; else why the run must stop."""
+    bad = [k for k in ("kl", "policy_loss", "value_loss", "reward_mean") if not math.isfinite(row.get(k, 0.0))]
+    if bad:
+        return f"step {row['step']}: {', '.join(bad)} not finite — {KL_ADVICE}"
+    if row["kl"] > kl_limit:
+        return f"step {row['step']}: KL {row['kl']:.2f} passed the limit {kl_limit:g} — {KL_ADVICE}"
+    return ""
+
+
+def _read_log(path: Path, upto: int) -> list[dict]:
+    if not path.exists():
+        return []
+    return [r for r in map(json.loads, path.read_text().splitlines()) if r["step"] < upto]
+
+
+def needs_gate(paths: RunPaths) -> bool:
+    """The gate runs before the first update only: not when resuming from a checkpoint."""
+    from rleif_kit.ppo_policy import last_checkpoint
+
+    return last_checkpoint(paths.stage(STAGE) / "checkpoints") is None
+
+
+def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None, scorer: RewardScorer | None = None,
+            policy: Policy | None = None, gate: list[Verdict] | None = None,
+            progress: bool = True) -> tuple[Policy, PPOResult]:
+    """Gate (unless given), then ``total_steps`` PPO steps, resuming from the last checkpoint.
+
+    Raises RewardGateFailed when a gate check fails and ``[ppo].force`` is off.
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    from rleif_kit.ppo_policy import last_checkpoint, load_checkpoint, load_policy, save_checkpoint
+    from rleif_kit.reward_stage import instruction_pool
+
+    ppo, stage = cfg.ppo, paths.stage(STAGE)
+    pool = list(pool if pool is not None else instruction_pool(cfg, paths))
+    policy = policy or load_policy(cfg, paths)
+    scorer = scorer or RewardScorer(cfg, paths)
+    n_params = sum(p.numel() for p in policy.model.parameters())
+    if n_params > 1e9 and ppo.rollout_batch < 64:
+        print(f"warning: [ppo] rollout_batch = {ppo.rollout_batch} on a {n_params / 1e9:.0f}B model: PPO is "
+              "unstable below 64 prompts per batch", file=sys.stderr)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=ppo.lr)
+    kl_ctl = pm.AdaptiveKL(ppo.kl_coef, ppo.kl_target or None)
+    checkpoints, log_path = stage / "checkpoints", stage / "log.jsonl"
+    start = 0
+    resume = last_checkpoint(checkpoints)
+    if resume is not None:
+        state = load_checkpoint(policy, optimizer, resume)
+        start, kl_ctl.coef, gate = state["step"], state["kl_coef"], []
+        print(f"resuming from {resume.name} (step {start})")
+    else:
+        gate = gate if gate is not None else reward_gate(cfg, policy, scorer, pool)
+        (stage / "gate.json").write_text(json.dumps([v.to_dict() for v in gate], indent=2) + "\n")
+        if any(v.status == "fail" for v in gate) and not ppo.force:
+            raise RewardGateFailed(gate)
+    log = _read_log(log_path, start)
+    log_path.write_text("".join(json.dumps(r) + "\n" for r in log))
+    result = PPOResult(start, log, gate, resumed_from=start)
+    t0 = time.perf_counter()
+    bar = tqdm(total=ppo.total_steps, initial=start, desc="PPO", disable=not progress)
+    for step in range(start, ppo.total_steps):
+        torch.manual_seed(cfg.base.seed * 7919 + step)
+        batch = _batch_for_step(pool, step, ppo.rollout_batch, cfg.base.seed)
+        roll = generate_rollout(policy, [math_prompt(r["text"]) for r in batch], cfg)
+        score_rollout(policy, roll, ppo.mini_batch)
+        scores = scorer(batch, roll.responses)
+        update = ppo_step(policy, optimizer, roll, scores, cfg, kl_ctl.coef)
+        row = step_record(step, scores, roll, update, kl_ctl.coef)
+        result.stopped = guard(row, ppo.kl_limit)
+        with open(log_path, "a") as f:
+            f.write(json.dumps(row) + "\n")
+        result.log.append(row)
+        bar.update(1)
+        bar.set_postfix(reward=f"{row['reward_mean']:.3f}", kl=f"{row['kl']:.2f}")
+        if result.stopped:
+            break
+        kl_ctl.update(row["kl"], ppo.rollout_batch)
+        result.steps = step + 1
+        if result.steps % ppo.save_every == 0 or result.steps == ppo.total_steps:
+            save_checkpoint(policy, optimizer, checkpoints / f"step-{result.steps:06d}",
+                            {"step": result.steps, "kl_coef": kl_ctl.coef})
+    bar.close()
+    result.runtime_s = time.perf_counter() - t0
+    if result.stopped:
+        good = last_checkpoint(checkpoints)
+        print(f"KL guard stopped PPO: {result.stopped}. Last good checkpoint: {good or 'none (the SFT model)'}",
+              file=sys.stderr)
+        if good is not None:
+            load_checkpoint(policy, optimizer, good)
+    return policy, result
+
+
+def export(cfg: RunConfig, paths: RunPaths, policy: Policy, result: PPOResult, extra: str = "") -> Path:
+    """Write the PPO policy as standalone weights with a model card; the Policy is merged (unusable) after."""
+    from rleif_kit.ppo_policy import export_policy
+
+    ppo, last = cfg.ppo, (result.log[-1] if result.log else {})
+    out = paths.stage(STAGE) / "model"
+    card = (f"# PPO policy (RLEIF)\n\nThe SFT model after {result.steps} PPO steps (reward `{ppo.reward_formula}`, "
+            f"rA from {cfg.reward_model.answer_reward}, aggregate {cfg.reward_model.prm_aggregate}); adapter r="
+            f"{ppo.lora_r} merged. lr {ppo.lr}, kl_coef {ppo.kl_coef}, clip {ppo.clip_range}, rollout {ppo.rollout_batch}, "
+            f"mini-batch {ppo.mini_batch}, {ppo.ppo_epochs} epochs per batch.\nLast step: reward "
+            f"{last.get('reward_mean', float('nan')):.3f}, KL {last.get('kl', float('nan')):.2f}.\n{extra}")
+    export_policy(policy, out, card)
+    (out / "ppo_info.json").write_text(json.dumps({"steps": result.steps, "stopped": result.stopped}) + "\n")
+    result.model_dir = out
+    return out
+
+
+def heldout_ab(cfg: RunConfig, paths: RunPaths, policy: Policy) -> dict[str, Any]:
+    """SFT (adapter off) and PPO policy, greedy, on the first ``[ppo].eval_samples`` held-out arithmetic
+    problems: per-item correctness of each, and the A/B verdict (paired bootstrap)."""
+    from rleif_kit.diagnostics import check_ab
+    from rleif_kit.evaluation.arith_bench import evaluate_arith
+    from rleif_kit.sft_data import heldout_problems
+
+    problems = heldout_problems(cfg, paths)[: cfg.ppo.eval_samples]
+    kw = dict(cot=cfg.eval.cot_prompt, max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size)
+    stage = paths.stage(STAGE)
+    with policy.model.disable_adapter():
+        sft = evaluate_arith(policy.model, policy.tokenizer, problems, out_path=stage / "eval_sft.jsonl",
+                             desc="held-out (SFT)", **kw)
+    ppo = evaluate_arith(policy.model, policy.tokenizer, problems, out_path=stage / "eval_ppo.jsonl",
+                         desc="held-out (PPO)", **kw)
+    verdict = check_ab([r["correct"] for r in sft["rows"]], [r["correct"] for r in ppo["rows"]], cfg.diagnostics,
+                       f"{STAGE}/eval_sft.jsonl vs eval_ppo.jsonl", seed=cfg.base.seed)
+    return {"n": len(problems), "sft_accuracy": sft["accuracy"], "ppo_accuracy": ppo["accuracy"], "verdict": verdict}
+
+
+def fifth_means(log: Sequence[dict], key: str = "reward_mean") -> tuple[float, float]:
+    """Mean of ``key`` over the first and the last fifth of the steps (at least one step each)."""
+    k = max(1, len(log) // 5)
+    first, last = [r[key] for r in log[:k]], [r[key] for r in log[-k:]]
+    return sum(first) / len(first), sum(last) / len(last)

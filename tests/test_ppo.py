@@ -1,0 +1,106 @@
+"""PPO on the tiny model: updates move every adapter and value-head weight, the reference stays the SFT
+policy, resume continues from the saved step, the gate refuses a broken reward, the KL guard stops a
+deliberately unstable run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from conftest import ROOT, TINY_PARAMS, tiny_overrides
+
+pytestmark = pytest.mark.slow
+
+
+def _run(tmp_path, small_model_dir, *extra):
+    """A tiny-preset run whose 'SFT model' is the small test model; rA from the arithmetic verifier."""
+    from rleif_kit.setup import setup
+
+    cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(
+        tmp_path / "run", "ppo.total_steps=2", "ppo.rollout_batch=8", "ppo.mini_batch=4", "ppo.gen_batch=8",
+        "ppo.ppo_epochs=2", "ppo.max_new_tokens=24", "ppo.lr=1e-2", "ppo.save_every=1", "ppo.gate_samples=8",
+        "ppo.lora_r=4", 'reward_model.answer_reward="verifier"', "ppo.force=true", "ppo.kl_limit=1e9", *extra),
+        stage="05_ppo", report_dir=str(tmp_path / "r"), workdir=str(ROOT))
+    if not (paths.sft_model / "sft_info.json").exists():
+        shutil.copytree(small_model_dir, paths.sft_model, dirs_exist_ok=True)
+        (paths.sft_model / "sft_info.json").write_text(json.dumps({"finetune": "full"}))
+    return cfg, paths
+
+
+def _pool(n=16):
+    from rleif_kit.arith import generate_problems
+
+    return [{"id": p["id"], "text": p["question"], "problem": p["problem"]} for p in generate_problems(n, seed=5)]
+
+
+def _scorer(cfg, paths, small_model_dir):
+    from rleif_kit.ppo import RewardScorer
+    from rleif_kit.reward_models import load_rm_for_training
+
+    irm = load_rm_for_training(str(small_model_dir), "sequence", cfg, False)
+    return RewardScorer(cfg, paths, irm=irm)
+
+
+def test_updates_move_every_trainable_weight_and_reference_stays_sft(tmp_path, small_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    from rleif_kit.ppo import run_ppo
+    from rleif_kit.ppo_policy import forward, load_policy
+
+    cfg, paths = _run(tmp_path, small_model_dir)
+    policy = load_policy(cfg, paths)
+    before = {n: p.detach().clone() for n, p in policy.named_trainable().items()}
+    policy, result = run_ppo(cfg, paths, pool=_pool(), scorer=_scorer(cfg, paths, small_model_dir), policy=policy,
+                             progress=False)
+    assert result.steps == 2 and len(result.log) == 2 and not result.stopped
+    now = policy.named_trainable()
+    unchanged = [n for n, p in before.items() if torch.equal(p, now[n].detach())]
+    assert any("lora_A" in n for n in before) and any("value_head" in n for n in before)
+    assert unchanged == []  # LoRA A and B, and the value head, all moved
+    sft = AutoModelForCausalLM.from_pretrained(paths.sft_model)
+    ids = torch.tensor([[5, 6, 7, 8]])
+    ref_logits, _ = forward(policy, ids, torch.ones_like(ids), with_values=False, reference=True)
+    pol_logits, _ = forward(policy, ids, torch.ones_like(ids), with_values=False)
+    assert torch.allclose(ref_logits, sft(ids).logits, atol=1e-5)  # adapter off = the SFT policy, not the base
+    assert not torch.allclose(pol_logits, ref_logits, atol=1e-5)
+    row = result.log[-1]
+    for key in ("reward_mean", "reward_std", "rI_mean", "rA_mean", "low_rA_share", "kl", "entropy", "clip_frac",
+                "value_loss", "response_len"):
+        assert key in row
+
+
+def test_resume_continues_from_the_saved_step(tmp_path, small_model_dir):
+    from rleif_kit.ppo import run_ppo
+
+    cfg, paths = _run(tmp_path, small_model_dir)
+    run_ppo(cfg, paths, pool=_pool(), scorer=_scorer(cfg, paths, small_model_dir), progress=False)
+    cfg3, _ = _run(tmp_path, small_model_dir, "ppo.total_steps=3")
+    policy, result = run_ppo(cfg3, paths, pool=_pool(), scorer=_scorer(cfg3, paths, small_model_dir), progress=False)
+    assert result.resumed_from == 2 and result.steps == 3
+    assert [r["step"] for r in result.log] == [0, 1, 2]
+    assert [json.loads(line)["step"] for line in (paths.stage("05_ppo") / "log.jsonl").read_text().splitlines()] == [0, 1, 2]
+
+
+def test_gate_refuses_a_prm_that_passes_everything(tmp_path, small_model_dir):
+    from rleif_kit.ppo import RewardGateFailed, run_ppo
+
+    cfg, paths = _run(tmp_path, small_model_dir, "ppo.force=false")
+    scorer = _scorer(cfg, paths, small_model_dir)
+    scorer.answer_scores = lambda instructions, responses: [1.0] * len(responses)  # a PRM that returns 1 always
+    with pytest.raises(RewardGateFailed, match="low_ra_share") as err:
+        run_ppo(cfg, paths, pool=_pool(), scorer=scorer, progress=False)
+    assert {v.check: v.status for v in err.value.verdicts}["low_ra_share"] == "fail"
+    assert not (paths.stage("05_ppo") / "log.jsonl").exists()  # no update was made
+
+
+def test_guard_stops_on_kl_over_the_limit_or_anything_not_finite():
+    from rleif_kit.ppo import guard
+
+    row = {"step": 3, "kl": 2.0, "policy_loss": 0.1, "value_loss": 0.2, "reward_mean": 0.5}
+    assert guard(row, kl_limit=10) == ""
+    assert "KL 12.00 passed the limit 10" in guard({**row, "kl": 12.0}, kl_limit=10)
+    message = guard({**row, "value_loss": float("nan")}, kl_limit=10)
+    assert "value_loss not finite" in message and "lower [ppo] lr" in message and "kl_coef (0.1)" in message
