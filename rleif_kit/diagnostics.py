@@ -150,12 +150,15 @@ def check_score_distribution(name: str, scores: Sequence[float], cfg: Diagnostic
     if cfg.score_mean_min <= mean <= cfg.score_mean_max and var ** 0.5 > cfg.score_std_min:
         return Verdict(check, "ok", numbers, thresholds, source=source)
     collapsed = var < cfg.collapse_var and not 1 - cfg.collapse_mean <= mean <= cfg.collapse_mean
-    advice = {"IRM": "The IRM scores instructions alike: raise dedup strength (lower [evol_instruct] "
-                     "dedup_threshold) or diversify the ranking data (more sibling groups, more operators).",
-              "PRM": "The PRM scores steps alike: it cannot tell right steps from wrong ones. Label more "
-                     "solutions with errors (raise prm_samples or prm_sample_temperature), or train longer."}
+    where = ("scores everything alike (it has overfit)" if collapsed else
+             "scores spread too little" if var ** 0.5 <= cfg.score_std_min else
+             f"mean {mean:.2f} is outside {cfg.score_mean_min:g}-{cfg.score_mean_max:g}")
+    advice = {"IRM": "raise dedup strength (lower [evol_instruct] dedup_threshold) or diversify the ranking data "
+                     "(more sibling groups, more operators).",
+              "PRM": "label more solutions with real errors (raise prm_samples or prm_sample_temperature), "
+                     "check the labels, or train longer."}
     return Verdict(check, "fail" if collapsed else "warn", numbers, thresholds,
-                   advice.get(name.upper(), f"The {name} scores are outside the healthy band."), source)
+                   f"The {name} {where}: " + advice.get(name.upper(), "check its training data."), source)
 
 
 def check_low_ra_share(answer_scores: Sequence[float], cfg: DiagnosticsConfig, source: str = "") -> Verdict:

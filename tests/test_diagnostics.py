@@ -133,3 +133,32 @@ def test_operator_share_warns_when_two_templates_dominate():
     assert check_operator_share({"a": 25, "b": 25, "c": 25, "d": 25}, cfg).status == "ok"
     v = check_operator_share({"a": 45, "b": 35, "c": 10, "d": 10}, cfg)
     assert v.status == "warn" and abs(v.numbers["top_two_share"] - 0.8) < 1e-9
+
+
+def test_score_distribution_bands():
+    from rleif_kit.diagnostics import check_score_distribution
+    from rleif_kit.sections import DiagnosticsConfig
+
+    cfg = DiagnosticsConfig()
+    spread = [0.2, 0.4, 0.6, 0.8]  # mean 0.5, std 0.224
+    assert check_score_distribution("PRM", spread, cfg).status == "ok"
+    high = [0.75, 0.95, 0.85, 0.85]  # mean 0.85 (between the band and the fail line): warn
+    assert check_score_distribution("IRM", high, cfg).status == "warn"
+    collapsed = check_score_distribution("IRM", [0.97, 0.98, 0.99, 0.98], cfg)  # mean > 0.9, variance < 0.01
+    assert collapsed.status == "fail" and "overfit" in collapsed.advice and "dedup_threshold" in collapsed.advice
+    assert check_score_distribution("PRM", [0.01, 0.02, 0.0], cfg).status == "fail"  # everything rejected alike
+    assert check_score_distribution("PRM", [], cfg).status == "fail"
+
+
+def test_low_ra_share_bands():
+    from rleif_kit.diagnostics import check_low_ra_share
+    from rleif_kit.sections import DiagnosticsConfig
+
+    cfg = DiagnosticsConfig()
+    def share(k):  # k of 20 answers below 0.5
+        return check_low_ra_share([0.1] * k + [0.9] * (20 - k), cfg)
+    assert share(6).status == "ok"        # 30%: healthy 20-40%
+    assert share(3).status == "warn"      # 15%: between 10% and 20%
+    assert share(1).status == "fail"      # 5%: the PRM passes everything
+    assert share(12).status == "warn"     # 60%: above the band
+    assert share(1).numbers["share_ra_below_0.5"] == 0.05

@@ -1,0 +1,140 @@
+"""The whole tiny pipeline, 00_setup to 05_ppo, run once headless with papermill; each stage's recorded
+metrics are then asserted by its own test. Also here, because they need the trained tiny SFT model and
+reward models: the PPO machinery run with a perfect PRM, and the KL guard on a deliberately unstable run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, TINY_PARAMS, tiny_overrides
+from rleif_kit.records import read_records
+from rleif_kit.runner import run_pipeline
+
+pytestmark = pytest.mark.slow
+
+STAGES = "00_setup,01_evolve,02_dedup,03_sft,04_reward_models,05_ppo"
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("pipeline")
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        runs = run_pipeline(str(TINY_PARAMS), STAGES, tiny_overrides(root / "run"), report_dir=str(root / "reports"))
+    finally:
+        os.chdir(cwd)
+    assert [r.stage for r in runs] == STAGES.split(",")
+    return root
+
+
+def metrics(root: Path, stage: str) -> dict:
+    return read_records(root / "reports" / "metrics.json")[stage]
+
+
+def test_evolve_stage(tiny_run):
+    ev = metrics(tiny_run, "01_evolve")
+    # 400 seeds x 3 rounds, every lineage decided each round
+    assert ev["kept"] + ev["eliminated"] == 1200 and ev["failed"] == 0 and ev["duplicate_ids"] == 0
+    assert 0.05 < ev["eliminated"] / 1200 < 0.35  # defect_rate 0.2, part of it caught here
+    assert {"leaked_template", "unparseable"} <= set(ev["reasons"])
+    assert ev["cost_usd"] == 0.0 and (tiny_run / "reports" / "figures" / "01_evolve_operators.png").exists()
+
+
+def test_dedup_stage(tiny_run):
+    dd, run_dir = metrics(tiny_run, "02_dedup"), tiny_run / "run"
+    assert dd["total"] == 400 + metrics(tiny_run, "01_evolve")["kept"]
+    assert 0.10 <= dd["removed_share"] <= 0.40, dd  # the tiny preset's threshold is chosen for this band
+    assert dd["removed_by_layer"].get("semantic", 0) > 0
+    removed = [json.loads(line) for line in (run_dir / "02_dedup" / "removed.jsonl").read_text().splitlines()]
+    assert all(r["duplicate_of"] and r["layer"] for r in removed)
+    sources = {json.loads(line)["source"] for line in (run_dir / "02_dedup" / "sft.jsonl").read_text().splitlines()}
+    assert sources == {"stepwise", "evolved", "open_domain"}
+    assert (tiny_run / "reports" / "figures" / "02_dedup_similarity.png").exists()
+    assert dd["sft_evolved"] > 0 and dd["sft_share_truncated"] == 0.0
+    assert dd["verdicts"] == {"evolve_temperature": "ok", "kept_floor": "ok", "operator_share": "ok", "step_format": "ok"}
+
+
+def test_sft_stage_learns_arithmetic(tiny_run):
+    """Fixed steps and threads: held-out greedy accuracy >= 40% on 200 problems (72.5% measured)."""
+    sft = metrics(tiny_run, "03_sft")
+    assert sft["accuracy_before"] <= 0.05  # the untrained model is near 0%
+    assert sft["accuracy_after"] >= 0.40, sft
+    assert sft["final_loss"] < 0.5 * sft["first_loss"]
+    # 30,000 arith + 40 open-domain + the evolved instructions that survived dedup
+    assert sft["steps"] == 500 and sft["examples"] > 30_040
+    assert sft["verdicts"] == {"step_format": "ok", "sft_learning": "ok"}
+    assert (tiny_run / "reports" / "figures" / "03_sft_loss.png").exists()
+    assert (tiny_run / "run" / "03_sft" / "model" / "model.safetensors").exists()
+    manifest = json.loads((tiny_run / "run" / "manifest.json").read_text())
+    assert set(STAGES.split(",")) <= set(manifest["stages"]) and manifest["versions"]["trl"]
+
+
+def test_reward_models_stage_learns(tiny_run):
+    rm, out = metrics(tiny_run, "04_reward_models"), tiny_run / "run" / "04_reward_models"
+    assert rm["irm_heldout_accuracy"] >= 0.70 and rm["irm_heldout_pairs"] >= 100, rm
+    assert rm["prm_step_auc"] >= 0.70 and rm["prm_heldout_steps"] >= 300, rm
+    assert 0.2 < rm["prm_correct_share"] < 0.8  # the SFT model's samples hold both right and wrong steps
+    assert rm["prm_flagged"] <= 0.05 * rm["prm_samples"]
+    for name in ("irm", "prm"):
+        assert (out / name / "README.md").exists() and (out / name / "rm_info.json").exists()
+    assert set(rm["verdicts"]) == {"irm_distribution", "prm_distribution", "low_ra_share"}
+    for fig in ("04_irm_loss", "04_prm_loss", "04_score_histograms", "04_prm_steps"):
+        assert (tiny_run / "reports" / "figures" / f"{fig}.png").exists()
+
+
+def test_ppo_stage_with_learned_rewards_records_and_judges_itself(tiny_run):
+    """(b) The real thing: whatever PPO on the learned IRM x PRM does, the verdicts must agree with it."""
+    ppo = metrics(tiny_run, "05_ppo")
+    assert ppo["answer_reward"] == "prm" and ppo["steps"] > 0 and ppo["eval_n"] == 1000
+    assert {"irm_distribution", "prm_distribution", "low_ra_share", "sft_vs_ppo"} <= set(ppo["verdicts"])
+    if ppo["ppo_accuracy"] < ppo["sft_accuracy"]:
+        assert ppo["verdicts"]["sft_vs_ppo"] != "ok"  # a drop in accuracy is never "ok"
+    log = (tiny_run / "run" / "05_ppo" / "log.jsonl").read_text().splitlines()
+    assert len(log) == ppo["steps"] and (tiny_run / "reports" / "figures" / "05_ppo_curves.png").exists()
+    if not ppo["stopped"]:
+        assert (tiny_run / "run" / "05_ppo" / "model" / "model.safetensors").exists()
+
+
+def _copy_inputs(tiny_run: Path, dest: Path) -> None:
+    """A fresh run directory holding only what 05_ppo reads, so the shared run is not touched."""
+    src = tiny_run / "run"
+    for part in ("tiny-llama", "arith", "02_dedup/instructions.jsonl", "03_sft/model", "04_reward_models/irm",
+                 "04_reward_models/prm", "04_reward_models/irm_fanout.jsonl"):
+        target = dest / part
+        target.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if (src / part).is_dir() else shutil.copy)(src / part, target)
+
+
+def test_ppo_machinery_with_a_perfect_prm(tiny_run, tmp_path, monkeypatch):
+    """(a) rA from the step verifier: reward rises and held-out accuracy does not fall by over a point."""
+    monkeypatch.chdir(ROOT)
+    _copy_inputs(tiny_run, tmp_path / "run")
+    reports = tmp_path / "reports"
+    run_pipeline(str(TINY_PARAMS), "05_ppo", tiny_overrides(tmp_path / "run", 'reward_model.answer_reward="verifier"'),
+                 report_dir=str(reports))
+    ppo = read_records(reports / "metrics.json")["05_ppo"]
+    assert not ppo["stopped"] and ppo["eval_n"] == 1000
+    assert ppo["reward_last_fifth"] > ppo["reward_first_fifth"], ppo
+    assert ppo["ppo_accuracy"] >= ppo["sft_accuracy"] - 0.01, ppo
+
+
+def test_kl_guard_stops_a_deliberately_unstable_run(tiny_run, tmp_path):
+    from rleif_kit.ppo import run_ppo
+    from rleif_kit.setup import setup
+
+    _copy_inputs(tiny_run, tmp_path / "run")
+    cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", "ppo.lr=1e-2", "ppo.total_steps=15",
+                                                         "ppo.save_every=2", "ppo.force=true"),
+                       stage="05_ppo", report_dir=str(tmp_path / "reports"), workdir=str(ROOT))
+    policy, result = run_ppo(cfg, paths, progress=False)
+    assert result.stopped and "lower [ppo] lr" in result.stopped, result.log[-1]
+    assert result.steps < 15
+    checkpoints = sorted(p.name for p in (paths.stage("05_ppo") / "checkpoints").glob("step-*"))
+    assert all(int(name.split("-")[1]) <= result.steps for name in checkpoints)  # nothing saved past the guard
