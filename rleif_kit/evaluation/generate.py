@@ -7,11 +7,13 @@ from typing import Any, Sequence
 
 def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int, batch_size: int = 16,
              desc: str = "generating", do_sample: bool = False, temperature: float = 1.0,
-             top_p: float = 1.0, progress: bool = True) -> list[str]:
+             top_p: float = 1.0, progress: bool = True, stop: Sequence[str] = ()) -> list[str]:
     """One completion per prompt, decoded without the prompt and without special tokens.
 
     Prompts are left-padded so every row's new tokens start at the same column; generation stops at
-    EOS. The model's train/eval mode is restored afterwards.
+    EOS, or at the first of the ``stop`` strings (a row stops there; the text is cut before it, as
+    vLLM and OpenAI-compatible servers do, so local and served results read the same). The model's
+    train/eval mode is restored afterwards.
     """
     import torch
     from tqdm.auto import tqdm
@@ -22,6 +24,9 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens:
     device = next(model.parameters()).device
     outputs: list[str] = []
     sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p} if do_sample else {"do_sample": False}
+    stop = [s for s in stop if s]
+    if stop:
+        sampling.update(stop_strings=stop, tokenizer=tokenizer)
     bar = tqdm(total=len(prompts), desc=desc, disable=not progress)
     try:
         for start in range(0, len(prompts), batch_size):
@@ -31,9 +36,15 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens:
                 out = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
                                      eos_token_id=tokenizer.eos_token_id, **sampling)
             new = out[:, enc["input_ids"].shape[1]:]
-            outputs.extend(tokenizer.batch_decode(new, skip_special_tokens=True))
+            outputs.extend(cut_at_stop(text, stop) for text in tokenizer.batch_decode(new, skip_special_tokens=True))
             bar.update(len(batch))
     finally:
         bar.close()
         model.train(was_training)
     return outputs
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> str:
+    """``text`` up to the earliest of the ``stop`` strings (all of it when none occurs)."""
+    cuts = [i for i in (text.find(s) for s in stop if s) if i >= 0]
+    return text[: min(cuts)] if cuts else text

@@ -1,0 +1,170 @@
+"""``rleif eval``: a run's 06_eval stage, one benchmark on one model, scoring samples made elsewhere,
+and the A/B table of two result directories.
+
+    rleif eval params/tiny-cpu.toml [--limit 50] [--settings settings.json]
+    rleif eval gsm8k --model PATH [--data PATH] [--limit 200] [--cot true] [--settings settings.json]
+    rleif eval humaneval --served [NAME] --settings settings.json       # the endpoint's code_eval model
+    rleif eval gsm8k --samples outputs.jsonl [--data PATH]               # lines: id, response, gold (or --data)
+    rleif eval humaneval --samples samples.jsonl                         # lines: task_id, completion or response
+    rleif eval compare reports/eval/sft reports/eval/ppo                 # A = baseline (SFT), B = candidate (PPO)
+
+Generation settings come from ``[eval]``'s defaults, then settings.json's ``eval`` section (cot,
+temperature, max_new_tokens), then the flags. Per-item results go to ``--out`` (default
+``reports/eval/<model>/<benchmark>.jsonl``); a rerun into the same place resumes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from rleif_kit.evaluation.bench_data import BENCHMARKS, load_items
+from rleif_kit.evaluation.scoring import check_code, check_response, compare_dirs, format_compare, summarize
+from rleif_kit.jsonl import read_jsonl, write_jsonl
+from rleif_kit.sections import EvalConfig
+
+FLAGS = {"limit": "limit", "cot": "cot_prompt", "max_new_tokens": "max_new_tokens", "batch_size": "batch_size",
+         "n_samples": "n_samples", "temperature": "temperature"}
+
+
+def eval_config(settings: Any = None, **flags: Any) -> EvalConfig:
+    """``[eval]`` defaults, then settings.json's eval section, then the flags that were given."""
+    values: dict[str, Any] = {}
+    if settings is not None:
+        values = {"cot_prompt": settings.eval.cot, "temperature": settings.eval.temperature,
+                  "max_new_tokens": settings.eval.max_new_tokens}
+    values.update({FLAGS[k]: v for k, v in flags.items() if v is not None})
+    ev = dataclasses.replace(EvalConfig(), **values)
+    problems = ev.problems()
+    if problems:
+        raise ValueError("\n".join(f"--{k.replace('_', '-')} = {getattr(ev, k)!r}: expected {what}"
+                                   for k, what in problems))
+    return ev
+
+
+def served_endpoint(settings: Any, benchmark: str, name: str = "") -> Any:
+    """The endpoint of role code_eval (HumanEval) or math_eval, serving ``name`` when one is given;
+    without that role, ``name`` on the ``api`` section's server."""
+    from rleif_kit.settings import Endpoint, SettingsError
+
+    if settings is None:
+        raise ValueError("--served needs --settings settings.json (where the endpoint is)")
+    role = "code_eval" if benchmark == "humaneval" else "math_eval"
+    try:
+        endpoint = settings.endpoint(role)
+    except SettingsError:
+        if not name or settings.api.base_url is None:
+            raise
+        api = settings.api
+        return Endpoint(role, name, api.base_url.rstrip("/"), api.api_key_env, api.timeout, api.max_retries)
+    return dataclasses.replace(endpoint, name=name) if name else endpoint
+
+
+def run_benchmark(benchmark: str, ev: EvalConfig, *, model: str | None = None, served: str | None = None,
+                  data: str | None = None, settings: Any = None, out: str | None = None) -> tuple[dict, int, Path]:
+    """One model on one benchmark, resumable: (summary, items pending, results file)."""
+    from rleif_kit.eval_stage import evaluate_benchmark
+    from rleif_kit.evaluation.generators import LocalModel, ServedModel
+
+    if (model is None) == (served is None):
+        raise ValueError(f"rleif eval {benchmark} needs one of --model PATH, --served [NAME] or --samples FILE")
+    items = load_items(benchmark, settings=settings, data=data, limit=ev.limit)
+    generator = (LocalModel(model, batch_size=ev.batch_size) if model is not None
+                 else ServedModel(served_endpoint(settings, benchmark, served)))
+    path = Path(out or Path("reports") / "eval" / generator.name) / f"{benchmark}.jsonl"
+    if benchmark == "humaneval":
+        from rleif_kit.evaluation.sandbox import describe_sandbox
+
+        print(describe_sandbox())
+    rows, pending, _ = evaluate_benchmark(generator, benchmark, items, path, ev)
+    generator.close()
+    return summarize(benchmark, rows), pending, path
+
+
+def score_samples_file(benchmark: str, samples: str, ev: EvalConfig, *, data: str | None = None,
+                       settings: Any = None, out: str | None = None) -> tuple[dict, Path]:
+    """Score generations made elsewhere: (summary, per-item results file)."""
+    lines = list(read_jsonl(samples))
+    if not lines:
+        raise ValueError(f"{samples}: no samples")
+    path = Path(out or Path("reports") / "eval" / Path(samples).stem) / f"{benchmark}.jsonl"
+    if benchmark == "humaneval":
+        problems = {it["id"]: it["problem"] for it in load_items("humaneval", settings=settings, data=data)}
+        seen: dict[str, int] = {}
+        for i, s in enumerate(lines, 1):
+            if s.get("task_id") not in problems or not ("completion" in s or "response" in s):
+                raise ValueError(f"{samples}:{i}: needs a known 'task_id' and 'completion' or 'response'")
+            seen[s["task_id"]] = seen.get(s["task_id"], -1) + 1
+            s.setdefault("completion_id", seen[s["task_id"]])
+            s.setdefault("id", f"{s['task_id']}#{s['completion_id']}")
+        rows = check_code(lines, problems, timeout=ev.code_timeout, workers=ev.code_workers or None)
+    else:
+        needs_data = bool(data) or any("gold" not in s for s in lines)
+        items = {it["id"]: it for it in load_items(benchmark, settings=settings, data=data)} if needs_data else {}
+        rows = []
+        for i, s in enumerate(lines, 1):
+            if "response" not in s or "id" not in s or ("gold" not in s and str(s["id"]) not in items):
+                raise ValueError(f"{samples}:{i}: needs 'id', 'response' and 'gold' (or an id that --data resolves)")
+            item = {**items.get(str(s["id"]), {}), **{k: s[k] for k in ("gold", "question") if k in s}, "id": s["id"]}
+            rows.append(check_response(benchmark, item, s["response"]))
+    write_jsonl(path, rows)
+    return summarize(benchmark, rows), path
+
+
+def format_summary(benchmark: str, summary: dict) -> str:
+    """One line: n, strict accuracy, and flexible / compat / pass@k where they apply."""
+    pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"  # noqa: E731
+    extra = [f"{name} {pct(summary[key])}" for key, name in (("flexible_accuracy", "flexible"),
+                                                              ("compat_accuracy", "compat"),
+                                                              ("steps_ok", "all steps right")) if key in summary]
+    extra += [f"{k} {summary[k]:.3f}" for k in summary if k.startswith("pass@")]
+    return f"{benchmark}: n={summary['n']} accuracy {pct(summary['accuracy'])} (strict)" + \
+        (f"; {', '.join(extra)}" if extra else "")
+
+
+def run_command(args: Any) -> int:
+    """The ``rleif eval`` handler (see the module docstring for the forms)."""
+    if args.target == "compare":
+        if len(args.dirs) != 2:
+            raise ValueError("rleif eval compare needs two result directories: A (baseline, SFT) and B (PPO)")
+        print(format_compare(compare_dirs(*args.dirs), *args.dirs))
+        return 0
+    if args.dirs:
+        raise ValueError(f"unexpected arguments: {' '.join(args.dirs)}")
+    from rleif_kit.settings import load_settings
+
+    settings = load_settings(args.settings) if args.settings else None
+    if args.target not in BENCHMARKS:
+        return _run_stage(args, settings)
+    ev = eval_config(settings, **{k: getattr(args, k) for k in FLAGS})
+    if args.samples:
+        summary, path = score_samples_file(args.target, args.samples, ev, data=args.data, settings=settings,
+                                           out=args.out)
+        pending = 0
+    else:
+        summary, pending, path = run_benchmark(args.target, ev, model=args.model, served=args.served, data=args.data,
+                                               settings=settings, out=args.out)
+    print(format_summary(args.target, summary))
+    print(f"per-item results: {path}"
+          + (f"; {pending} items failed at the endpoint (rerun to retry)" if pending else ""))
+    return 1 if pending else 0
+
+
+def _run_stage(args: Any, settings: Any) -> int:
+    from rleif_kit.eval_stage import STAGE, run_eval
+    from rleif_kit.setup import setup
+
+    if not args.target.endswith(".toml"):
+        raise ValueError(f"{args.target!r} is neither a run config (.toml), a benchmark "
+                         f"({', '.join(BENCHMARKS)}) nor 'compare'")
+    overrides = list(args.overrides) + ([f"eval.limit={args.limit}"] if args.limit is not None else [])
+    cfg, paths = setup(args.target, overrides, stage=STAGE)
+    result = run_eval(cfg, paths, settings)
+    for bench in cfg.eval.benchmarks:
+        for model, benches in result.summary.items():
+            print(f"{model:>8} · {format_summary(bench, benches[bench])}")
+    for verdict in result.ab.values():
+        print(verdict.line())
+    print(f"per-item results and summary.json in {paths.stage(STAGE)}")
+    return 1 if result.pending else 0

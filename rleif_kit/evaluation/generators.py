@@ -1,0 +1,140 @@
+"""The two ways evaluation gets text from a model: a local transformers model, or a served one.
+
+Both answer ``complete(prompts, ev, stop, sample_indices) -> list[str | None]`` (None: that request
+failed and is left for a rerun), and carry ``name``, ``chunk`` (items per step of the resumable
+runner) and ``fingerprint`` (what identifies the model, so results of a retrained model are never
+mixed with the old ones). The runner picks one with a plain ``if``; tests pass their own.
+
+- ``LocalModel``: full weights (an SFT ``full`` model, the PPO export, any transformers directory)
+  or an SFT adapter merged into its base (``sft_info.json``); bf16 on a GPU that has it, else fp32;
+  batched, left-padded generation (``evaluation.generate``).
+- ``ServedModel``: the OpenAI-compatible endpoint of ``settings.json`` (roles ``math_eval`` /
+  ``code_eval``), with the backend's concurrency and retries. The prompt goes as one user message:
+  serve a base-format model (WizardMath) without a chat template around it, or the score will drop.
+  OpenAI's own API takes at most 4 stop strings, so at most 4 go to the server and every stop is
+  applied again to the returned text (the same text either way, only a few more tokens paid for).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from rleif_kit.evaluation.generate import cut_at_stop
+
+MAX_SERVER_STOPS = 4
+
+
+def minimal_stops(stop: Sequence[str]) -> list[str]:
+    """The stops that matter: one that contains another ("Question:" vs "Question") never fires first."""
+    stop = [s for s in dict.fromkeys(stop) if s]
+    return [s for s in stop if not any(t != s and t in s for t in stop)]
+
+
+class LocalModel:
+    """A model directory on this machine, loaded on first use and released by ``close``."""
+
+    def __init__(self, path: str | Path, name: str | None = None, batch_size: int = 16):
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise FileNotFoundError(f"{self.path}: no such model directory")
+        self.name = name or self.path.name
+        self.batch_size = batch_size
+        self.chunk = batch_size * 4
+        self._loaded: tuple[Any, Any] | None = None
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        """Path plus size and modification time of every weights file: a retrained model differs."""
+        weights = sorted(p for p in self.path.iterdir() if p.suffix in (".safetensors", ".bin"))
+        return {"path": str(self.path.resolve()),
+                "weights": [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in weights]}
+
+    def load(self) -> tuple[Any, Any]:
+        if self._loaded is None:
+            self._loaded = load_local_model(self.path)
+        return self._loaded
+
+    def complete(self, prompts: Sequence[str], ev: Any, stop: Sequence[str] = (),
+                 sample_indices: Sequence[int] | None = None) -> list[str | None]:
+        from rleif_kit.evaluation.generate import generate
+
+        model, tokenizer = self.load()
+        return generate(model, tokenizer, prompts, ev.max_new_tokens, batch_size=self.batch_size,
+                        do_sample=ev.temperature > 0, temperature=ev.temperature or 1.0, top_p=ev.top_p,
+                        progress=False, stop=minimal_stops(stop))
+
+    def close(self) -> None:
+        self._loaded = None
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except ImportError:
+            pass
+
+
+def load_local_model(path: str | Path) -> tuple[Any, Any]:
+    """(model in eval mode on the best device, tokenizer) — full weights, or base + merged SFT adapter."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from rleif_kit.models import load_tokenizer
+
+    path = Path(path)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
+    info_file = path / "sft_info.json"
+    info = json.loads(info_file.read_text()) if info_file.exists() else {"finetune": "full"}
+    if info.get("finetune") == "full":
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    else:
+        from peft import PeftModel
+
+        base = AutoModelForCausalLM.from_pretrained(info["base_model"], dtype=dtype)
+        model = PeftModel.from_pretrained(base, path).merge_and_unload()
+    return model.to(device).eval(), load_tokenizer(str(path))
+
+
+class ServedModel:
+    """A model behind the OpenAI-compatible endpoint; failed requests come back as None."""
+
+    def __init__(self, endpoint: Any, concurrency: int = 16):
+        from rleif_kit.llm.openai_backend import OpenAIBackend
+
+        self.endpoint = endpoint
+        self.name = endpoint.name
+        self.chunk = 4 * concurrency
+        self.backend = OpenAIBackend(endpoint, concurrency=concurrency)
+        self.errors: list[str] = []
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        return {"served": self.endpoint.name, "base_url": self.endpoint.base_url}
+
+    def complete(self, prompts: Sequence[str], ev: Any, stop: Sequence[str] = (),
+                 sample_indices: Sequence[int] | None = None) -> list[str | None]:
+        from rleif_kit.llm import ChatRequest, run_sync
+
+        stops = minimal_stops(stop)
+        sampled = ev.temperature > 0
+        requests = [ChatRequest(key=str(i), messages=({"role": "user", "content": p},),
+                                temperature=ev.temperature, top_p=ev.top_p if sampled else 1.0,
+                                max_tokens=ev.max_new_tokens, sample_index=(sample_indices or [0] * len(prompts))[i],
+                                stop=tuple(stops[:MAX_SERVER_STOPS])) for i, p in enumerate(prompts)]
+        results = run_sync(self._all(requests))
+        self.errors = [r.error for r in results.values() if not r.ok]
+        return [cut_at_stop(r.text, stops) if (r := results.get(str(i))) is not None and r.ok else None
+                for i in range(len(prompts))]
+
+    async def _all(self, requests: list) -> dict[str, Any]:
+        """Every result by key; the connections are closed on the loop that opened them."""
+        try:
+            return {r.key: r async for r in self.backend.stream(requests)}
+        finally:
+            await self.backend.aclose()
+
+    def close(self) -> None:
+        pass

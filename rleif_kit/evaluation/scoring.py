@@ -1,0 +1,126 @@
+"""Per-item checking, benchmark summaries and the SFT-vs-PPO comparison, without a model.
+
+Why here and not in the runner: the same checks score our own generations, samples made elsewhere
+(``rleif eval <benchmark> --samples``) and finished result directories (``rleif eval compare``), so
+they take plain rows. Every row has ``id`` and ``correct`` (for HumanEval: the sample passed its
+tests), which is all the summary and the paired A/B need; the rest says why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from rleif_kit.evaluation.answers import check_gsm8k, check_math, math_gold
+
+PASS_KS = (1, 10, 100)
+
+
+def check_response(benchmark: str, item: Mapping[str, Any], response: str) -> dict[str, Any]:
+    """One row for one math-like response: id, raw response, extracted answer, gold, correct, and
+    ``flexible_*`` / ``compat_correct`` (GSM8k, MATH) or ``steps_ok`` (arith) where they are defined."""
+    gold = item.get("gold")
+    if benchmark == "gsm8k":
+        checked = check_gsm8k(response, str(gold))
+    elif benchmark == "math":
+        checked = check_math(response, math_gold(gold) if gold and "\\boxed" in gold else gold)
+    elif benchmark == "arith":
+        from rleif_kit import arith
+
+        answer = arith.extract_answer(response)
+        question = item.get("question")
+        checked = {"gold": str(gold), "answer": answer, "correct": answer is not None and answer == str(gold),
+                   "steps_ok": arith.verify_solution(question, response, gold).all_ok if question else None}
+    else:
+        raise ValueError(f"check_response scores gsm8k, math and arith, not {benchmark!r} (see check_code)")
+    return {"id": item["id"], "response": response, **checked}
+
+
+def check_code(samples: Sequence[Mapping[str, Any]], problems: Mapping[str, dict], *, timeout: float = 10.0,
+               workers: int | None = None) -> list[dict[str, Any]]:
+    """HumanEval rows for samples ``{"id", "task_id", "completion_id", "response" or "completion"}``,
+    each run against its problem's tests in the sandbox; ``correct`` = passed, ``result`` = why not."""
+    from rleif_kit.evaluation.humaneval import check_samples
+
+    checked = check_samples(samples, problems, timeout=timeout, workers=workers, progress=False)
+    return [{"id": s.get("id", f"{s['task_id']}#{c['completion_id']}"), "task_id": s["task_id"],
+             "completion_id": c["completion_id"], "response": s.get("response"), "completion": c["completion"],
+             "correct": c["passed"], "result": c["result"], "wall_s": c["wall_s"]} for s, c in zip(samples, checked)]
+
+
+def _share(rows: Sequence[Mapping[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return sum(map(bool, values)) / len(values) if values else None
+
+
+def summarize(benchmark: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """n and strict accuracy; GSM8k adds flexible and compat, MATH compat, arith the share with every
+    step right, HumanEval pass@k (k up to the samples per task) over ``n_tasks``."""
+    out: dict[str, Any] = {"n": len(rows), "accuracy": _share(rows, "correct")}
+    if benchmark == "gsm8k":
+        out["flexible_accuracy"] = _share(rows, "flexible_correct")
+    if benchmark in ("gsm8k", "math"):
+        out["compat_accuracy"] = _share(rows, "compat_correct")
+    if benchmark == "arith":
+        out["steps_ok"] = _share(rows, "steps_ok")
+    if benchmark == "humaneval":
+        from rleif_kit.evaluation.humaneval import pass_at_k_table
+
+        by_task: dict[str, list[bool]] = {}
+        for r in rows:
+            by_task.setdefault(r["task_id"], []).append(bool(r["correct"]))
+        out.update(pass_at_k_table(by_task, PASS_KS), n_tasks=len(by_task))
+    return out
+
+
+def ab_verdict(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]], diagnostics: Any,
+               source: str = "", seed: int = 0):
+    """check_ab (paired bootstrap) of B over A on the items both answered; None when they share none."""
+    from rleif_kit.diagnostics import check_ab
+
+    b = {r["id"]: bool(r["correct"]) for r in rows_b}
+    pairs = [(bool(r["correct"]), b[r["id"]]) for r in rows_a if r["id"] in b]
+    if not pairs:
+        return None
+    return check_ab([p[0] for p in pairs], [p[1] for p in pairs], diagnostics, source, seed=seed)
+
+
+def compare_dirs(a: str | Path, b: str | Path, diagnostics: Any = None, seed: int = 0) -> list[dict[str, Any]]:
+    """The A/B table of two result directories (``<benchmark>.jsonl`` each), A the baseline: per
+    benchmark both have, accuracy of each on the shared items, the gain and its 95% interval, the verdict."""
+    from rleif_kit.evaluation.bench_data import BENCHMARKS
+    from rleif_kit.jsonl import read_jsonl
+    from rleif_kit.sections import DiagnosticsConfig
+
+    a, b = Path(a), Path(b)
+    for d in (a, b):
+        if not d.is_dir():
+            raise FileNotFoundError(f"{d}: not a directory of evaluation results (<benchmark>.jsonl files)")
+    diagnostics = diagnostics or DiagnosticsConfig()
+    table = []
+    for bench in BENCHMARKS:
+        if not ((a / f"{bench}.jsonl").exists() and (b / f"{bench}.jsonl").exists()):
+            continue
+        v = ab_verdict(list(read_jsonl(a / f"{bench}.jsonl")), list(read_jsonl(b / f"{bench}.jsonl")), diagnostics,
+                       f"{a / bench}.jsonl vs {b / bench}.jsonl", seed)
+        if v is not None:
+            n = v.numbers
+            table.append({"benchmark": bench, "n": n["n"], "a": n["sft_accuracy"], "b": n["ppo_accuracy"],
+                          "gain": n["gain"], "ci95": n["ci95"], "status": v.status, "advice": v.advice})
+    if not table:
+        raise FileNotFoundError(f"{a} and {b} share no benchmark results with common item ids")
+    return table
+
+
+def format_compare(table: Sequence[Mapping[str, Any]], a: str = "A", b: str = "B") -> str:
+    """The A/B table as text, with the 3-point rule and each verdict's advice below it."""
+    lines = [f"A = {a} (baseline, SFT)   B = {b} (candidate, PPO)",
+             f"{'benchmark':<10} {'n':>5} {'A':>7} {'B':>7} {'gain':>7}  {'95% interval':<16} verdict"]
+    for r in table:
+        low, high = r["ci95"]
+        lines.append(f"{r['benchmark']:<10} {r['n']:>5} {100 * r['a']:>6.1f}% {100 * r['b']:>6.1f}% "
+                     f"{100 * r['gain']:>+7.1f}  [{100 * low:+.1f}, {100 * high:+.1f}]{'':<3} {r['status']}")
+    lines.append("3-point rule: PPO less than 3 points over SFT on GSM8k means the reward signal is probably "
+                 "not working; on a few hundred items the interval is wide, and the verdict says so.")
+    lines += [f"{r['benchmark']}: {r['advice']}" for r in table if r["advice"]]
+    return "\n".join(lines)
