@@ -104,3 +104,33 @@ def test_guard_stops_on_kl_over_the_limit_or_anything_not_finite():
     assert "KL 12.00 passed the limit 10" in guard({**row, "kl": 12.0}, kl_limit=10)
     message = guard({**row, "value_loss": float("nan")}, kl_limit=10)
     assert "value_loss not finite" in message and "lower [ppo] lr" in message and "kl_coef (0.1)" in message
+
+
+def test_reference_is_the_sft_adapter_merged_never_the_base(tmp_path, small_model_dir):
+    """When SFT made a LoRA adapter, the PPO reference (adapter off) equals base+SFT adapter, not the base."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from rleif_kit.ppo_policy import forward, load_policy
+    from rleif_kit.setup import setup
+    from rleif_kit.sft import load_sft_model
+
+    cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", "ppo.lora_r=4", 'sft.finetune="lora"'),
+                       stage="05_ppo", report_dir=str(tmp_path / "r"), workdir=str(ROOT))
+    sft = get_peft_model(AutoModelForCausalLM.from_pretrained(small_model_dir),
+                         LoraConfig(r=4, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
+    with torch.no_grad():
+        for n, p in sft.named_parameters():
+            if "lora_B" in n:
+                p.normal_(std=0.5)  # a trained-looking SFT adapter (B = 0 would make it a no-op)
+    sft.save_pretrained(paths.sft_model)
+    (paths.sft_model / "sft_info.json").write_text(json.dumps({"finetune": "lora", "base_model": str(small_model_dir)}))
+    shutil.copy(small_model_dir / "tokenizer.json", paths.sft_model / "tokenizer.json")
+    shutil.copy(small_model_dir / "tokenizer_config.json", paths.sft_model / "tokenizer_config.json")
+    policy = load_policy(cfg, paths)
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    ref, _ = forward(policy, ids, torch.ones_like(ids), with_values=False, reference=True)
+    merged, _ = load_sft_model(paths.sft_model)
+    base = AutoModelForCausalLM.from_pretrained(small_model_dir)
+    assert torch.allclose(ref, merged(ids).logits, atol=1e-4)
+    assert not torch.allclose(ref, base(ids).logits, atol=1e-2)
