@@ -24,6 +24,7 @@ from rleif_kit.sections import (
     DiagnosticsConfig,
     EvalConfig,
     EvolInstructConfig,
+    LoopConfig,
     PPOConfig,
     RewardModelConfig,
     SFTConfig,
@@ -41,6 +42,7 @@ SECTIONS: dict[str, type] = {
     "ppo": PPOConfig,
     "eval": EvalConfig,
     "diagnostics": DiagnosticsConfig,
+    "loop": LoopConfig,
 }
 
 
@@ -75,6 +77,7 @@ class RunConfig:
     ppo: PPOConfig
     eval: EvalConfig
     diagnostics: DiagnosticsConfig
+    loop: LoopConfig
     source: str = ""
     workdir: str = "."
     overrides: tuple[str, ...] = field(default=())
@@ -200,6 +203,9 @@ def _cross_checks(s: dict[str, Any]) -> list[str]:
     if ppo.rollout_batch % ppo.mini_batch:
         problems.append(f"[ppo] mini_batch = {ppo.mini_batch}: expected a divisor of rollout_batch "
                         f"({ppo.rollout_batch})")
+    if ppo.algorithm == "grpo" and ppo.rollout_batch % ppo.num_generations:
+        problems.append(f"[ppo] num_generations = {ppo.num_generations}: expected a divisor of rollout_batch "
+                        f"({ppo.rollout_batch}) for algorithm = 'grpo'")
     rm, world = s["reward_model"], s["base"].world
     for key in ("prm_step_label", "answer_reward"):
         if getattr(rm, key) == "verifier" and world != "arith":

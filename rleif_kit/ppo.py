@@ -370,6 +370,23 @@ def export(cfg: RunConfig, paths: RunPaths, policy: Policy, result: PPOResult, e
     return out
 
 
+def train(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: RewardScorer, policy: Policy,
+          gate: list[Verdict] | None = None, progress: bool = True) -> tuple[Policy, PPOResult]:
+    """``[ppo].algorithm``: our PPO loop, or TRL's GRPOTrainer with the same reward (behind the same gate)."""
+    if cfg.ppo.algorithm == "ppo":
+        return run_ppo(cfg, paths, pool, scorer, policy, gate, progress)
+    from rleif_kit.grpo import run_grpo
+
+    gate = gate if gate is not None else reward_gate(cfg, policy, scorer, pool)
+    if any(v.status == "fail" for v in gate) and not cfg.ppo.force:
+        raise RewardGateFailed(gate)
+    model, tokenizer, result = run_grpo(cfg, paths, pool, scorer, progress)
+    result.gate = gate
+    with open(paths.stage(STAGE) / "log.jsonl", "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in result.log)
+    return Policy(model, None, tokenizer), result
+
+
 def heldout_ab(cfg: RunConfig, paths: RunPaths, policy: Policy) -> dict[str, Any]:
     """SFT (adapter off) and PPO policy, greedy, on the first ``[ppo].eval_samples`` held-out arithmetic
     problems: per-item correctness of each, and the A/B verdict (paired bootstrap)."""

@@ -20,7 +20,7 @@ from rleif_kit.paths import RunPaths
 @dataclass
 class Policy:
     model: Any  # PeftModel: the SFT weights (frozen) + the trainable PPO adapter
-    value_head: Any  # torch.nn.Linear(hidden, 1) on the last hidden state
+    value_head: Any  # torch.nn.Linear(hidden, 1) on the last hidden state (None for GRPO)
     tokenizer: Any
 
     def parameters(self) -> list:
@@ -129,5 +129,6 @@ def export_policy(policy: Policy, out_dir: Path, card: str) -> None:
     merged = policy.model.merge_and_unload()
     merged.save_pretrained(out_dir)
     policy.tokenizer.save_pretrained(out_dir)
-    torch.save(policy.value_head.state_dict(), out_dir / "value_head.pt")
+    if policy.value_head is not None:  # GRPO trains without one
+        torch.save(policy.value_head.state_dict(), out_dir / "value_head.pt")
     (out_dir / "README.md").write_text(card)

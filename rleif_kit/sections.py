@@ -170,7 +170,7 @@ class EvolInstructConfig(_Section):
     backend: str = opt("openai", "evolver: 'openai' (endpoint from settings.json, role evolve), 'hf' (local "
                                  "model at hf_model) or 'arith' (programmatic, offline)", one_of("openai", "hf", "arith"))
     domain: str = opt("math", "operator set: 'math' or 'code'", one_of("math", "code"))
-    seeds: str = opt("./data/seeds.jsonl", "seed instructions: JSONL with 'instruction' (or 'question'), or "
+    seeds: str = opt("./data/seeds.jsonl", "seed instructions: JSONL with 'instruction' (or 'question', 'text'), or "
                                           "'arith:N' for N arithmetic-world problems", nonempty)
     max_seeds: int = opt(0, "use only the first N seeds; 0 = all", non_negative)
     with_answers: bool = opt(True, "also ask the evolver for a step-by-step answer to each kept instruction")
@@ -271,6 +271,9 @@ class PPOConfig(_Section):
     force: bool = opt(False, "start PPO even when the reward-health gate fails")
     eval_samples: int = opt(200, "held-out arithmetic problems for the SFT-vs-PPO accuracy (arith world)",
                             non_negative)
+    algorithm: str = opt("ppo", "'ppo' (our loop) or 'grpo' (TRL's GRPOTrainer with the same reward formula)",
+                         one_of("ppo", "grpo"))
+    num_generations: int = opt(8, "grpo: responses per prompt (rollout_batch must be a multiple)", at_least(2))
 
 
 WIZARDMATH_STOP = ["Question:", "Question", "USER:", "USER", "ASSISTANT:", "ASSISTANT", "Instruction:", "Instruction",
@@ -333,3 +336,31 @@ class DiagnosticsConfig(_Section):
                                    "95% paired-bootstrap interval straddles it is warn", unit)
     low_ra_fail: float = opt(0.1, "a share of rA < 0.5 below this fails: the PRM passes everything and r = rI*rA "
                                   "has collapsed to the IRM alone", unit)
+    low_ra_steps: int = opt(200, "check 2 reads the share of rA < 0.5 over this many PPO steps from the start of "
+                                 "05_ppo/log.jsonl", positive)
+    score_sample: int = opt(100, "check 1 scores this many evolved instructions (IRM) and solutions (PRM)", positive)
+    kl_warn: float = opt(5.0, "a per-sequence KL above this in the first kl_steps PPO steps is warn", positive)
+    kl_blowup: float = opt(10.0, "... and above this fails: the KL blew up (lower lr, raise kl_coef)", positive)
+    kl_steps: int = opt(300, "PPO steps, from the start, the KL blow-up check reads", positive)
+    duplicate_share_warn: float = opt(0.4, "share of instructions dedup removed as duplicates above which the "
+                                           "duplicate check warns (evolutions repeat each other)", unit)
+    duplicate_share_fail: float = opt(0.7, "... and above which it fails", unit)
+    evolve_failure_warn: float = opt(0.02, "share of evolutions still failed (API errors after retries) above "
+                                           "which the failure check warns", unit)
+    evolve_failure_fail: float = opt(0.1, "... and above which it fails", unit)
+
+    def cross_problems(self):
+        bands = [("low_ra_healthy_min", self.low_ra_fail, self.low_ra_healthy_min),
+                 ("low_ra_healthy_max", self.low_ra_healthy_min, self.low_ra_healthy_max),
+                 ("score_mean_max", self.score_mean_min, self.score_mean_max),
+                 ("kl_blowup", self.kl_warn, self.kl_blowup),
+                 ("duplicate_share_fail", self.duplicate_share_warn, self.duplicate_share_fail),
+                 ("evolve_failure_fail", self.evolve_failure_warn, self.evolve_failure_fail)]
+        return [(key, f"a value >= {low:g} (the line below it)") for key, low, high in bands if high < low]
+
+
+@dataclass(frozen=True)
+class LoopConfig(_Section):
+    iterations: int = opt(1, "RLEIF iterations: rleif run repeats stages 01-06 this many times, iteration k in "
+                             "<output_dir>/iter-k/ evolving the kept instructions of k-1 from its PPO policy",
+                          positive)

@@ -134,3 +134,20 @@ def test_reference_is_the_sft_adapter_merged_never_the_base(tmp_path, small_mode
     base = AutoModelForCausalLM.from_pretrained(small_model_dir)
     assert torch.allclose(ref, merged(ids).logits, atol=1e-4)
     assert not torch.allclose(ref, base(ids).logits, atol=1e-2)
+
+
+def test_grpo_option_uses_one_callable_with_the_same_formula(tmp_path, small_model_dir):
+    from rleif_kit.ppo import train
+    from rleif_kit.ppo_policy import load_policy
+
+    cfg, paths = _run(tmp_path, small_model_dir, 'ppo.algorithm="grpo"', "ppo.num_generations=4", "ppo.total_steps=2",
+                      "ppo.lr=1e-3")
+    scorer = _scorer(cfg, paths, small_model_dir)
+    calls = []
+    real = scorer.answer_scores
+    scorer.answer_scores = lambda ins, res: calls.append(len(res)) or real(ins, res)
+    policy, result = train(cfg, paths, _pool(), scorer, load_policy(cfg, paths))
+    assert calls[-2:] == [8, 8]  # one call per rollout of rollout_batch responses, after the gate's
+    assert result.steps == 2 and {"reward_mean", "rI_mean", "rA_mean", "kl"} <= set(result.log[-1])
+    assert policy.value_head is None and hasattr(policy.model, "disable_adapter")
+    assert len((paths.stage("05_ppo") / "log.jsonl").read_text().splitlines()) == 2

@@ -282,8 +282,8 @@ weights, model card); a rerun resumes from the last checkpoint."""),
                  "gate = reward_gate(cfg, policy, scorer, pool) if needs_gate(paths) else []\n"
                  'print(format_verdicts(gate) if gate else "resuming: the gate ran before the first update")'),
         ("md", "## Train"),
-        ("code", "from rleif_kit.ppo import run_ppo\n\n"
-                 "policy, result = run_ppo(cfg, paths, pool=pool, scorer=scorer, policy=policy, gate=gate)\n"
+        ("code", "from rleif_kit.ppo import train\n\n"
+                 "policy, result = train(cfg, paths, pool, scorer, policy, gate)  # [ppo].algorithm: ppo or grpo\n"
                  'print(result.stopped or f"{result.steps} steps in {result.runtime_s:.0f}s")'),
         ("md", "## Curves"),
         ("code", "from rleif_kit.plots import plot_ppo_curves, save_figure\n\n"
