@@ -167,11 +167,26 @@ def check_low_ra_share(answer_scores: Sequence[float], cfg: DiagnosticsConfig, s
     Healthy: between low_ra_healthy_min and low_ra_healthy_max. Below low_ra_fail the PRM passes
     nearly everything and ``r = rI * rA`` is the IRM alone (plain RLHF): fail.
     """
-    thresholds = {"healthy": [cfg.low_ra_healthy_min, cfg.low_ra_healthy_max], "fail_below": cfg.low_ra_fail}
     if not answer_scores:
-        return Verdict("low_ra_share", "fail", {"n": 0}, thresholds, "No rA scores to check.", source)
+        return _low_ra_verdict(None, {"n": 0}, cfg, source)
     share = sum(a < 0.5 for a in answer_scores) / len(answer_scores)
-    numbers = {"n": len(answer_scores), "share_ra_below_0.5": share}
+    return _low_ra_verdict(share, {"n": len(answer_scores), "share_ra_below_0.5": share}, cfg, source)
+
+
+def check_low_ra_log(log: Sequence[dict], cfg: DiagnosticsConfig, source: str = "05_ppo/log.jsonl") -> Verdict:
+    """Check 2 from the PPO log: the mean of each step's share of rA < 0.5 over the first
+    ``low_ra_steps`` steps (every step scores one rollout batch, so steps weigh alike)."""
+    shares = [float(r["low_rA_share"]) for r in log if r["step"] < cfg.low_ra_steps and "low_rA_share" in r]
+    if not shares:
+        return _low_ra_verdict(None, {"steps": 0}, cfg, source)
+    share = round(sum(shares) / len(shares), 12)  # 200 steps at 0.4 sum to 0.4000000000000002
+    return _low_ra_verdict(share, {"steps": len(shares), "share_ra_below_0.5": share}, cfg, source)
+
+
+def _low_ra_verdict(share: float | None, numbers: dict, cfg: DiagnosticsConfig, source: str) -> Verdict:
+    thresholds = {"healthy": [cfg.low_ra_healthy_min, cfg.low_ra_healthy_max], "fail_below": cfg.low_ra_fail}
+    if share is None:
+        return Verdict("low_ra_share", "fail", numbers, thresholds, "No rA scores to check.", source)
     if cfg.low_ra_healthy_min <= share <= cfg.low_ra_healthy_max:
         return Verdict("low_ra_share", "ok", numbers, thresholds, source=source)
     if share < cfg.low_ra_fail:
@@ -209,6 +224,133 @@ def check_ab(sft_correct: Sequence[bool], ppo_correct: Sequence[bool], cfg: Diag
     return Verdict("sft_vs_ppo", "warn", numbers, thresholds,
                    advice if gain < cfg.ab_min_gain else "The gain's interval is too wide to tell: evaluate more items.",
                    source)
+
+
+def check_duplicate_rate(total: int, duplicates: int, cfg: DiagnosticsConfig, *, temperature: float,
+                         dedup_threshold: float, up_ratio: float, source: str = "02_dedup/dedup_report.json") -> Verdict:
+    """Troubleshooting: how many instructions did dedup remove as near-copies of kept ones?
+
+    ok up to ``duplicate_share_warn``, warn up to ``duplicate_share_fail``, fail above: evolutions that
+    repeat each other waste requests, and the survivors lean on a few templates.
+    """
+    share = duplicates / total if total else 0.0
+    numbers = {"instructions": total, "duplicates": duplicates, "duplicate_share": share}
+    thresholds = {"warn_above": cfg.duplicate_share_warn, "fail_above": cfg.duplicate_share_fail}
+    if share <= cfg.duplicate_share_warn:
+        return Verdict("duplicate_rate", "ok", numbers, thresholds, source=source)
+    advice = (f"Dedup removed {share:.0%} as duplicates: evolve at temperature >= 0.9 (now {temperature:g}), dedup "
+              f"at 0.85 (dedup_threshold now {dedup_threshold:g}; on template-heavy data like the arithmetic world "
+              f"a higher one), and lower evolve_up_ratio to 0.6 (now {up_ratio:g}).")
+    status = "fail" if share > cfg.duplicate_share_fail else "warn"
+    return Verdict("duplicate_rate", status, numbers, thresholds, advice, source)
+
+
+_KL_ADVICE = "lower [ppo] lr (1e-6 for 7B), raise kl_coef to 0.1, keep clip_range 0.2 and use rollout_batch >= 64."
+
+
+def check_kl_blowup(log: Sequence[dict], cfg: DiagnosticsConfig, source: str = "05_ppo/log.jsonl") -> Verdict:
+    """Troubleshooting: did the KL to the SFT policy blow up early in PPO?
+
+    The largest per-sequence KL of the first ``kl_steps`` steps: fail above ``kl_blowup`` (or when a KL
+    is not finite), warn above ``kl_warn``.
+    """
+    rows = [r for r in log if r["step"] < cfg.kl_steps and r.get("kl") is not None]
+    thresholds = {"warn_above": cfg.kl_warn, "fail_above": cfg.kl_blowup, "steps": cfg.kl_steps}
+    if not rows:
+        return Verdict("kl_blowup", "warn", {"steps": 0}, thresholds, "The PPO log has no KL values.", source)
+    worst = max(rows, key=lambda r: r["kl"] if r["kl"] == r["kl"] else float("inf"))  # NaN counts as the worst
+    kl = float(worst["kl"])
+    numbers = {"steps": len(rows), "max_kl": kl, "at_step": worst["step"]}
+    if kl <= cfg.kl_warn:
+        return Verdict("kl_blowup", "ok", numbers, thresholds, source=source)
+    status = "warn" if kl <= cfg.kl_blowup else "fail"  # a NaN fails both comparisons: fail
+    return Verdict("kl_blowup", status, numbers, thresholds,
+                   f"KL reached {kl:.3g} at step {worst['step']}: the policy runs away from SFT; " + _KL_ADVICE, source)
+
+
+FAILURE_CAUSES = (("timeout", "timeout"), ("rate limited", "rate_limit"), ("connection error", "connection"),
+                  ("http 5", "server_error"), ("http 4", "client_error"), ("empty response", "empty_response"))
+
+
+def failure_cause(error: str | None) -> str:
+    """The cause of an API failure from its message (the OpenAI backend's ``_reason`` wording)."""
+    text = (error or "").lower()
+    return next((cause for prefix, cause in FAILURE_CAUSES if text.startswith(prefix)), "other")
+
+
+def check_evolve_failures(causes: dict[str, int], decided: int, cfg: DiagnosticsConfig, *, concurrency: int,
+                          source: str = "01_evolve/failed.jsonl") -> Verdict:
+    """Troubleshooting: evolutions still failed after their retries, by cause.
+
+    ``causes`` counts the failed evolutions (one per id, by its last error); ``decided`` the kept and
+    eliminated ones. ok up to ``evolve_failure_warn`` of all, warn up to ``evolve_failure_fail``, fail above.
+    """
+    failed = sum(causes.values())
+    share = failed / (failed + decided) if failed + decided else 0.0
+    numbers = {"failed": failed, "decided": decided, "failed_share": share, "by_cause": dict(causes)}
+    thresholds = {"warn_above": cfg.evolve_failure_warn, "fail_above": cfg.evolve_failure_fail}
+    if share <= cfg.evolve_failure_warn:
+        return Verdict("evolve_failures", "ok", numbers, thresholds, source=source)
+    top = max(causes, key=causes.get)
+    advice = {"timeout": f"requests time out: lower [evol_instruct] concurrency (now {concurrency}) or raise "
+                         "api.timeout in settings.json",
+              "rate_limit": f"the endpoint rate-limits: lower [evol_instruct] concurrency (now {concurrency})",
+              "connection": "the endpoint is unreachable at times: check it with rleif check-api",
+              "server_error": "the server returns errors: check its logs",
+              "client_error": "the server rejects requests: check the model name and max_new_tokens"}.get(
+        top, "see the error messages in failed.jsonl")
+    status = "fail" if share > cfg.evolve_failure_fail else "warn"
+    return Verdict("evolve_failures", status, numbers, thresholds,
+                   f"{failed} evolutions failed, mostly {top}: {advice}; then rerun 01_evolve, which resumes and "
+                   "retries them.", source)
+
+
+def check_prompt_consistency(sft_prompts: Sequence[str], eval_cot: bool,
+                             source: str = "03_sft/train.jsonl") -> Verdict:
+    """Troubleshooting: SFT trained on the exact prompt evaluation asks with (a few points hang on it).
+
+    Each SFT prompt must equal ``math_prompt(its instruction, cot=eval_cot)``; any that does not fails.
+    """
+    from rleif_kit.evaluation.prompts import ALPACA_HEADER, math_prompt
+
+    opener = ALPACA_HEADER + "### Instruction:\n"
+    kinds = {"same": 0, "other_cot": 0, "other_format": 0}
+    for prompt in sft_prompts:
+        head, _, _ = prompt.rpartition("\n\n### Response:")
+        instruction = head[len(opener):] if head.startswith(opener) else None
+        if instruction is not None and prompt == math_prompt(instruction, cot=eval_cot):
+            kinds["same"] += 1
+        elif instruction is not None and prompt == math_prompt(instruction, cot=not eval_cot):
+            kinds["other_cot"] += 1
+        else:
+            kinds["other_format"] += 1
+    numbers = {"sampled": len(sft_prompts), "same_as_eval": kinds["same"], "other_cot": kinds["other_cot"],
+               "other_format": kinds["other_format"], "eval_cot": eval_cot}
+    if sft_prompts and kinds["same"] == len(sft_prompts):
+        return Verdict("prompt_consistency", "ok", numbers, {"same_as_eval": "all"}, source=source)
+    advice = ("No SFT prompts to compare." if not sft_prompts else
+              "SFT prompts differ from the evaluation prompt (" + ("the CoT opener \"Let's think step by step.\" "
+              "differs: rerun 03_sft with the [eval] cot_prompt evaluation uses" if kinds["other_cot"] else
+              "not the Alpaca/WizardMath format of rleif_kit.evaluation.prompts") + "); scores drop by points.")
+    return Verdict("prompt_consistency", "fail", numbers, {"same_as_eval": "all"}, advice, source)
+
+
+def format_verdict_table(verdicts: Sequence[Verdict], advice_width: int = 100) -> str:
+    """A fixed-width table (check, status, numbers, source; the advice wrapped below), for the CLI."""
+    import textwrap
+
+    rows = [(v.check, v.status.upper(), ", ".join(f"{k}={_fmt(val)}" for k, val in v.numbers.items()), v.source)
+            for v in verdicts]
+    header = ("check", "status", "numbers", "source")
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(3)]
+    lines = []
+    for row, v in zip([header] + rows, [None, *verdicts]):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[3])
+        if v is not None and v.advice:
+            indent = " " * (widths[0] + 2)
+            lines += textwrap.wrap(v.advice, advice_width, initial_indent=indent + "-> ",
+                                   subsequent_indent=indent + "   ")
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def format_verdicts(verdicts: Sequence[Verdict]) -> str:

@@ -171,3 +171,34 @@ def plot_eval_bars(accuracy: dict[str, dict[str, float]], title: str = "Accuracy
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+def plot_reward_health_curves(log: Sequence[dict], low_ra_band: tuple[float, float], low_ra_steps: int,
+                              kl_warn: float, kl_fail: float, title: str = "Reward health during PPO") -> Figure:
+    """Reward, share of rA < 0.5 (healthy band shaded over the steps check 2 reads) and KL (warn and fail
+    lines) against the PPO step."""
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
+    steps = [r["step"] for r in log]
+    for ax, key, label in zip(axes, ("reward_mean", "low_rA_share", "kl"), ("reward r", "share of rA < 0.5",
+                                                                              "KL per sequence")):
+        ax.plot(steps, [r.get(key, float("nan")) for r in log], marker=".", color="#1f77b4")
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    axes[1].axhspan(*low_ra_band, color=STATUS_COLORS["ok"], alpha=0.12,
+                    label=f"healthy {low_ra_band[0]:g}–{low_ra_band[1]:g}")
+    if steps and max(steps) > low_ra_steps:
+        axes[1].axvline(low_ra_steps, color="#777", ls=":", label=f"check 2 reads steps < {low_ra_steps}")
+    axes[1].set_ylim(0, 1)
+    axes[1].legend(fontsize=8)
+    kls = [r["kl"] for r in log if r.get("kl") is not None and r["kl"] == r["kl"]]
+    if kls and max(kls) > kl_warn / 2:  # else the lines would flatten the curve: say where they are instead
+        axes[2].axhline(kl_warn, color=STATUS_COLORS["warn"], ls="--", label=f"warn {kl_warn:g}")
+        axes[2].axhline(kl_fail, color=STATUS_COLORS["fail"], ls="--", label=f"fail {kl_fail:g}")
+        axes[2].legend(fontsize=8)
+    else:
+        axes[2].text(0.02, 0.95, f"warn at {kl_warn:g}, fail at {kl_fail:g} (off the scale)",
+                     transform=axes[2].transAxes, va="top", fontsize=8, color="#555")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

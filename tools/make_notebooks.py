@@ -364,6 +364,69 @@ signal is probably not working.
                  '              for b, v in result.ab.items()})\n'
                  'record("verdicts", {f"sft_vs_ppo_{b}": v.status for b, v in result.ab.items()})'),
     ],
+    "07_reward_diagnostics": [
+        ("md", """# 07 · Reward diagnostics: is the reward signal real?
+
+PPO only helps when `r = rI * rA` tells better from worse. This notebook runs every reward-health check
+whose artifacts exist and shows them as one table (ok / warn / fail, the numbers, the thresholds of
+`[diagnostics]`, the artifact they came from, advice): **1** the IRM's and PRM's score distributions
+(mean 0.4–0.7, std > 0.1; a collapsed IRM means overfitting), **2** the share of rA < 0.5 over the first
+200 PPO steps (20–40%; under 10% the PRM passes everything and the reward is the IRM alone), **3** PPO
+against SFT on the same items with a paired-bootstrap interval (3 points or more), and the
+troubleshooting checks: evolution failures by cause, duplicate rate and the dedup floor, step markers
+in the SFT data, the SFT prompt against the evaluation prompt, KL blow-up early in PPO.
+`rleif doctor` prints the same verdicts in a terminal.
+
+**Reads** `01_evolve/`, `02_dedup/dedup_report.json`, `03_sft/train.jsonl`, `04_reward_models/{irm,prm}/`,
+`prm_samples.jsonl`, `05_ppo/log.jsonl`, `06_eval/{sft,ppo}/` — each check when its files exist ·
+**Writes** `07_reward_diagnostics/verdicts.json`"""),
+        ("params", PARAMETERS),
+        ("code", setup_cell("07_reward_diagnostics")),
+        ("md", "## Run every check\nCheck 1 loads both reward models and scores 100 evolved instructions and 100 "
+               "sampled solutions; the rest read files. A check without its artifacts is skipped with a note."),
+        ("code", "from rleif_kit.health import run_health\n\nhealth = run_health(cfg, paths)\nprint(health.summary())"),
+        ("md", "## Verdicts"),
+        ("code", "from IPython.display import HTML, display\n\nfrom rleif_kit.health import verdicts_html, write_verdicts\n\n"
+                 "display(HTML(verdicts_html(health.verdicts)))\nwrite_verdicts(paths, health)"),
+        ("md", "## Reward-model scores (check 1)\nThe healthy band of the mean is shaded; a spike at one end is "
+               "a model that scores everything alike."),
+        ("code", "from rleif_kit.plots import plot_score_histograms, save_figure\n\n"
+                 "d = cfg.diagnostics\n"
+                 "if health.scores:\n"
+                 "    save_figure(plot_score_histograms(health.scores, (d.score_mean_min, d.score_mean_max)),\n"
+                 '                paths.figures, "07_score_histograms")'),
+        ("md", "## Reward, share of rA < 0.5 and KL during PPO (check 2, KL blow-up)"),
+        ("code", "from rleif_kit.plots import plot_reward_health_curves\n\n"
+                 "if health.ppo_log:\n"
+                 "    save_figure(plot_reward_health_curves(health.ppo_log, (d.low_ra_healthy_min, d.low_ra_healthy_max),\n"
+                 "                                          d.low_ra_steps, d.kl_warn, d.kl_blowup),\n"
+                 '                paths.figures, "07_ppo_health")'),
+        ("md", "## SFT vs PPO (check 3)\nStrict accuracy on the same items; the verdict above gives the gain's "
+               "paired-bootstrap interval."),
+        ("code", "from rleif_kit.plots import plot_accuracy_bars\n\n"
+                 "if health.accuracy:\n"
+                 '    save_figure(plot_accuracy_bars(health.accuracy, title="SFT vs PPO on the same items"),\n'
+                 '                paths.figures, "07_sft_vs_ppo")'),
+        ("md", "## Dedup per operator\nAn operator whose evolutions dedup mostly removes makes near-copies."),
+        ("code", "from rleif_kit.plots import plot_counts\n\n"
+                 "if health.per_operator:\n"
+                 '    save_figure(plot_counts(health.per_operator, "Dedup per operator", "operator",\n'
+                 '                            kinds=("kept", "removed")), paths.figures, "07_dedup_operators")'),
+        ("md", "## Recorded figures"),
+        ("code", "from rleif_kit.records import record\n\n"
+                 'record("verdicts", health.statuses())\n'
+                 'record("fails", health.fails)\n'
+                 'record("skipped", health.skipped)\n'
+                 'record("irm_mean", health.number("irm_distribution", "mean"))\n'
+                 'record("irm_std", health.number("irm_distribution", "std"))\n'
+                 'record("prm_mean", health.number("prm_distribution", "mean"))\n'
+                 'record("prm_std", health.number("prm_distribution", "std"))\n'
+                 'record("low_ra_share", health.number("low_ra_share", "share_ra_below_0.5"))\n'
+                 'record("max_kl", health.number("kl_blowup", "max_kl"))\n'
+                 'record("duplicate_share", health.number("duplicate_rate", "duplicate_share"))\n'
+                 'record("evolve_failed", health.number("evolve_failures", "failed"))\n'
+                 'record("ab", health.ab())'),
+    ],
 }
 
 
