@@ -149,7 +149,8 @@ def run_doctor(params_path: str, overrides: list[str] | tuple = (), settings_pat
     report.verdicts += check_models(cfg)
     report.verdicts.append(dg.check_evolve_temperature(cfg.evol_instruct.temperature, cfg.diagnostics))
     paths = RunPaths(output_dir=cfg.output_dir, report_dir=wd / "reports" / cfg.run_name)  # nothing is written
-    if not (cfg.output_dir / "03_sft" / "train.jsonl").exists() and not (cfg.output_dir / "02_dedup" / "sft.jsonl").exists():
+    sft_data = (cfg.output_dir / "03_sft" / "train.jsonl", cfg.output_dir / "02_dedup" / "sft.jsonl")
+    if not any(p.exists() for p in sft_data):  # else health's step_format reads them
         sample = step_format_sample(cfg)
         if isinstance(sample, Verdict):
             report.verdicts.append(sample)

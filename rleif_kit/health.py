@@ -7,7 +7,7 @@ The checks themselves are pure functions in ``diagnostics.py``; this module find
 | `evolve_failures` | `01_evolve/failed.jsonl` (with `evolved.jsonl`, `eliminated.jsonl`) |
 | `duplicate_rate`, `kept_floor` | `02_dedup/dedup_report.json` |
 | `step_format`, `prompt_consistency` | `03_sft/train.jsonl` (else `02_dedup/sft.jsonl`), `06_eval/*/*.meta.json` |
-| `irm_distribution`, `prm_distribution` (check 1) | `04_reward_models/{irm,prm}/`, `02_dedup/instructions.jsonl`, `04_reward_models/prm_samples.jsonl` |
+| `irm_distribution`, `prm_distribution` (check 1) | `04_reward_models/{irm,prm}/`, `prm_samples.jsonl`; `02_dedup/instructions.jsonl` |
 | `low_ra_share` (check 2) | `05_ppo/log.jsonl` (first `low_ra_steps` steps), else the PRM's rA of check 1 |
 | `kl_blowup` | `05_ppo/log.jsonl` (first `kl_steps` steps) |
 | `sft_vs_ppo_<benchmark>` (check 3) | `06_eval/{sft,ppo}/<benchmark>.jsonl`, else `05_ppo/eval_{sft,ppo}.jsonl` |
@@ -84,7 +84,8 @@ def check_evolve(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
     if not _at(paths, "01_evolve", "evolved.jsonl").exists():
         health.skipped.append("evolve_failures: 01_evolve/evolved.jsonl not found (run 01_evolve)")
         return
-    decided = {r["id"] for name in ("evolved.jsonl", "eliminated.jsonl") for r in read_jsonl(_at(paths, "01_evolve", name))}
+    decided = {r["id"] for name in ("evolved.jsonl", "eliminated.jsonl")
+               for r in read_jsonl(_at(paths, "01_evolve", name))}
     last_error = {r["id"]: r.get("error") for r in read_jsonl(failed_path) if r["id"] not in decided}
     causes: dict[str, int] = {}
     for error in last_error.values():
@@ -103,9 +104,9 @@ def check_dedup(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
     report, ev = json.loads(path.read_text()), cfg.evol_instruct
     duplicates = sum(n for layer, n in report["removed_by_layer"].items() if not layer.startswith("decontam"))
     source = _rel(paths, path)
-    health.verdicts += [dg.check_duplicate_rate(report["total"], duplicates, cfg.diagnostics, temperature=ev.temperature,
-                                                dedup_threshold=ev.dedup_threshold, up_ratio=ev.evolve_up_ratio,
-                                                source=source),
+    health.verdicts += [dg.check_duplicate_rate(report["total"], duplicates, cfg.diagnostics,
+                                                temperature=ev.temperature, dedup_threshold=ev.dedup_threshold,
+                                                up_ratio=ev.evolve_up_ratio, source=source),
                         dg.check_kept_floor(report["kept"], cfg.dedup.min_kept, ev.evolve_up_ratio, source)]
     health.per_operator = {op: c for op, c in report.get("per_operator", {}).items() if op != "seed"}
 
@@ -163,8 +164,8 @@ def score_instructions(cfg: RunConfig, paths: RunPaths) -> tuple[list[float], st
     pool = [r for r in pool if r["id"] not in fanned] or pool
     texts = [r["text"] for r in _seeded_sample(pool, cfg.diagnostics.score_sample, cfg.base.seed + 1)]
     model, tokenizer = _load_rm(cfg, paths, "irm")
-    return irm_score(model, tokenizer, texts, max_length=cfg.reward_model.rm_max_len), \
-        f"04_reward_models/irm on {len(texts)} instructions of {_rel(paths, pool_path)}"
+    scores = irm_score(model, tokenizer, texts, max_length=cfg.reward_model.rm_max_len)
+    return scores, f"04_reward_models/irm on {len(texts)} instructions of {_rel(paths, pool_path)}"
 
 
 def score_solutions(cfg: RunConfig, paths: RunPaths) -> tuple[list[float], str]:
@@ -179,7 +180,8 @@ def score_solutions(cfg: RunConfig, paths: RunPaths) -> tuple[list[float], str]:
     ra = answer_scores(model, tokenizer, [(s["question"], s["solution"]) for s in picked], rm.prm_aggregate,
                        max_len=rm.rm_max_len)
     scores = [a for a in ra if a is not None]
-    return scores, f"04_reward_models/prm rA on {len(scores)} solutions of prm_samples.jsonl ({len(ra) - len(scores)} flagged)"
+    flagged = len(ra) - len(scores)
+    return scores, f"04_reward_models/prm rA on {len(scores)} solutions of prm_samples.jsonl ({flagged} flagged)"
 
 
 def _load_rm(cfg: RunConfig, paths: RunPaths, name: str) -> tuple[Any, Any]:
@@ -242,7 +244,8 @@ def check_sft_vs_ppo(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
                      if not p.name.endswith(".stale.jsonl") and (eval_dir / "ppo" / p.name).exists())
     pairs = [(f"sft_vs_ppo_{b}", b, eval_dir / "sft" / f"{b}.jsonl", eval_dir / "ppo" / f"{b}.jsonl") for b in benches]
     if not pairs and _at(paths, "05_ppo", "eval_ppo.jsonl").exists():
-        pairs = [("sft_vs_ppo", "arith", _at(paths, "05_ppo", "eval_sft.jsonl"), _at(paths, "05_ppo", "eval_ppo.jsonl"))]
+        pairs = [("sft_vs_ppo", "arith", _at(paths, "05_ppo", "eval_sft.jsonl"),
+                  _at(paths, "05_ppo", "eval_ppo.jsonl"))]
     if not pairs:
         health.skipped.append("sft_vs_ppo: no SFT and PPO results on the same benchmark (run 06_eval)")
     for check, bench, a, b in pairs:
