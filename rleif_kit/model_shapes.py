@@ -1,0 +1,94 @@
+"""Model shapes for the memory planner: hidden size, layers, heads, vocabulary — without loading weights.
+
+A model's shape comes from its ``config.json`` (a local directory, or a hub id already in the Hugging
+Face cache), else from the preset's ``[tiny]`` sizes when the tiny model is built on first use, else
+from a table of known models matched on substrings of the name (so "Wizard-E-7B" is a Llama-2-7B).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class ShapeError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Shape:
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    tied: bool = False
+    name: str = ""
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    def linears(self) -> dict[str, tuple[int, int]]:
+        """(in, out) of each Linear of one decoder layer (Llama: GQA attention, SwiGLU MLP)."""
+        h, i, kv = self.hidden, self.intermediate, self.kv_heads * self.head_dim
+        return {"q_proj": (h, self.heads * self.head_dim), "k_proj": (h, kv), "v_proj": (h, kv),
+                "o_proj": (self.heads * self.head_dim, h), "gate_proj": (h, i), "up_proj": (h, i),
+                "down_proj": (i, h)}
+
+
+# Llama-2 paper Table 1 / the published config.json files; first match on lower-cased name substrings wins
+KNOWN_SHAPES = [
+    (("codellama", "34b"), Shape(8192, 22016, 48, 64, 8, 32000, name="CodeLlama-34B")),
+    (("mistral", "7b"), Shape(4096, 14336, 32, 32, 8, 32000, name="Mistral-7B")),
+    (("70b",), Shape(8192, 28672, 80, 64, 8, 32000, name="Llama-2-70B")),
+    (("34b",), Shape(8192, 22016, 48, 64, 8, 32000, name="CodeLlama-34B")),
+    (("13b",), Shape(5120, 13824, 40, 40, 40, 32000, name="Llama-2-13B")),
+    (("7b",), Shape(4096, 11008, 32, 32, 32, 32000, name="Llama-2-7B")),
+]
+
+
+def shape_from_config(path: Path, name: str = "") -> Shape:
+    c = json.loads(Path(path).read_text())
+    return Shape(c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["num_attention_heads"],
+                 c.get("num_key_value_heads") or c["num_attention_heads"], c["vocab_size"],
+                 bool(c.get("tie_word_embeddings", False)), name or str(Path(path).parent))
+
+
+def resolve_shape(name: str, cfg=None) -> Shape:
+    """The shape of model ``name``: a local config.json, the HF cache, the tiny preset, or the table."""
+    local = cfg.resolve(name) if cfg is not None else Path(name).expanduser()
+    if (local / "config.json").exists():
+        return shape_from_config(local / "config.json", name)
+    if cfg is not None and cfg.tiny.build and local == cfg.resolve(cfg.base.model_name):
+        t = cfg.tiny  # built on first use by models.ensure_base_model with these sizes
+        return Shape(t.hidden_size, t.intermediate_size, t.layers, t.heads, t.heads, t.vocab_size, name="tiny")
+    if name.count("/") == 1:
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(name, "config.json")
+            if isinstance(cached, str):
+                return shape_from_config(Path(cached), name)
+        except ImportError:  # pragma: no cover
+            pass
+    low = name.lower()
+    for keys, shape in KNOWN_SHAPES:
+        if all(k in low for k in keys):
+            return shape
+    known = ", ".join(sorted({s.name.lower() for _, s in KNOWN_SHAPES}))
+    raise ShapeError(f"cannot tell the shape of model {name!r}: no local config.json and no known size in the name; "
+                    f"pass --shape with one of {known}, or a local model directory")
+
+
+def resolve_shapes(cfg, override: str | None = None) -> dict[str, Shape]:
+    """Shapes of the policy ('base') and the two reward models ('sft' as a base means the policy's)."""
+    if override:
+        one = resolve_shape(override)
+        return {"base": one, "irm": one, "prm": one}
+    base = resolve_shape(cfg.base.model_name, cfg)
+    rm = cfg.reward_model
+    return {"base": base, "irm": base if rm.irm_base == "sft" else resolve_shape(rm.irm_base, cfg),
+            "prm": base if rm.prm_base == "sft" else resolve_shape(rm.prm_base, cfg)}
