@@ -412,3 +412,33 @@ def fifth_means(log: Sequence[dict], key: str = "reward_mean") -> tuple[float, f
     k = max(1, len(log) // 5)
     first, last = [r[key] for r in log[:k]], [r[key] for r in log[-k:]]
     return sum(first) / len(first), sum(last) / len(last)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m rleif_kit.ppo --params FILE``: stage 05 without a notebook."""
+    import argparse
+
+    from rleif_kit.diagnostics import format_verdicts
+    from rleif_kit.ppo_policy import load_policy
+    from rleif_kit.reward_stage import instruction_pool
+    from rleif_kit.setup import setup
+
+    parser = argparse.ArgumentParser(description="Run PPO (or GRPO) without a notebook.")
+    parser.add_argument("--params", required=True)
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    args = parser.parse_args(argv)
+    cfg, paths = setup(args.params, args.overrides, stage=STAGE)
+    policy = load_policy(cfg, paths)
+    try:
+        policy, result = train(cfg, paths, instruction_pool(cfg, paths), RewardScorer(cfg, paths), policy)
+    except RewardGateFailed as e:
+        print(format_verdicts(e.verdicts))
+        raise SystemExit(f"ppo: {e}") from None
+    print(format_verdicts(result.gate))
+    if result.stopped:
+        raise SystemExit(f"ppo: {result.stopped}")
+    print(f"PPO done: {result.steps} steps in {result.runtime_s:.0f}s; model at {export(cfg, paths, policy, result)}")
+
+
+if __name__ == "__main__":
+    main()

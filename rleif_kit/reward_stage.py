@@ -148,3 +148,32 @@ def score_sample(cfg: RunConfig, paths: RunPaths, irm: tuple[Any, Any], prm_mode
                 check_score_distribution("PRM", answer, dcfg, f"{STAGE}/prm rA on {len(answer)} solutions"),
                 check_low_ra_share(answer, dcfg, f"{STAGE}/prm rA on {len(answer)} held-out solutions")]
     return ScoreSample(irm_scores, answer, correct, len(ra) - len(answer), verdicts)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m rleif_kit.reward_stage --params FILE``: stage 04 without a notebook."""
+    import argparse
+
+    from rleif_kit.diagnostics import format_verdicts
+    from rleif_kit.prm import train_prm
+    from rleif_kit.reward_models import train_irm
+    from rleif_kit.settings import load_settings
+    from rleif_kit.setup import setup
+
+    parser = argparse.ArgumentParser(description="Train the IRM and the PRM without a notebook.")
+    parser.add_argument("--params", required=True)
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--settings", default=None)
+    args = parser.parse_args(argv)
+    cfg, paths = setup(args.params, args.overrides, stage=STAGE)
+    settings = load_settings(args.settings) if args.settings else None
+    irm_model, irm_tok, irm = train_irm(cfg, paths, build_irm_pairs(cfg, paths, settings).pairs)
+    print(f"IRM: held-out pairwise accuracy {irm.heldout_accuracy:.3f} on {irm.heldout_pairs} pairs")
+    data = build_prm_examples(cfg, paths, settings)
+    prm_model, prm_tok, prm = train_prm(cfg, paths, data.examples)
+    print(f"PRM: held-out step accuracy {prm.step_accuracy}, AUC {prm.step_auc} on {prm.heldout_steps} steps")
+    print(format_verdicts(score_sample(cfg, paths, (irm_model, irm_tok), (prm_model, prm_tok), data.examples).verdicts))
+
+
+if __name__ == "__main__":
+    main()
