@@ -187,16 +187,18 @@ def format_plan(cfg, shapes: dict[str, Shape], cards=(24, 40, 48, 80), prompt_le
         cells = "".join(f"{p.parts[c] / GIB:8.2f}" for c in COLUMNS)
         fit = " ".join(f"{'yes' if p.fits(c) else 'no':>5}" for c in cards)
         lines.append(f"{p.stage:5} {p.settings[:46]:46}{cells}{p.total / GIB:8.2f}  {fit}")
-    lines.append("")
+    lines.append("\nlargest power-of-two micro-batch that fits (at the configured length unless one is shown):")
     for card in cards:
         props = []
-        for stage in KNOBS:
+        for stage, (section, _, length_key) in KNOBS.items():
             got = propose(cfg, shapes, stage, card, prompt_len, ppo_checkpointing)
-            props.append(f"{stage} " + (", ".join(f"{k}={v}" for k, v in got.items()) if got else "does not fit"))
-        lines.append(f"largest fit on {card} GB ({usable_gib(card):.1f} GiB usable): " + "; ".join(props))
+            if got and got[length_key] == getattr(getattr(cfg, section), length_key):
+                got.pop(length_key)
+            props.append(f"{stage} " + (", ".join(f"{k} {v}" for k, v in got.items()) if got else "does not fit"))
+        lines.append(f"  {card} GB ({usable_gib(card):.1f} GiB usable): " + " | ".join(props))
     s = cfg.sft
     if getattr(cfg.ppo, "algorithm", "ppo") != "ppo":
         lines.append("note: the PPO row models ppo.py's own loop; [ppo] algorithm = 'grpo' (TRL) is not modelled")
-    lines.append(f"(a smaller [sft] batch_size keeps the step's {s.batch_size * s.grad_accum} examples with a larger "
-                 "grad_accum; [reward_model] rm_batch_size and [ppo] mini_batch have no accumulation)")
+    lines.append(f"(a smaller [sft] batch_size keeps {s.batch_size * s.grad_accum} examples per step with a larger "
+                 "grad_accum; rm_batch_size and mini_batch have no accumulation)")
     return "\n".join(lines)
