@@ -1,6 +1,6 @@
 """The ``rleif`` command.
 
-    rleif run params/tiny-cpu.toml [--stages 03_sft,...] [--set section.key=value ...] [--settings FILE]
+    rleif run params/tiny-cpu.toml [--stages 03_sft,...] [--set section.key=value ...] [--settings FILE] [--force]
     rleif evolve params/wizardmath-7b.toml --settings settings.json --dry-run   # requests, tokens, cost
     rleif check-api --settings settings.json
     rleif config params/tiny-cpu.toml [--set ...]      # validate and print the resolved config
@@ -29,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="override a config value (repeatable)")
     run.add_argument("--settings", help="endpoint settings (settings.json); optional")
     run.add_argument("--report-dir", help="where executed notebooks go (default reports/<run-name>)")
+    run.add_argument("--force", action="store_true",
+                     help="rerun every selected stage, even those complete with an unchanged config")
 
     evolve = sub.add_parser("evolve", help="run Evol-Instruct alone, or estimate its cost with --dry-run")
     evolve.add_argument("params")
@@ -80,9 +82,10 @@ def _eval(args) -> int:
 def _run(args) -> int:
     from rleif_kit.runner import run_pipeline
 
-    runs = run_pipeline(args.params, args.stages, args.overrides, args.settings, args.report_dir)
+    runs = run_pipeline(args.params, args.stages, args.overrides, args.settings, args.report_dir, force=args.force)
     total = sum(r.seconds for r in runs)
-    print(f"done: {len(runs)} stage(s) in {total:.0f}s; reports in {runs[-1].output.parent if runs else '-'}")
+    print(f"done: {len(runs)} stage(s) run in {total:.0f}s" + (f"; reports in {runs[-1].output.parent}" if runs
+                                                                else "; every stage was complete (--force reruns)"))
     return 0
 
 

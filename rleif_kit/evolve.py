@@ -57,11 +57,14 @@ def load_seeds(cfg: RunConfig, paths: RunPaths) -> Iterator[dict]:
     for i, rec in enumerate(read_jsonl(path)):
         if limit is not None and i >= limit:
             return
-        text = rec.get("instruction", rec.get("question"))
+        text = rec.get("instruction", rec.get("question", rec.get("text")))
         if not isinstance(text, str):
-            raise ValueError(f"{path}: seed {i + 1} has no 'instruction' (or 'question') string")
+            raise ValueError(f"{path}: seed {i + 1} has no 'instruction' (or 'question', 'text') string")
         sid = str(rec.get("id", f"seed-{i:06d}"))
-        yield {"id": sid, "root_id": sid, "round": 0, "text": text, "answer": rec.get("response")}
+        seed = {"id": sid, "root_id": sid, "round": 0, "text": text, "answer": rec.get("response", rec.get("answer"))}
+        if "problem" in rec:  # an arithmetic-world record (e.g. the loop's previous 02_dedup/instructions.jsonl)
+            seed["problem"] = rec["problem"]
+        yield seed
 
 
 def _arith_seeds(cfg: RunConfig, paths: RunPaths, n: int) -> list[dict]:
@@ -226,6 +229,9 @@ async def run_evolve_async(cfg: RunConfig, paths: RunPaths, settings: Any = None
     operators = operators_for(ev.domain)
     files = EvolveFiles(paths, ev.checkpoint_every)
     lineages = {s["root_id"]: s for s in load_seeds(cfg, paths)}
+    if ev.backend == "arith" and not all(s.get("problem") for s in lineages.values()):
+        raise ValueError("[evol_instruct] backend = 'arith' needs arithmetic seeds: seeds = 'arith:N', or JSONL "
+                         "records with a 'problem' (as a loop iteration's seeds.jsonl has)")
     backend = getattr(evolver, "backend", None)
     stopped = lambda: bool(backend is not None and getattr(backend, "stopped_reason", None))  # noqa: E731
     max_live = 2 * ev.concurrency if backend is not None else 64  # a little queue ahead of the semaphore

@@ -133,9 +133,7 @@ def _child_record(task: Task, text: str, model: str, answer: str | None = None, 
 def make_evolver(cfg: RunConfig, settings: Any = None) -> Any:
     """The evolver chosen by ``[evol_instruct].backend`` (a plain ``if``, no registry)."""
     ev = cfg.evol_instruct
-    if ev.backend == "arith":
-        if not cfg.evol_instruct.seeds.startswith("arith:"):
-            raise ValueError("[evol_instruct] backend = 'arith' needs seeds = 'arith:N'")
+    if ev.backend == "arith":  # its seeds must be arithmetic problems: run_evolve checks them
         return ArithEvolver(cfg)
     templates = load_templates(cfg.resolve(ev.prompts_dir), ev.domain)
     if ev.backend == "hf":

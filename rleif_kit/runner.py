@@ -5,6 +5,10 @@ figures go to ``reports/<run>/metrics.json``. The config is validated (and the b
 resolved) before the first notebook starts, so a typo costs seconds, not a training run. On
 failure the error names the notebook, the cell and the exception, and the executed copy keeps
 the full traceback.
+
+A rerun skips the stages that are complete with an unchanged config (``resume.py``; ``--force``
+reruns them), repeats 01-06 per ``[loop]`` iteration (``loop.py``) and ends with
+``reports/<run>/index.html`` (``report.py``).
 """
 
 from __future__ import annotations
@@ -14,8 +18,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rleif_kit import resume
 from rleif_kit.config import load_config
+from rleif_kit.loop import iteration_dir, iteration_overrides, plan_steps, summarize_loop
 from rleif_kit.paths import STAGES
+from rleif_kit.records import read_records, write_json_atomic
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 
@@ -83,10 +90,49 @@ def run_stage(stage: str, params_path: str, overrides: list[str], report_dir: Pa
     return StageRun(stage, output, time.perf_counter() - start)
 
 
+def _clear_metrics(report_dir: Path, stage: str) -> None:
+    """Drop a stage's recorded figures before it reruns, so none of the old run's survive its new one."""
+    metrics = report_dir / "metrics.json"
+    data = read_records(metrics)
+    if data.pop(stage, None) is not None:
+        write_json_atomic(metrics, data)
+
+
+def _decide(cfg, stage: str, notebook: Path, force: bool, reran: str | None) -> tuple[bool, str]:
+    """(run it?, why): skip only a stage complete with an unchanged config and no earlier stage rerun."""
+    if force:
+        return True, "--force"
+    done, why = resume.check_stage(cfg, stage, notebook)
+    if done and not reran:
+        return False, why
+    return True, f"stale: {reran} reran before it" if reran and why != "not run yet" else why
+
+
+def _execute(cfg, stage: str, params_path: str, overrides: list[str], out_dir: Path, workdir: Path,
+             settings_path: str | None, later: list[tuple[Path, str]], tag: str) -> StageRun:
+    """Run one stage; until it finishes it and every ``later`` (output_dir, stage) are stale."""
+    for output_dir, name in later:
+        resume.invalidate(output_dir, name)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _clear_metrics(out_dir, stage)
+    run = run_stage(stage, params_path, overrides, out_dir, workdir, settings_path)
+    print(f"{tag} {stage} done in {run.seconds:.0f}s -> {run.output}", flush=True)
+    incomplete = resume.incomplete_reason(cfg, stage, read_records(out_dir / "metrics.json").get(stage, {}))
+    if incomplete:
+        print(f"{tag} {stage}: {incomplete}; not marked complete (rerun to continue)", flush=True)
+    else:
+        resume.mark_done(cfg, stage, run.output, run.seconds)
+    return run
+
+
 def run_pipeline(params_path: str, stages: str | None = None, overrides: list[str] | None = None,
-                 settings_path: str | None = None, report_dir: str | None = None) -> list[StageRun]:
-    """Validate, then execute each selected notebook in order; stop at the first failure."""
+                 settings_path: str | None = None, report_dir: str | None = None,
+                 force: bool = False) -> list[StageRun]:
+    """Validate, then execute each selected notebook in order (01-06 once per ``[loop]`` iteration),
+    skipping stages that are complete with an unchanged config (unless ``force``); stop at the first
+    failure. ``reports/<run>/index.html`` is written at the end, also after a failure."""
     from rleif_kit.models import resolve_model_name
+    from rleif_kit.report import write_report
 
     overrides = list(overrides or [])
     workdir = Path.cwd()
@@ -96,13 +142,35 @@ def run_pipeline(params_path: str, stages: str | None = None, overrides: list[st
         from rleif_kit.settings import load_settings
 
         load_settings(settings_path)
-    chosen = select_stages(stages)
-    reports = Path(report_dir) if report_dir else workdir / "reports" / cfg.run_name
+    n = cfg.loop.iterations
+    steps = plan_steps(select_stages(stages), n)
+    every_step = plan_steps(available_stages(), n)  # what a rerun makes stale, selected or not
+    reports = (Path(report_dir) if report_dir else workdir / "reports" / cfg.run_name).resolve()
     reports.mkdir(parents=True, exist_ok=True)
-    runs = []
-    for i, stage in enumerate(chosen, 1):
-        print(f"[{i}/{len(chosen)}] {stage} ...", flush=True)
-        run = run_stage(stage, params_path, overrides, reports.resolve(), workdir, settings_path)
-        print(f"[{i}/{len(chosen)}] {stage} done in {run.seconds:.0f}s -> {run.output}", flush=True)
-        runs.append(run)
+    runs, reran, iteration = [], None, {1: (cfg, overrides)}
+    try:
+        for i, (k, stage) in enumerate(steps, 1):
+            tag = f"[{i}/{len(steps)}]" + (f" iteration {k}/{n}" if n > 1 else "")
+            if k not in iteration:  # seeded from iteration k - 1, now that it has run
+                extra, notes = iteration_overrides(cfg.output_dir, k)
+                print("\n".join(notes), flush=True)
+                iteration[k] = (load_config(params_path, overrides + extra, workdir=workdir), overrides + extra)
+            run_cfg, run_overrides = iteration[k]
+            out_dir = iteration_dir(reports, k)
+            run_it, why = _decide(run_cfg, stage, out_dir / f"{stage}.ipynb", force, reran)
+            if not run_it:
+                print(f"{tag} {stage} skipped: {why}; --force reruns it", flush=True)
+                continue
+            reran = reran or stage + (f" (iteration {k})" if n > 1 else "")
+            print(f"{tag} {stage} ... ({why})", flush=True)
+            later = [(iteration_dir(cfg.output_dir, lk), ls) for lk, ls in every_step[every_step.index((k, stage)):]]
+            runs.append(_execute(run_cfg, stage, params_path, run_overrides, out_dir, workdir, settings_path, later,
+                                 tag))
+        if n > 1:
+            print(f"loop summary: {summarize_loop(reports, cfg.output_dir, n)}", flush=True)
+    finally:
+        try:
+            print(f"report: {write_report(reports)}", flush=True)
+        except Exception as err:  # never hide the stage's own error behind the report's
+            print(f"report not written: {type(err).__name__}: {err}", file=sys.stderr)
     return runs

@@ -1,0 +1,110 @@
+"""The RLEIF loop: ``[loop] iterations = N`` repeats 01-06, each iteration seeded from the previous one.
+On disk under tmp_path; the slow test runs 00_setup once and 01_evolve + 02_dedup twice on the tiny
+preset with papermill, no network."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import ROOT, TINY_PARAMS, tiny_overrides
+from rleif_kit.config import load_config
+from rleif_kit.evolve import load_seeds
+from rleif_kit.jsonl import read_jsonl
+from rleif_kit.loop import iteration_dir, iteration_overrides, plan_steps, summarize_loop
+from rleif_kit.paths import RunPaths
+from rleif_kit.records import write_json_atomic
+from rleif_kit.runner import run_pipeline
+
+
+def test_loop_defaults_to_one_iteration_and_rejects_zero(tmp_path):
+    from rleif_kit.config import ConfigError
+
+    assert load_config(TINY_PARAMS, tiny_overrides(tmp_path)).loop.iterations == 1
+    with pytest.raises(ConfigError, match=r"\[loop\] iterations = 0: expected a value > 0"):
+        load_config(TINY_PARAMS, tiny_overrides(tmp_path, "loop.iterations=0"))
+
+
+def test_plan_repeats_01_to_06_and_runs_the_rest_once():
+    stages = ["00_setup", "01_evolve", "02_dedup", "05_ppo", "07_reward_diagnostics"]
+    assert plan_steps(stages, 1) == [(1, s) for s in stages]
+    assert plan_steps(stages, 2) == [(1, "00_setup"), (1, "01_evolve"), (1, "02_dedup"), (1, "05_ppo"),
+                                     (2, "01_evolve"), (2, "02_dedup"), (2, "05_ppo"),
+                                     (2, "07_reward_diagnostics")]  # diagnostics read the last iteration
+    assert iteration_dir(ROOT, 1) == ROOT and iteration_dir(ROOT, 3) == ROOT / "iter-3"
+
+
+def _write_jsonl(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_iteration_k_evolves_what_k_minus_1_kept_from_its_ppo_policy(tmp_path):
+    out = tmp_path / "run"
+    problem = {"topic": "garden", "name": "Maya", "item": "plants", "start": 4,
+               "ops": [{"kind": "div", "value": 2, "template": 3}], "intro": 1, "question_form": 0}
+    _write_jsonl(out / "02_dedup" / "instructions.jsonl", [
+        {"id": "seed-000001", "round": 0, "operator": "seed", "text": "a seed", "answer": "Step 1: ..."},
+        {"id": "seed-000001-r1-deepen", "round": 1, "operator": "deepen", "text": "an evolved one",
+         "answer": "Step 1: 4 / 2 = 2. The answer is: 2", "problem": problem}])
+    assert iteration_overrides(out, 1) == ([], [])
+
+    overrides, notes = iteration_overrides(out, 2)
+    seeds = out / "iter-2" / "seeds.jsonl"
+    assert overrides == [f'base.output_dir="{out / "iter-2"}"', f'evol_instruct.seeds="{seeds}"']
+    assert [r["id"] for r in read_jsonl(seeds)] == ["seed-000001-r1-deepen"]  # k-1's own seeds left out
+    assert "1 seed instructions kept by iteration 1" in notes[0] and "05_ppo not run" in notes[1]
+
+    (out / "05_ppo" / "model").mkdir(parents=True)
+    overrides, notes = iteration_overrides(out, 2)
+    assert overrides[-1] == f'base.model_name="{out / "05_ppo" / "model"}"'
+
+    # the seeds file loads as seeds: 'text' is the instruction, the arithmetic 'problem' rides along
+    cfg = load_config(TINY_PARAMS, tiny_overrides(tmp_path / "x", *overrides), workdir=ROOT)
+    assert cfg.output_dir == out / "iter-2"
+    loaded = list(load_seeds(cfg, RunPaths(cfg.output_dir, tmp_path / "reports")))
+    assert loaded == [{"id": "seed-000001-r1-deepen", "root_id": "seed-000001-r1-deepen", "round": 0,
+                       "text": "an evolved one", "answer": "Step 1: 4 / 2 = 2. The answer is: 2",
+                       "problem": problem}]
+
+
+def test_loop_summary_reads_each_iterations_metrics(tmp_path):
+    reports = tmp_path / "reports"
+    write_json_atomic(reports / "metrics.json", {"02_dedup": {"kept": 40}, "05_ppo": {"reward_last_fifth": 0.5}})
+    write_json_atomic(reports / "iter-2" / "metrics.json",
+                      {"02_dedup": {"kept": 55}, "03_sft": {"accuracy_after": 0.7}})
+    rows = json.loads(summarize_loop(reports, tmp_path / "run", 2).read_text())["iterations"]
+    assert [(r["iteration"], r["kept_instructions"], r["reward_last"], r["sft_accuracy"]) for r in rows] == [
+        (1, 40, 0.5, None), (2, 55, None, 0.7)]
+    assert rows[1]["output_dir"] == str(tmp_path / "run" / "iter-2")
+
+
+@pytest.mark.slow
+def test_two_iterations_of_evolve_and_dedup(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    reports, run = tmp_path / "reports", tmp_path / "run"
+    overrides = tiny_overrides(run, 'evol_instruct.seeds="arith:20"', "evol_instruct.rounds=1",
+                               "tiny.corpus_problems=300", "loop.iterations=2")
+    runs = run_pipeline(str(TINY_PARAMS), "00_setup,01_evolve,02_dedup", overrides, report_dir=str(reports))
+    assert [r.stage for r in runs] == ["00_setup", "01_evolve", "02_dedup", "01_evolve", "02_dedup"]
+    assert "iteration 2/2" in capsys.readouterr().out
+
+    # iteration 2 has its own artifacts and reports, seeded from what iteration 1 kept
+    kept_1 = {r["id"] for r in read_jsonl(run / "02_dedup" / "instructions.jsonl") if r["round"] > 0}
+    seeds_2 = [r["id"] for r in read_jsonl(run / "iter-2" / "seeds.jsonl")]
+    assert seeds_2 and set(seeds_2) == kept_1
+    evolved_2 = list(read_jsonl(run / "iter-2" / "01_evolve" / "evolved.jsonl"))
+    assert evolved_2 and {r["root_id"] for r in evolved_2} <= kept_1
+    assert (run / "iter-2" / "02_dedup" / ".done.json").exists()
+    assert (reports / "iter-2" / "02_dedup.ipynb").exists()
+
+    summary = json.loads((reports / "loop_summary.json").read_text())["iterations"]
+    assert [r["iteration"] for r in summary] == [1, 2]
+    assert all(isinstance(r["kept_instructions"], int) and r["kept_instructions"] > 0 for r in summary)
+    assert summary[1]["evolved_kept"] == len(evolved_2)
+    page = (reports / "index.html").read_text()
+    assert 'id="loop"' in page and 'id="iter-2/02_dedup"' in page and 'href="iter-2/02_dedup.ipynb"' in page
+
+    # rerun: all five steps complete and unchanged
+    assert run_pipeline(str(TINY_PARAMS), "00_setup,01_evolve,02_dedup", overrides, report_dir=str(reports)) == []
