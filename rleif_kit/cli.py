@@ -3,6 +3,7 @@
     rleif run params/tiny-cpu.toml [--stages 03_sft,...] [--set section.key=value ...] [--settings FILE] [--force]
     rleif evolve params/wizardmath-7b.toml --settings settings.json --dry-run   # requests, tokens, cost
     rleif check-api --settings settings.json
+    rleif doctor params/wizardmath-7b.toml --settings settings.json   # every check before a long run
     rleif config params/tiny-cpu.toml [--set ...]      # validate and print the resolved config
     rleif eval params/tiny-cpu.toml [--limit N]        # the 06_eval stage (see evaluation/commands.py)
     rleif eval gsm8k --model PATH | --served [NAME] | --samples FILE [--data PATH] [--limit N]
@@ -41,6 +42,13 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check-api", help="one chat round trip per configured model")
     check.add_argument("--settings", default="settings.json")
     check.add_argument("--roles", help="comma-separated roles (default: all configured)")
+
+    doctor = sub.add_parser("doctor", help="config, keys, endpoints, models, step format and every reward-health "
+                                           "check whose artifacts exist; exit 1 on any fail")
+    doctor.add_argument("params")
+    doctor.add_argument("--settings", help="endpoint settings (settings.json); needed when the run calls an endpoint")
+    doctor.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    doctor.add_argument("--no-score", action="store_true", help="skip check 1 (it loads the reward models)")
 
     ev = sub.add_parser("eval", help="evaluate a run's models (PARAMS), one model on a benchmark, or compare A B")
     ev.add_argument("target", help="params/<run>.toml, a benchmark (gsm8k, math, arith, humaneval) or 'compare'")
@@ -100,6 +108,14 @@ def _check_api(args) -> int:
     return 0 if all(r.ok for r in rows) else 1
 
 
+def _doctor(args) -> int:
+    from rleif_kit.doctor import run_doctor
+
+    report = run_doctor(args.params, args.overrides, args.settings, score=not args.no_score)
+    print(report.table())
+    return 0 if report.ok else 1
+
+
 def _evolve(args) -> int:
     import json
 
@@ -129,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     from rleif_kit.config import ConfigError
 
     args = _parser().parse_args(argv)
-    handlers = {"run": _run, "evolve": _evolve, "check-api": _check_api, "config": _config, "eval": _eval}
+    handlers = {"run": _run, "evolve": _evolve, "check-api": _check_api, "config": _config, "eval": _eval,
+                "doctor": _doctor}
     user_errors: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError)
     try:
         from rleif_kit.models import ModelNotFound
