@@ -5,6 +5,7 @@
     rleif check-api --settings settings.json
     rleif doctor params/wizardmath-7b.toml --settings settings.json   # every check before a long run
     rleif config params/tiny-cpu.toml [--set ...]      # validate and print the resolved config
+    rleif plan params/wizardmath-7b.toml [--card 24]   # expected GPU memory per stage (planner.py)
     rleif eval params/tiny-cpu.toml [--limit N]        # the 06_eval stage (see evaluation/commands.py)
     rleif eval gsm8k --model PATH | --served [NAME] | --samples FILE [--data PATH] [--limit N]
     rleif eval compare RESULTS_A RESULTS_B             # SFT (A) vs PPO (B), paired bootstrap
@@ -72,6 +73,17 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="validate a run config and print it resolved")
     config.add_argument("params")
     config.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
+
+    plan = sub.add_parser("plan", help="expected GPU memory of each stage, and what fits 24/40/48/80 GB cards")
+    plan.add_argument("params")
+    plan.add_argument("--card", type=float, action="append", metavar="GB",
+                      help="card size (repeatable; default 24 40 48 80); exit 1 when a stage does not fit it")
+    plan.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    plan.add_argument("--shape", help="model shape when the name does not tell it: a local model directory or "
+                                      "llama-2-7b, llama-2-13b, llama-2-70b, mistral-7b, codellama-34b")
+    plan.add_argument("--prompt-len", type=int, default=256, help="PPO prompt tokens (default 256)")
+    plan.add_argument("--ppo-checkpointing", action="store_true",
+                      help="assume the PPO update recomputes activations (ppo.py does not today)")
     return p
 
 
@@ -141,12 +153,25 @@ def _config(args) -> int:
     return 0
 
 
+def _plan(args) -> int:
+    from rleif_kit.config import load_config
+    from rleif_kit.model_shapes import resolve_shapes
+    from rleif_kit.planner import format_plan, plan
+
+    cfg = load_config(args.params, args.overrides)
+    shapes = resolve_shapes(cfg, args.shape)
+    cards = [int(c) if float(c).is_integer() else c for c in args.card or (24, 40, 48, 80)]
+    print(format_plan(cfg, shapes, cards, args.prompt_len, args.ppo_checkpointing))
+    stages = plan(cfg, shapes, args.prompt_len, args.ppo_checkpointing)
+    return 1 if args.card and not all(p.fits(c) for p in stages for c in cards) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from rleif_kit.config import ConfigError
 
     args = _parser().parse_args(argv)
     handlers = {"run": _run, "evolve": _evolve, "check-api": _check_api, "config": _config, "eval": _eval,
-                "doctor": _doctor}
+                "plan": _plan, "doctor": _doctor}
     user_errors: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError)
     try:
         from rleif_kit.models import ModelNotFound
