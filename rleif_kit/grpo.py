@@ -58,7 +58,7 @@ def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any,
 
     ppo = cfg.ppo
     sft_path = resolve_rm_base(cfg, paths, "sft", "[ppo] policy")
-    by_prompt = {math_prompt(r["text"]): r for r in pool}
+    by_prompt = {math_prompt(r["text"], cot=cfg.eval.cot_prompt): r for r in pool}  # the SFT prompt format
     reward = RLEIFReward(scorer, by_prompt)
     log: list[dict] = []
 

@@ -60,12 +60,12 @@ class RewardScorer:
         from rleif_kit.rewards import parse_reward_formula
 
         rm_dir = paths.stage("04_reward_models")
-        quantized = cfg.sft.finetune == "qlora"  # 7B recipe: the reward models sit in 4-bit beside the policy
+        quantized = cfg.reward_model.rm_finetune == "qlora"  # 7B recipe: the reward models sit in 4-bit
         self.cfg = cfg
-        self.irm = irm or load_rm(rm_dir / "irm", load_in_4bit=quantized)
+        self.irm = irm or load_rm(rm_dir / "irm", load_in_4bit=quantized, bf16=cfg.base.bf16)
         self.prm = None
         if cfg.reward_model.answer_reward == "prm":
-            self.prm = prm or load_rm(rm_dir / "prm", load_in_4bit=quantized)
+            self.prm = prm or load_rm(rm_dir / "prm", load_in_4bit=quantized, bf16=cfg.base.bf16)
         self.formula = parse_reward_formula(cfg.ppo.reward_formula)
         self._ri: dict[str, float] = {}
 
@@ -185,7 +185,7 @@ def reward_gate(cfg: RunConfig, policy: Policy, scorer: RewardScorer, pool: Sequ
     """Reward-health checks 1 and 2 on ``gate_samples`` responses of the SFT policy (adapter off)."""
     sample = random.Random(cfg.base.seed + 7).sample(list(pool), min(cfg.ppo.gate_samples, len(pool)))
     with policy.model.disable_adapter():
-        roll = generate_rollout(policy, [math_prompt(r["text"]) for r in sample], cfg)
+        roll = generate_rollout(policy, [math_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in sample], cfg)
     scores = scorer(sample, roll.responses)
     src = f"{STAGE} gate: {len(sample)} SFT responses"
     return [check_score_distribution("IRM", scores["rI"], cfg.diagnostics, src),
@@ -324,7 +324,7 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
     for step in range(start, ppo.total_steps):
         torch.manual_seed(cfg.base.seed * 7919 + step)
         batch = _batch_for_step(pool, step, ppo.rollout_batch, cfg.base.seed)
-        roll = generate_rollout(policy, [math_prompt(r["text"]) for r in batch], cfg)
+        roll = generate_rollout(policy, [math_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in batch], cfg)
         score_rollout(policy, roll, ppo.mini_batch)
         scores = scorer(batch, roll.responses)
         update = ppo_step(policy, optimizer, roll, scores, cfg, kl_ctl.coef)

@@ -55,6 +55,9 @@ def load_policy(cfg: RunConfig, paths: RunPaths) -> Policy:
     torch.manual_seed(cfg.base.seed)  # the adapter's A matrices and the value head start the same on every run
     lora = LoraConfig(r=cfg.ppo.lora_r, lora_alpha=cfg.ppo.lora_alpha, lora_dropout=0.0,
                       target_modules=list(cfg.sft.lora_targets), task_type="CAUSAL_LM", bias="none")
+    if cfg.sft.gradient_checkpointing:  # recompute activations in the update pass (what lets 7B PPO fit 24 GB)
+        base.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        base.enable_input_require_grads()
     model = get_peft_model(base, lora)
     value_head = torch.nn.Linear(base.config.hidden_size, 1)
     torch.nn.init.normal_(value_head.weight, std=1e-3)

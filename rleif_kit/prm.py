@@ -53,7 +53,11 @@ def solution_step_ends(solution: str) -> list[int]:
 
 
 def prm_input(question: str, solution: str) -> tuple[str, str, int]:
-    """(full text, the solution as placed in it, character offset of the solution in the text)."""
+    """(full text, the solution as placed in it, character offset of the solution in the text).
+
+    The PRM always reads the chain-of-thought prompt form, in training and in scoring alike, whatever
+    prompt the policy was given: its input format is its own, and one form keeps it consistent.
+    """
     prompt = math_prompt(question, cot=True)
     completion = sft_completion(solution)  # " " + stripped solution, as in SFT
     return prompt + completion, completion[1:], len(prompt) + 1
@@ -196,7 +200,7 @@ def sample_solutions(cfg: RunConfig, paths: RunPaths, instructions: Sequence[dic
         for b in range(start, len(picks), batch):
             torch.manual_seed(cfg.base.seed + b)
             chunk = picks[b:b + batch]
-            texts = generate(model, tokenizer, [math_prompt(r["text"], cot=True) for r in chunk],
+            texts = generate(model, tokenizer, [math_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in chunk],
                              cfg.eval.max_new_tokens, batch_size=batch, do_sample=True,
                              temperature=cfg.reward_model.prm_sample_temperature, progress=False)
             for j, (r, text) in enumerate(zip(chunk, texts)):

@@ -114,8 +114,9 @@ def save_rm(model: Any, tokenizer: Any, out_dir: Path, info: dict, card: str) ->
     (out_dir / "README.md").write_text(card)
 
 
-def load_rm(model_dir: str | Path, load_in_4bit: bool = False) -> tuple[Any, Any]:
-    """A saved IRM or PRM for scoring: full weights, or base + adapter (merged unless 4-bit)."""
+def load_rm(model_dir: str | Path, load_in_4bit: bool = False, bf16: bool = False) -> tuple[Any, Any]:
+    """A saved IRM or PRM for scoring: full weights, or base + adapter (merged unless 4-bit); bf16 when
+    asked and the GPU has it, else fp32."""
     import torch
 
     from rleif_kit.models import load_tokenizer
@@ -127,13 +128,16 @@ def load_rm(model_dir: str | Path, load_in_4bit: bool = False) -> tuple[Any, Any
     info = json.loads(info_path.read_text())
     cls, num_labels, _ = _head_class(info["head"])
     tokenizer = load_tokenizer(str(model_dir))
-    kwargs: dict[str, Any] = {"dtype": torch.float32, "num_labels": num_labels}
+    from rleif_kit.models import use_bf16
+
+    dtype = torch.bfloat16 if (load_in_4bit or use_bf16(bf16)) else torch.float32  # fp32 only on CPUs
+    kwargs: dict[str, Any] = {"dtype": dtype, "num_labels": num_labels}
     if load_in_4bit:
         from transformers import BitsAndBytesConfig
 
         kwargs["quantization_config"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                                           bnb_4bit_use_double_quant=True,
                                                            bnb_4bit_compute_dtype=torch.bfloat16)
-        kwargs["dtype"] = torch.bfloat16
     if info["finetune"] == "full":
         model = cls.from_pretrained(model_dir, **kwargs)
     else:

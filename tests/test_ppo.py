@@ -151,3 +151,20 @@ def test_grpo_option_uses_one_callable_with_the_same_formula(tmp_path, small_mod
     assert result.steps == 2 and {"reward_mean", "rI_mean", "rA_mean", "kl"} <= set(result.log[-1])
     assert policy.value_head is None and hasattr(policy.model, "disable_adapter")
     assert len((paths.stage("05_ppo") / "log.jsonl").read_text().splitlines()) == 2
+
+
+def test_gradient_checkpointing_gives_the_same_update(tmp_path, small_model_dir):
+    """Recomputing activations (what lets 7B PPO fit 24 GB) must not change the gradients."""
+    from rleif_kit.ppo_policy import forward, load_policy
+
+    grads = []
+    for ckpt in ("false", "true"):
+        cfg, paths = _run(tmp_path / ckpt, small_model_dir, "ppo.lora_r=4", f"sft.gradient_checkpointing={ckpt}")
+        policy = load_policy(cfg, paths)
+        policy.model.train()
+        ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+        logits, values = forward(policy, ids, torch.ones_like(ids))
+        (logits.float().logsumexp(-1).mean() + values.mean()).backward()
+        grads.append({n: p.grad.clone() for n, p in policy.named_trainable().items() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 2
+    assert all(torch.allclose(grads[0][n], grads[1][n], atol=1e-6) for n in grads[0])
