@@ -242,7 +242,27 @@ def ppo_step(policy: Policy, optimizer: Any, roll: Rollout, scores: dict, cfg: R
             optimizer.step()
             stats["policy_loss"].append(pl.item()), stats["value_loss"].append(vl.item())
             stats["clip_frac"].append(clip_frac.item())
-    return {k: sum(v) / len(v) for k, v in stats.items()}
+    out = {k: sum(v) / len(v) for k, v in stats.items()}
+    out["kl_after"] = kl_after_update(policy, roll, ppo.mini_batch)
+    return out
+
+
+def kl_after_update(policy: Policy, roll: Rollout, mini_batch: int) -> float:
+    """KL per sequence of the UPDATED policy on this rollout's responses: what a checkpoint saved now holds.
+
+    The rollout's own KL describes the policy before the updates; an update that blew the policy up would
+    only show in the next rollout, after a checkpoint of the broken policy could have been saved.
+    """
+    import torch
+
+    kls = []
+    with torch.no_grad():
+        for s in range(0, roll.input_ids.shape[0], mini_batch):
+            sl = slice(s, s + mini_batch)
+            logp, _, _ = response_view(policy, roll.input_ids[sl], roll.attention_mask[sl], roll.prompt_width,
+                                       with_values=False)
+            kls.append(pm.sequence_kl(logp, roll.ref_logp[sl], roll.response_mask[sl]))
+    return torch.cat(kls).mean().item()
 
 
 def step_record(step: int, scores: dict, roll: Rollout, update: dict, kl_coef: float) -> dict:
@@ -260,11 +280,13 @@ def step_record(step: int, scores: dict, roll: Rollout, update: dict, kl_coef: f
 
 def guard(row: dict, kl_limit: float) -> str:
     """'' when the step is healthy; else why the run must stop."""
-    bad = [k for k in ("kl", "policy_loss", "value_loss", "reward_mean") if not math.isfinite(row.get(k, 0.0))]
+    keys = ("kl", "kl_after", "policy_loss", "value_loss", "reward_mean")
+    bad = [k for k in keys if not math.isfinite(row.get(k, 0.0))]
     if bad:
         return f"step {row['step']}: {', '.join(bad)} not finite — {KL_ADVICE}"
-    if row["kl"] > kl_limit:
-        return f"step {row['step']}: KL {row['kl']:.2f} passed the limit {kl_limit:g} — {KL_ADVICE}"
+    kl = max(row["kl"], row.get("kl_after", row["kl"]))
+    if kl > kl_limit:
+        return f"step {row['step']}: KL {kl:.2f} passed the limit {kl_limit:g} — {KL_ADVICE}"
     return ""
 
 

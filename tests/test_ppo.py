@@ -102,6 +102,8 @@ def test_guard_stops_on_kl_over_the_limit_or_anything_not_finite():
     row = {"step": 3, "kl": 2.0, "policy_loss": 0.1, "value_loss": 0.2, "reward_mean": 0.5}
     assert guard(row, kl_limit=10) == ""
     assert "KL 12.00 passed the limit 10" in guard({**row, "kl": 12.0}, kl_limit=10)
+    # the update itself blew up: the rollout's KL (before it) is fine, the updated policy's is not
+    assert "KL 12.00 passed the limit 10" in guard({**row, "kl_after": 12.0}, kl_limit=10)
     message = guard({**row, "value_loss": float("nan")}, kl_limit=10)
     assert "value_loss not finite" in message and "lower [ppo] lr" in message and "kl_coef (0.1)" in message
 
