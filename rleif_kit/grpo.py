@@ -1,7 +1,7 @@
 """``[ppo].algorithm = "grpo"``: TRL's GRPOTrainer with the RLEIF reward, as an alternative to our PPO loop.
 
 TRL sums the outputs of several reward functions, so ``r = rI * rA`` (or any ``reward_formula``) must be
-computed inside ONE callable: :class:`RLEIFReward` calls the same :class:`rleif_kit.ppo.RewardScorer`
+computed inside ONE callable: :class:`RLEIFReward` calls the same :class:`rleif_kit.ppo_rewards.RewardScorer`
 the PPO loop uses. GRPO needs no value head: each prompt's ``num_generations`` responses are their own
 baseline. Mapping of our keys: one step = ``rollout_batch`` responses (``rollout_batch /
 num_generations`` prompts), updated in ``mini_batch`` slices, ``ppo_epochs`` times (TRL's

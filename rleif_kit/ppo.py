@@ -16,7 +16,7 @@ ours. One step:
 
 Before the first update, the reward-health gate scores a sample with both reward models and refuses to
 start on a broken reward unless ``[ppo].force``. The math lives in ``ppo_math.py``, the policy in
-``ppo_policy.py``.
+``ppo_policy.py``, the reward in ``ppo_rewards.py``; the gate, A/B and export in ``ppo_stage.py``.
 """
 
 from __future__ import annotations
@@ -28,80 +28,22 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rleif_kit import ppo_math as pm
 from rleif_kit.config import RunConfig
-from rleif_kit.diagnostics import Verdict, check_low_ra_share, check_score_distribution
+from rleif_kit.diagnostics import Verdict
 from rleif_kit.evaluation.prompts import math_prompt
 from rleif_kit.paths import RunPaths
 from rleif_kit.ppo_policy import Policy, forward
+from rleif_kit.ppo_rewards import RewardGateFailed
+
+if TYPE_CHECKING:
+    from rleif_kit.ppo_rewards import RewardScorer
 
 STAGE = "05_ppo"
 KL_ADVICE = ("lower [ppo] lr (1e-6 for 7B), raise kl_coef (0.1), keep clip_range 0.2, and use rollout_batch >= 64 "
              "for 7B")
-
-
-class RewardGateFailed(RuntimeError):
-    def __init__(self, verdicts: Sequence[Verdict]):
-        self.verdicts = list(verdicts)
-        bad = "; ".join(f"{v.check}: {v.advice}" for v in self.verdicts if v.status == "fail")
-        super().__init__(f"the reward-health gate failed, PPO not started (set [ppo] force = true to override): {bad}")
-
-
-# ------------------------------------------------------------------------- rewards
-
-class RewardScorer:
-    """rI, rA and r for (instruction, response) pairs, from the stage-04 reward models."""
-
-    def __init__(self, cfg: RunConfig, paths: RunPaths, irm: tuple[Any, Any] | None = None,
-                 prm: tuple[Any, Any] | None = None):
-        from rleif_kit.reward_models import load_rm
-        from rleif_kit.rewards import parse_reward_formula
-
-        rm_dir = paths.stage("04_reward_models")
-        quantized = cfg.reward_model.rm_finetune == "qlora"  # 7B recipe: the reward models sit in 4-bit
-        self.cfg = cfg
-        self.irm = irm or load_rm(rm_dir / "irm", load_in_4bit=quantized, bf16=cfg.base.bf16)
-        self.prm = None
-        if cfg.reward_model.answer_reward == "prm":
-            self.prm = prm or load_rm(rm_dir / "prm", load_in_4bit=quantized, bf16=cfg.base.bf16)
-        self.formula = parse_reward_formula(cfg.ppo.reward_formula)
-        self._ri: dict[str, float] = {}
-
-    def instruction_scores(self, instructions: Sequence[dict]) -> list[float]:
-        from rleif_kit.reward_models import irm_score
-
-        new = [r for r in {r["id"]: r for r in instructions}.values() if r["id"] not in self._ri]
-        if new:
-            scores = irm_score(self.irm[0], self.irm[1], [r["text"] for r in new],
-                               max_length=self.cfg.reward_model.rm_max_len)
-            self._ri.update(zip((r["id"] for r in new), scores))
-        return [self._ri[r["id"]] for r in instructions]
-
-    def answer_scores(self, instructions: Sequence[dict], responses: Sequence[str]) -> list[float | None]:
-        """rA per response; None where the PRM finds no steps (the caller scores those 0 and counts them)."""
-        if self.prm is None:
-            from rleif_kit import arith
-            from rleif_kit.prm_labels import verifier_labels
-
-            out: list[float | None] = []
-            for r, text in zip(instructions, responses):
-                labels = verifier_labels(r["text"], text, arith.Problem.from_record(r["problem"]).answer())
-                out.append(float(all(labels)) if labels else None)
-            return out
-        from rleif_kit.prm import answer_scores
-
-        rm = self.cfg.reward_model
-        return answer_scores(self.prm[0], self.prm[1], [(r["text"], t) for r, t in zip(instructions, responses)],
-                             rm.prm_aggregate, max_len=rm.rm_max_len)
-
-    def __call__(self, instructions: Sequence[dict], responses: Sequence[str]) -> dict[str, list]:
-        ri = self.instruction_scores(instructions)
-        ra_raw = self.answer_scores(instructions, responses)
-        ra = [0.0 if a is None else a for a in ra_raw]
-        return {"rI": ri, "rA": ra, "flagged": [a is None for a in ra_raw],
-                "reward": [self.formula(i, a) for i, a in zip(ri, ra)]}
 
 
 # ------------------------------------------------------------------------- rollout
@@ -177,20 +119,6 @@ def score_rollout(policy: Policy, roll: Rollout, mini_batch: int) -> None:
             logps.append(logp), refs.append(ref), vals.append(values), ents.append(pm.entropy_from_logits(logits))
     roll.logp, roll.ref_logp, roll.values = torch.cat(logps), torch.cat(refs), torch.cat(vals)
     roll.entropy = pm.masked_mean(torch.cat(ents), roll.response_mask).item()
-
-
-# ------------------------------------------------------------------------- gate
-
-def reward_gate(cfg: RunConfig, policy: Policy, scorer: RewardScorer, pool: Sequence[dict]) -> list[Verdict]:
-    """Reward-health checks 1 and 2 on ``gate_samples`` responses of the SFT policy (adapter off)."""
-    sample = random.Random(cfg.base.seed + 7).sample(list(pool), min(cfg.ppo.gate_samples, len(pool)))
-    with policy.model.disable_adapter():
-        roll = generate_rollout(policy, [math_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in sample], cfg)
-    scores = scorer(sample, roll.responses)
-    src = f"{STAGE} gate: {len(sample)} SFT responses"
-    return [check_score_distribution("IRM", scores["rI"], cfg.diagnostics, src),
-            check_score_distribution("PRM", scores["rA"], cfg.diagnostics, src),
-            check_low_ra_share(scores["rA"], cfg.diagnostics, src)]
 
 
 # ------------------------------------------------------------------------- the loop
@@ -296,13 +224,6 @@ def _read_log(path: Path, upto: int) -> list[dict]:
     return [r for r in map(json.loads, path.read_text().splitlines()) if r["step"] < upto]
 
 
-def needs_gate(paths: RunPaths) -> bool:
-    """The gate runs before the first update only: not when resuming from a checkpoint."""
-    from rleif_kit.ppo_policy import last_checkpoint
-
-    return last_checkpoint(paths.stage(STAGE) / "checkpoints") is None
-
-
 def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None, scorer: RewardScorer | None = None,
             policy: Policy | None = None, gate: list[Verdict] | None = None,
             progress: bool = True) -> tuple[Policy, PPOResult]:
@@ -319,7 +240,10 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
     ppo, stage = cfg.ppo, paths.stage(STAGE)
     pool = list(pool if pool is not None else instruction_pool(cfg, paths))
     policy = policy or load_policy(cfg, paths)
-    scorer = scorer or RewardScorer(cfg, paths)
+    if scorer is None:
+        from rleif_kit.ppo_rewards import RewardScorer
+
+        scorer = RewardScorer(cfg, paths)
     n_params = sum(p.numel() for p in policy.model.parameters())
     if n_params > 1e9 and ppo.rollout_batch < 64:
         print(f"warning: [ppo] rollout_batch = {ppo.rollout_batch} on a {n_params / 1e9:.0f}B model: PPO is "
@@ -334,7 +258,10 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
         start, kl_ctl.coef, gate = state["step"], state["kl_coef"], []
         print(f"resuming from {resume.name} (step {start})")
     else:
-        gate = gate if gate is not None else reward_gate(cfg, policy, scorer, pool)
+        if gate is None:
+            from rleif_kit.ppo_stage import reward_gate
+
+            gate = reward_gate(cfg, policy, scorer, pool)
         (stage / "gate.json").write_text(json.dumps([v.to_dict() for v in gate], indent=2) + "\n")
         if any(v.status == "fail" for v in gate) and not ppo.force:
             raise RewardGateFailed(gate)
@@ -375,92 +302,7 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
     return policy, result
 
 
-def export(cfg: RunConfig, paths: RunPaths, policy: Policy, result: PPOResult, extra: str = "") -> Path:
-    """Write the PPO policy as standalone weights with a model card; the Policy is merged (unusable) after."""
-    from rleif_kit.ppo_policy import export_policy
-
-    ppo, last = cfg.ppo, (result.log[-1] if result.log else {})
-    out = paths.stage(STAGE) / "model"
-    card = (f"# PPO policy (RLEIF)\n\nThe SFT model after {result.steps} PPO steps (reward `{ppo.reward_formula}`, "
-            f"rA from {cfg.reward_model.answer_reward}, aggregate {cfg.reward_model.prm_aggregate}); adapter r="
-            f"{ppo.lora_r} merged. lr {ppo.lr}, kl_coef {ppo.kl_coef}, clip {ppo.clip_range}, rollout {ppo.rollout_batch}, "
-            f"mini-batch {ppo.mini_batch}, {ppo.ppo_epochs} epochs per batch.\nLast step: reward "
-            f"{last.get('reward_mean', float('nan')):.3f}, KL {last.get('kl', float('nan')):.2f}.\n{extra}")
-    export_policy(policy, out, card)
-    (out / "ppo_info.json").write_text(json.dumps({"steps": result.steps, "stopped": result.stopped}) + "\n")
-    result.model_dir = out
-    return out
-
-
-def train(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: RewardScorer, policy: Policy,
-          gate: list[Verdict] | None = None, progress: bool = True) -> tuple[Policy, PPOResult]:
-    """``[ppo].algorithm``: our PPO loop, or TRL's GRPOTrainer with the same reward (behind the same gate)."""
-    if cfg.ppo.algorithm == "ppo":
-        return run_ppo(cfg, paths, pool, scorer, policy, gate, progress)
-    from rleif_kit.grpo import run_grpo
-
-    gate = gate if gate is not None else reward_gate(cfg, policy, scorer, pool)
-    if any(v.status == "fail" for v in gate) and not cfg.ppo.force:
-        raise RewardGateFailed(gate)
-    model, tokenizer, result = run_grpo(cfg, paths, pool, scorer, progress)
-    result.gate = gate
-    with open(paths.stage(STAGE) / "log.jsonl", "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in result.log)
-    return Policy(model, None, tokenizer), result
-
-
-def heldout_ab(cfg: RunConfig, paths: RunPaths, policy: Policy) -> dict[str, Any]:
-    """SFT (adapter off) and PPO policy, greedy, on the first ``[ppo].eval_samples`` held-out arithmetic
-    problems: per-item correctness of each, and the A/B verdict (paired bootstrap)."""
-    from rleif_kit.diagnostics import check_ab
-    from rleif_kit.evaluation.arith_bench import evaluate_arith
-    from rleif_kit.sft_data import heldout_problems
-
-    problems = heldout_problems(cfg, paths)[: cfg.ppo.eval_samples]
-    kw = dict(cot=cfg.eval.cot_prompt, max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size)
-    stage = paths.stage(STAGE)
-    with policy.model.disable_adapter():
-        sft = evaluate_arith(policy.model, policy.tokenizer, problems, out_path=stage / "eval_sft.jsonl",
-                             desc="held-out (SFT)", **kw)
-    ppo = evaluate_arith(policy.model, policy.tokenizer, problems, out_path=stage / "eval_ppo.jsonl",
-                         desc="held-out (PPO)", **kw)
-    verdict = check_ab([r["correct"] for r in sft["rows"]], [r["correct"] for r in ppo["rows"]], cfg.diagnostics,
-                       f"{STAGE}/eval_sft.jsonl vs eval_ppo.jsonl", seed=cfg.base.seed)
-    return {"n": len(problems), "sft_accuracy": sft["accuracy"], "ppo_accuracy": ppo["accuracy"], "verdict": verdict}
-
-
-def fifth_means(log: Sequence[dict], key: str = "reward_mean") -> tuple[float, float]:
-    """Mean of ``key`` over the first and the last fifth of the steps (at least one step each)."""
-    k = max(1, len(log) // 5)
-    first, last = [r[key] for r in log[:k]], [r[key] for r in log[-k:]]
-    return sum(first) / len(first), sum(last) / len(last)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m rleif_kit.ppo --params FILE``: stage 05 without a notebook."""
-    import argparse
-
-    from rleif_kit.diagnostics import format_verdicts
-    from rleif_kit.ppo_policy import load_policy
-    from rleif_kit.reward_stage import instruction_pool
-    from rleif_kit.setup import setup
-
-    parser = argparse.ArgumentParser(description="Run PPO (or GRPO) without a notebook.")
-    parser.add_argument("--params", required=True)
-    parser.add_argument("--set", dest="overrides", action="append", default=[])
-    args = parser.parse_args(argv)
-    cfg, paths = setup(args.params, args.overrides, stage=STAGE)
-    policy = load_policy(cfg, paths)
-    try:
-        policy, result = train(cfg, paths, instruction_pool(cfg, paths), RewardScorer(cfg, paths), policy)
-    except RewardGateFailed as e:
-        print(format_verdicts(e.verdicts))
-        raise SystemExit(f"ppo: {e}") from None
-    print(format_verdicts(result.gate))
-    if result.stopped:
-        raise SystemExit(f"ppo: {result.stopped}")
-    print(f"PPO done: {result.steps} steps in {result.runtime_s:.0f}s; model at {export(cfg, paths, policy, result)}")
-
-
 if __name__ == "__main__":
+    from rleif_kit.ppo_stage import main
+
     main()

@@ -37,7 +37,7 @@ def _pool(n=16):
 
 
 def _scorer(cfg, paths, small_model_dir):
-    from rleif_kit.ppo import RewardScorer
+    from rleif_kit.ppo_rewards import RewardScorer
     from rleif_kit.reward_models import load_rm_for_training
 
     irm = load_rm_for_training(str(small_model_dir), "sequence", cfg, False)
@@ -85,7 +85,8 @@ def test_resume_continues_from_the_saved_step(tmp_path, small_model_dir):
 
 
 def test_gate_refuses_a_prm_that_passes_everything(tmp_path, small_model_dir):
-    from rleif_kit.ppo import RewardGateFailed, run_ppo
+    from rleif_kit.ppo import run_ppo
+    from rleif_kit.ppo_rewards import RewardGateFailed
 
     cfg, paths = _run(tmp_path, small_model_dir, "ppo.force=false")
     scorer = _scorer(cfg, paths, small_model_dir)
@@ -139,7 +140,7 @@ def test_reference_is_the_sft_adapter_merged_never_the_base(tmp_path, small_mode
 
 
 def test_grpo_option_uses_one_callable_with_the_same_formula(tmp_path, small_model_dir):
-    from rleif_kit.ppo import train
+    from rleif_kit.ppo_stage import train
     from rleif_kit.ppo_policy import load_policy
 
     cfg, paths = _run(tmp_path, small_model_dir, 'ppo.algorithm="grpo"', "ppo.num_generations=4", "ppo.total_steps=2",

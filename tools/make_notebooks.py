@@ -272,17 +272,17 @@ weights, model card); a rerun resumes from the last checkpoint."""),
         ("params", PARAMETERS),
         ("code", setup_cell("05_ppo")),
         ("md", "## Policy, reward models and instructions"),
-        ("code", "from rleif_kit.ppo import RewardScorer\nfrom rleif_kit.ppo_policy import load_policy\n"
+        ("code", "from rleif_kit.ppo_policy import load_policy\nfrom rleif_kit.ppo_rewards import RewardScorer\n"
                  "from rleif_kit.reward_stage import instruction_pool\n\n"
                  "policy = load_policy(cfg, paths)\nscorer = RewardScorer(cfg, paths)\npool = instruction_pool(cfg, paths)\n"
                  'print(f"{len(pool)} instructions; rA from {cfg.reward_model.answer_reward}; reward = {cfg.ppo.reward_formula}")'),
         ("md", "## The reward-health gate\nIRM and PRM score distributions and the share of rA < 0.5 on "
                "responses of the SFT policy. A fail stops the notebook here with the advice."),
-        ("code", "from rleif_kit.diagnostics import format_verdicts\nfrom rleif_kit.ppo import needs_gate, reward_gate\n\n"
+        ("code", "from rleif_kit.diagnostics import format_verdicts\nfrom rleif_kit.ppo_stage import needs_gate, reward_gate\n\n"
                  "gate = reward_gate(cfg, policy, scorer, pool) if needs_gate(paths) else []\n"
                  'print(format_verdicts(gate) if gate else "resuming: the gate ran before the first update")'),
         ("md", "## Train"),
-        ("code", "from rleif_kit.ppo import train\n\n"
+        ("code", "from rleif_kit.ppo_stage import train\n\n"
                  "policy, result = train(cfg, paths, pool, scorer, policy, gate)  # [ppo].algorithm: ppo or grpo\n"
                  'print(result.stopped or f"{result.steps} steps in {result.runtime_s:.0f}s")'),
         ("md", "## Curves"),
@@ -290,14 +290,14 @@ weights, model card); a rerun resumes from the last checkpoint."""),
                  'save_figure(plot_ppo_curves(result.log), paths.figures, "05_ppo_curves")'),
         ("md", "## SFT vs PPO on held-out problems\nGreedy, the same items for both; the verdict uses a paired "
                "bootstrap interval of the gain (arithmetic world)."),
-        ("code", "from rleif_kit.plots import plot_accuracy_bars\nfrom rleif_kit.ppo import heldout_ab\n\n"
+        ("code", "from rleif_kit.plots import plot_accuracy_bars\nfrom rleif_kit.ppo_stage import heldout_ab\n\n"
                  "ab = heldout_ab(cfg, paths, policy) if cfg.base.world == \"arith\" and cfg.ppo.eval_samples else None\n"
                  "if ab:\n"
                  '    save_figure(plot_accuracy_bars({"SFT": ab["sft_accuracy"], "PPO": ab["ppo_accuracy"]},\n'
                  '                                   title=f"Held-out accuracy, {ab[\'n\']} problems (greedy)"),\n'
                  '                paths.figures, "05_ppo_ab")'),
         ("md", "## Checks and export"),
-        ("code", "from rleif_kit.ppo import export, fifth_means\n\n"
+        ("code", "from rleif_kit.ppo_stage import export, fifth_means\n\n"
                  "verdicts = gate + ([ab[\"verdict\"]] if ab else [])\nprint(format_verdicts(verdicts))\n"
                  "reward_first, reward_last = fifth_means(result.log)\n"
                  'print(f"mean reward: first fifth {reward_first:.3f}, last fifth {reward_last:.3f}")\n'

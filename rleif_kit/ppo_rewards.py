@@ -1,0 +1,70 @@
+"""The RLEIF reward for PPO and GRPO: rI from the IRM, rA from the PRM (or the step verifier), combined by
+``[ppo].reward_formula`` — and the error the reward-health gate raises when that reward is broken."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from rleif_kit.config import RunConfig
+from rleif_kit.diagnostics import Verdict
+from rleif_kit.paths import RunPaths
+
+
+class RewardGateFailed(RuntimeError):
+    def __init__(self, verdicts: Sequence[Verdict]):
+        self.verdicts = list(verdicts)
+        bad = "; ".join(f"{v.check}: {v.advice}" for v in self.verdicts if v.status == "fail")
+        super().__init__(f"the reward-health gate failed, PPO not started (set [ppo] force = true to override): {bad}")
+
+
+class RewardScorer:
+    """rI, rA and r for (instruction, response) pairs, from the stage-04 reward models."""
+
+    def __init__(self, cfg: RunConfig, paths: RunPaths, irm: tuple[Any, Any] | None = None,
+                 prm: tuple[Any, Any] | None = None):
+        from rleif_kit.reward_models import load_rm
+        from rleif_kit.rewards import parse_reward_formula
+
+        rm_dir = paths.stage("04_reward_models")
+        quantized = cfg.reward_model.rm_finetune == "qlora"  # 7B recipe: the reward models sit in 4-bit
+        self.cfg = cfg
+        self.irm = irm or load_rm(rm_dir / "irm", load_in_4bit=quantized, bf16=cfg.base.bf16)
+        self.prm = None
+        if cfg.reward_model.answer_reward == "prm":
+            self.prm = prm or load_rm(rm_dir / "prm", load_in_4bit=quantized, bf16=cfg.base.bf16)
+        self.formula = parse_reward_formula(cfg.ppo.reward_formula)
+        self._ri: dict[str, float] = {}
+
+    def instruction_scores(self, instructions: Sequence[dict]) -> list[float]:
+        from rleif_kit.reward_models import irm_score
+
+        new = [r for r in {r["id"]: r for r in instructions}.values() if r["id"] not in self._ri]
+        if new:
+            scores = irm_score(self.irm[0], self.irm[1], [r["text"] for r in new],
+                               max_length=self.cfg.reward_model.rm_max_len)
+            self._ri.update(zip((r["id"] for r in new), scores))
+        return [self._ri[r["id"]] for r in instructions]
+
+    def answer_scores(self, instructions: Sequence[dict], responses: Sequence[str]) -> list[float | None]:
+        """rA per response; None where the PRM finds no steps (the caller scores those 0 and counts them)."""
+        if self.prm is None:
+            from rleif_kit import arith
+            from rleif_kit.prm_labels import verifier_labels
+
+            out: list[float | None] = []
+            for r, text in zip(instructions, responses):
+                labels = verifier_labels(r["text"], text, arith.Problem.from_record(r["problem"]).answer())
+                out.append(float(all(labels)) if labels else None)
+            return out
+        from rleif_kit.prm import answer_scores
+
+        rm = self.cfg.reward_model
+        return answer_scores(self.prm[0], self.prm[1], [(r["text"], t) for r, t in zip(instructions, responses)],
+                             rm.prm_aggregate, max_len=rm.rm_max_len)
+
+    def __call__(self, instructions: Sequence[dict], responses: Sequence[str]) -> dict[str, list]:
+        ri = self.instruction_scores(instructions)
+        ra_raw = self.answer_scores(instructions, responses)
+        ra = [0.0 if a is None else a for a in ra_raw]
+        return {"rI": ri, "rA": ra, "flagged": [a is None for a in ra_raw],
+                "reward": [self.formula(i, a) for i, a in zip(ri, ra)]}

@@ -1,0 +1,129 @@
+"""Stage 05 around the loop: the reward-health gate, the choice of algorithm (our PPO or TRL's GRPO), the
+SFT-vs-PPO A/B on held-out problems, the export with a model card, and ``python -m rleif_kit.ppo``."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any, Sequence
+
+from rleif_kit.config import RunConfig
+from rleif_kit.diagnostics import Verdict, check_low_ra_share, check_score_distribution
+from rleif_kit.evaluation.prompts import math_prompt
+from rleif_kit.paths import RunPaths
+from rleif_kit.ppo import STAGE, PPOResult, generate_rollout, run_ppo
+from rleif_kit.ppo_policy import Policy
+from rleif_kit.ppo_rewards import RewardGateFailed, RewardScorer
+
+
+def reward_gate(cfg: RunConfig, policy: Policy, scorer: RewardScorer, pool: Sequence[dict]) -> list[Verdict]:
+    """Reward-health checks 1 and 2 on ``gate_samples`` responses of the SFT policy (adapter off)."""
+    sample = random.Random(cfg.base.seed + 7).sample(list(pool), min(cfg.ppo.gate_samples, len(pool)))
+    with policy.model.disable_adapter():
+        roll = generate_rollout(policy, [math_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in sample], cfg)
+    scores = scorer(sample, roll.responses)
+    src = f"{STAGE} gate: {len(sample)} SFT responses"
+    return [check_score_distribution("IRM", scores["rI"], cfg.diagnostics, src),
+            check_score_distribution("PRM", scores["rA"], cfg.diagnostics, src),
+            check_low_ra_share(scores["rA"], cfg.diagnostics, src)]
+
+
+
+def needs_gate(paths: RunPaths) -> bool:
+    """The gate runs before the first update only: not when resuming from a checkpoint."""
+    from rleif_kit.ppo_policy import last_checkpoint
+
+    return last_checkpoint(paths.stage(STAGE) / "checkpoints") is None
+
+
+def export(cfg: RunConfig, paths: RunPaths, policy: Policy, result: PPOResult, extra: str = "") -> Path:
+    """Write the PPO policy as standalone weights with a model card; the Policy is merged (unusable) after."""
+    from rleif_kit.ppo_policy import export_policy
+
+    ppo, last = cfg.ppo, (result.log[-1] if result.log else {})
+    out = paths.stage(STAGE) / "model"
+    card = (f"# PPO policy (RLEIF)\n\nThe SFT model after {result.steps} PPO steps (reward `{ppo.reward_formula}`, "
+            f"rA from {cfg.reward_model.answer_reward}, aggregate {cfg.reward_model.prm_aggregate}); adapter r="
+            f"{ppo.lora_r} merged. lr {ppo.lr}, kl_coef {ppo.kl_coef}, clip {ppo.clip_range}, rollout {ppo.rollout_batch}, "
+            f"mini-batch {ppo.mini_batch}, {ppo.ppo_epochs} epochs per batch.\nLast step: reward "
+            f"{last.get('reward_mean', float('nan')):.3f}, KL {last.get('kl', float('nan')):.2f}.\n{extra}")
+    export_policy(policy, out, card)
+    (out / "ppo_info.json").write_text(json.dumps({"steps": result.steps, "stopped": result.stopped}) + "\n")
+    result.model_dir = out
+    return out
+
+
+def train(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: RewardScorer, policy: Policy,
+          gate: list[Verdict] | None = None, progress: bool = True) -> tuple[Policy, PPOResult]:
+    """``[ppo].algorithm``: our PPO loop, or TRL's GRPOTrainer with the same reward (behind the same gate)."""
+    if cfg.ppo.algorithm == "ppo":
+        return run_ppo(cfg, paths, pool, scorer, policy, gate, progress)
+    from rleif_kit.grpo import run_grpo
+
+    gate = gate if gate is not None else reward_gate(cfg, policy, scorer, pool)
+    if any(v.status == "fail" for v in gate) and not cfg.ppo.force:
+        raise RewardGateFailed(gate)
+    model, tokenizer, result = run_grpo(cfg, paths, pool, scorer, progress)
+    result.gate = gate
+    with open(paths.stage(STAGE) / "log.jsonl", "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in result.log)
+    return Policy(model, None, tokenizer), result
+
+
+def heldout_ab(cfg: RunConfig, paths: RunPaths, policy: Policy) -> dict[str, Any]:
+    """SFT (adapter off) and PPO policy, greedy, on the first ``[ppo].eval_samples`` held-out arithmetic
+    problems: per-item correctness of each, and the A/B verdict (paired bootstrap)."""
+    from rleif_kit.diagnostics import check_ab
+    from rleif_kit.evaluation.arith_bench import evaluate_arith
+    from rleif_kit.sft_data import heldout_problems
+
+    problems = heldout_problems(cfg, paths)[: cfg.ppo.eval_samples]
+    kw = dict(cot=cfg.eval.cot_prompt, max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size)
+    stage = paths.stage(STAGE)
+    with policy.model.disable_adapter():
+        sft = evaluate_arith(policy.model, policy.tokenizer, problems, out_path=stage / "eval_sft.jsonl",
+                             desc="held-out (SFT)", **kw)
+    ppo = evaluate_arith(policy.model, policy.tokenizer, problems, out_path=stage / "eval_ppo.jsonl",
+                         desc="held-out (PPO)", **kw)
+    verdict = check_ab([r["correct"] for r in sft["rows"]], [r["correct"] for r in ppo["rows"]], cfg.diagnostics,
+                       f"{STAGE}/eval_sft.jsonl vs eval_ppo.jsonl", seed=cfg.base.seed)
+    return {"n": len(problems), "sft_accuracy": sft["accuracy"], "ppo_accuracy": ppo["accuracy"], "verdict": verdict}
+
+
+def fifth_means(log: Sequence[dict], key: str = "reward_mean") -> tuple[float, float]:
+    """Mean of ``key`` over the first and the last fifth of the steps (at least one step each)."""
+    k = max(1, len(log) // 5)
+    first, last = [r[key] for r in log[:k]], [r[key] for r in log[-k:]]
+    return sum(first) / len(first), sum(last) / len(last)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m rleif_kit.ppo --params FILE``: stage 05 without a notebook."""
+    import argparse
+
+    from rleif_kit.diagnostics import format_verdicts
+    from rleif_kit.ppo_policy import load_policy
+    from rleif_kit.reward_stage import instruction_pool
+    from rleif_kit.setup import setup
+
+    parser = argparse.ArgumentParser(description="Run PPO (or GRPO) without a notebook.")
+    parser.add_argument("--params", required=True)
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    args = parser.parse_args(argv)
+    cfg, paths = setup(args.params, args.overrides, stage=STAGE)
+    policy = load_policy(cfg, paths)
+    try:
+        policy, result = train(cfg, paths, instruction_pool(cfg, paths), RewardScorer(cfg, paths), policy)
+    except RewardGateFailed as e:
+        print(format_verdicts(e.verdicts))
+        raise SystemExit(f"ppo: {e}") from None
+    print(format_verdicts(result.gate))
+    if result.stopped:
+        raise SystemExit(f"ppo: {result.stopped}")
+    print(f"PPO done: {result.steps} steps in {result.runtime_s:.0f}s; model at {export(cfg, paths, policy, result)}")
+
+
+if __name__ == "__main__":
+    main()
+
