@@ -1,6 +1,8 @@
-"""The whole tiny pipeline, 00_setup to 05_ppo, run once headless with papermill; each stage's recorded
-metrics are then asserted by its own test. Also here, because they need the trained tiny SFT model and
-reward models: the PPO machinery run with a perfect PRM, and the KL guard on a deliberately unstable run.
+"""The whole tiny pipeline, 00_setup to 07_reward_diagnostics, run once per session headless with papermill;
+each stage's recorded metrics are then asserted by its own test and against the regression baselines in
+tests/baselines/tiny-cpu.json. Also here, because they need the trained tiny SFT model and reward models
+(reused from the shared run, never retrained): the PPO machinery with a perfect PRM, the KL guard on a
+deliberately unstable run, and a deliberately broken PRM that the reward-health checks must fail.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from rleif_kit.runner import run_pipeline
 
 pytestmark = pytest.mark.slow
 
-STAGES = "00_setup,01_evolve,02_dedup,03_sft,04_reward_models,05_ppo"
+STAGES = "00_setup,01_evolve,02_dedup,03_sft,04_reward_models,05_ppo,06_eval,07_reward_diagnostics"
+BASELINES = ROOT / "tests" / "baselines" / "tiny-cpu.json"
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +39,22 @@ def tiny_run(tmp_path_factory) -> Path:
 
 def metrics(root: Path, stage: str) -> dict:
     return read_records(root / "reports" / "metrics.json")[stage]
+
+
+def test_metrics_match_the_regression_baselines(tiny_run):
+    baselines = json.loads(BASELINES.read_text())
+    off = []
+    for stage, expected in baselines.items():
+        if stage.startswith("_"):
+            continue
+        measured = metrics(tiny_run, stage)
+        for name, (value, tol) in expected.items():
+            got = measured
+            for part in name.split("."):
+                got = got[part]
+            if abs(got - value) > tol:
+                off.append(f"{stage}.{name} = {got} (baseline {value} +- {tol})")
+    assert off == [], "\n".join(off)
 
 
 def test_evolve_stage(tiny_run):
@@ -106,7 +125,7 @@ def _copy_inputs(tiny_run: Path, dest: Path) -> None:
     """A fresh run directory holding only what 05_ppo reads, so the shared run is not touched."""
     src = tiny_run / "run"
     for part in ("tiny-llama", "arith", "02_dedup/instructions.jsonl", "03_sft/model", "04_reward_models/irm",
-                 "04_reward_models/prm", "04_reward_models/irm_fanout.jsonl"):
+                 "04_reward_models/prm", "04_reward_models/irm_fanout.jsonl", "04_reward_models/prm_samples.jsonl"):
         target = dest / part
         target.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (src / part).is_dir() else shutil.copy)(src / part, target)
@@ -138,3 +157,49 @@ def test_kl_guard_stops_a_deliberately_unstable_run(tiny_run, tmp_path):
     assert result.steps < 15
     checkpoints = sorted(p.name for p in (paths.stage("05_ppo") / "checkpoints").glob("step-*"))
     assert all(int(name.split("-")[1]) <= result.steps for name in checkpoints)  # nothing saved past the guard
+
+
+def test_eval_stage_agrees_with_ppo_and_judges_the_ab(tiny_run):
+    ev, ppo = metrics(tiny_run, "06_eval"), metrics(tiny_run, "05_ppo")
+    assert set(ev["models"]) == {"sft", "ppo"} and ev["pending"] == 0
+    # the same 1,000 held-out problems, greedy, the same prompt: 06 reproduces what 05 measured
+    assert abs(ev["accuracy"]["sft"]["arith"] - ppo["sft_accuracy"]) <= 0.01, (ev["accuracy"], ppo)
+    assert abs(ev["accuracy"]["ppo"]["arith"] - ppo["ppo_accuracy"]) <= 0.01, (ev["accuracy"], ppo)
+    if ev["ab"]["arith"]["gain"] < 0:
+        assert ev["verdicts"]["sft_vs_ppo_arith"] != "ok"  # a drop is never ok
+
+
+def test_diagnostics_stage_checks_everything_and_agrees_with_the_ab(tiny_run):
+    dg = metrics(tiny_run, "07_reward_diagnostics")
+    v = dg["verdicts"]
+    assert {"irm_distribution", "prm_distribution", "low_ra_share", "kl_blowup", "duplicate_rate",
+            "evolve_failures", "step_format", "prompt_consistency"} <= set(v), v
+    assert v["kl_blowup"] == "ok" and v["step_format"] == "ok" and v["prompt_consistency"] == "ok"
+    ab = {k: s for k, s in v.items() if k.startswith("sft_vs_ppo")}
+    assert ab and (metrics(tiny_run, "05_ppo")["ppo_accuracy"] >= metrics(tiny_run, "05_ppo")["sft_accuracy"]
+                   or "ok" not in ab.values())
+    assert (tiny_run / "reports" / "index.html").exists()
+
+
+def test_a_prm_that_passes_every_step_is_caught(tiny_run, tmp_path, monkeypatch):
+    """Break the trained PRM so every step scores 1.0; the PPO gate refuses it and check 2 fails.
+    Only the stages the change affects rerun (05 and 07), from the shared run's artifacts."""
+    import torch
+
+    from rleif_kit.reward_models import load_rm
+    from rleif_kit.runner import StageFailed
+
+    monkeypatch.chdir(ROOT)
+    _copy_inputs(tiny_run, tmp_path / "run")
+    prm_dir = tmp_path / "run" / "04_reward_models" / "prm"
+    model, tok = load_rm(prm_dir)
+    with torch.no_grad():
+        model.score.weight.zero_()
+        model.score.bias.copy_(torch.tensor([-10.0, 10.0]))  # P(step correct) = 1 - 2e-9, whatever the input
+    model.save_pretrained(prm_dir)
+    reports = tmp_path / "reports"
+    with pytest.raises(StageFailed, match="reward-health gate"):
+        run_pipeline(str(TINY_PARAMS), "05_ppo", tiny_overrides(tmp_path / "run"), report_dir=str(reports))
+    run_pipeline(str(TINY_PARAMS), "07_reward_diagnostics", tiny_overrides(tmp_path / "run"), report_dir=str(reports))
+    verdicts = read_records(reports / "metrics.json")["07_reward_diagnostics"]["verdicts"]
+    assert verdicts["low_ra_share"] == "fail" and verdicts["prm_distribution"] == "fail", verdicts
