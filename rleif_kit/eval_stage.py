@@ -128,10 +128,21 @@ def evaluate_benchmark(generator: Any, benchmark: str, items: Sequence[dict], ou
     return done, len(jobs) - len(done), note
 
 
+def local_model(cfg: RunConfig, path: Any, label: str) -> Any:
+    """A model on this machine, generated with ``[eval] backend``: transformers (the reference) or vLLM."""
+    from rleif_kit.evaluation.generators import LocalModel
+
+    if cfg.eval.backend == "vllm":
+        from rleif_kit.llm.vllm_backend import VLLMModel
+
+        return VLLMModel(path, label, cfg.eval.batch_size, seed=cfg.base.seed)
+    return LocalModel(path, label, cfg.eval.batch_size)
+
+
 def model_sources(cfg: RunConfig, paths: RunPaths,
                   settings: Any = None) -> tuple[list[tuple[str, Callable]], list[str]]:
     """([(label, benchmark -> generator)], notes on the models skipped) for ``[eval].models``."""
-    from rleif_kit.evaluation.generators import LocalModel, ServedModel
+    from rleif_kit.evaluation.generators import ServedModel
 
     ev, sources, notes = cfg.eval, [], []
     local = {"sft": (paths.sft_model, "sft_info.json", "03_sft"),
@@ -145,14 +156,14 @@ def model_sources(cfg: RunConfig, paths: RunPaths,
                 from huggingface_hub import snapshot_download
 
                 base = snapshot_download(base)
-            model = LocalModel(base, "base", ev.batch_size)
+            model = local_model(cfg, base, "base")
             sources.append((label, lambda bench, m=model: m))
         elif label in local:
             path, marker, stage = local[label]
             if not (path / marker).exists():
                 notes.append(f"{label}: {path} not found (run {stage} first); skipped")
                 continue
-            model = LocalModel(path, label, ev.batch_size)
+            model = local_model(cfg, path, label)
             sources.append((label, lambda bench, m=model: m))
         else:  # served: one model per role, made on first use
             if settings is None:

@@ -70,6 +70,10 @@ def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any,
                             "response_len": logs.get("completions/mean_length", 0.0), **reward.drain()})
 
     per_step = ppo.rollout_batch // ppo.mini_batch * ppo.ppo_epochs  # optimizer steps per rollout
+    if ppo.generation_backend == "vllm":  # TRL runs vLLM beside the trainer and syncs the weights each step
+        from rleif_kit.llm.vllm_backend import require_vllm
+
+        require_vllm("[ppo] generation_backend")
     bf16 = use_bf16(cfg.base.bf16)
     args = GRPOConfig(output_dir=str(paths.stage("05_ppo") / "grpo"), learning_rate=ppo.lr,
                       max_steps=ppo.total_steps * per_step, per_device_train_batch_size=ppo.mini_batch,
@@ -78,7 +82,8 @@ def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any,
                       temperature=ppo.temperature, beta=ppo.kl_coef, epsilon=ppo.clip_range,
                       max_grad_norm=ppo.max_grad_norm, logging_steps=per_step, save_strategy="no",
                       report_to=rm_report_to(cfg), use_cpu=not torch.cuda.is_available(), bf16=bf16,
-                      seed=cfg.base.seed, disable_tqdm=not progress)
+                      seed=cfg.base.seed, disable_tqdm=not progress,
+                      use_vllm=ppo.generation_backend == "vllm", vllm_mode="colocate")
     lora = LoraConfig(r=ppo.lora_r, lora_alpha=ppo.lora_alpha, target_modules=list(cfg.sft.lora_targets),
                       task_type="CAUSAL_LM", bias="none")
     tokenizer = load_tokenizer(sft_path)

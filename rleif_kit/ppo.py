@@ -14,6 +14,10 @@ ours. One step:
 5. **Log, guard, checkpoint.** One JSONL row per step; the KL guard stops the run when the KL passes
    ``kl_limit`` or anything is not finite, keeping the last good checkpoint.
 
+Under ``accelerate launch`` (``distributed.py``) each rank takes its slice of the rollout batch, DDP
+averages the gradients, the log row's figures are those of the whole batch (so every rank takes the same
+guard decision), and only rank 0 writes files. On one process all of this is a no-op.
+
 Before the first update, the reward-health gate scores a sample with both reward models and refuses to
 start on a broken reward unless ``[ppo].force``. The math lives in ``ppo_math.py``, the policy in
 ``ppo_policy.py``, the reward in ``ppo_rewards.py``; the gate, A/B and export in ``ppo_stage.py``.
@@ -30,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from rleif_kit import distributed as dist
 from rleif_kit import ppo_math as pm
 from rleif_kit.config import RunConfig
 from rleif_kit.diagnostics import Verdict
@@ -42,6 +47,7 @@ if TYPE_CHECKING:
     from rleif_kit.ppo_rewards import RewardScorer
 
 STAGE = "05_ppo"
+RANK_MEANS = ("kl", "kl_after", "entropy", "response_len", "policy_loss", "value_loss", "clip_frac")  # per-rank means
 KL_ADVICE = ("lower [ppo] lr (1e-6 for 7B), raise kl_coef (0.1), keep clip_range 0.2, and use rollout_batch >= 64 "
              "for 7B")
 
@@ -162,11 +168,11 @@ def ppo_step(policy: Policy, optimizer: Any, roll: Rollout, scores: dict, cfg: R
             pl, clip_frac = pm.policy_loss(logp, roll.logp[idx], adv[idx], mask[idx], ppo.clip_range)
             vl = pm.value_loss(values, roll.values[idx], returns[idx], mask[idx], ppo.clip_range)
             loss = pl + ppo.vf_coef * vl
-            if not torch.isfinite(loss):
+            if dist.any_rank(not torch.isfinite(loss)):
                 return {"policy_loss": float("nan"), "value_loss": float("nan")}
             optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), ppo.max_grad_norm)
+            dist.accelerator().backward(loss)
+            dist.accelerator().clip_grad_norm_(policy.parameters(), ppo.max_grad_norm)
             optimizer.step()
             stats["policy_loss"].append(pl.item()), stats["value_loss"].append(vl.item())
             stats["clip_frac"].append(clip_frac.item())
@@ -234,10 +240,15 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
     import torch
     from tqdm.auto import tqdm
 
-    from rleif_kit.ppo_policy import last_checkpoint, load_checkpoint, load_policy, save_checkpoint
+    from rleif_kit.ppo_policy import last_checkpoint, load_checkpoint, load_policy, prepare, save_checkpoint
     from rleif_kit.reward_stage import instruction_pool
 
+    if cfg.ppo.generation_backend == "vllm":
+        raise NotImplementedError("[ppo] generation_backend = 'vllm' is not supported yet by our PPO loop (it needs "
+                                  "the current adapter in vLLM at every step): use \"transformers\", or algorithm "
+                                  "= \"grpo\" (TRL's vLLM)")
     ppo, stage = cfg.ppo, paths.stage(STAGE)
+    dist.shard(range(ppo.rollout_batch))  # fails early, with the fix, when the batch does not divide
     pool = list(pool if pool is not None else instruction_pool(cfg, paths))
     policy = policy or load_policy(cfg, paths)
     if scorer is None:
@@ -249,6 +260,7 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
         print(f"warning: [ppo] rollout_batch = {ppo.rollout_batch} on a {n_params / 1e9:.0f}B model: PPO is "
               "unstable below 64 prompts per batch", file=sys.stderr)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=ppo.lr)
+    optimizer = prepare(policy, optimizer)  # accelerate: DDP on several ranks, a pass-through on one
     kl_ctl = pm.AdaptiveKL(ppo.kl_coef, ppo.kl_target or None)
     checkpoints, log_path = stage / "checkpoints", stage / "log.jsonl"
     start = 0
@@ -262,25 +274,29 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
             from rleif_kit.ppo_stage import reward_gate
 
             gate = reward_gate(cfg, policy, scorer, pool)
-        (stage / "gate.json").write_text(json.dumps([v.to_dict() for v in gate], indent=2) + "\n")
-        if any(v.status == "fail" for v in gate) and not ppo.force:
+        if dist.is_main():
+            (stage / "gate.json").write_text(json.dumps([v.to_dict() for v in gate], indent=2) + "\n")
+        if dist.any_rank(any(v.status == "fail" for v in gate)) and not ppo.force:
             raise RewardGateFailed(gate)
     log = _read_log(log_path, start)
-    log_path.write_text("".join(json.dumps(r) + "\n" for r in log))
+    if dist.is_main():
+        log_path.write_text("".join(json.dumps(r) + "\n" for r in log))
     result = PPOResult(start, log, gate, resumed_from=start)
     t0 = time.perf_counter()
-    bar = tqdm(total=ppo.total_steps, initial=start, desc="PPO", disable=not progress)
+    bar = tqdm(total=ppo.total_steps, initial=start, desc="PPO", disable=not progress or not dist.is_main())
     for step in range(start, ppo.total_steps):
         torch.manual_seed(cfg.base.seed * 7919 + step)
-        batch = _batch_for_step(pool, step, ppo.rollout_batch, cfg.base.seed)
+        batch = dist.shard(_batch_for_step(pool, step, ppo.rollout_batch, cfg.base.seed))  # this rank's slice
         roll = generate_rollout(policy, [math_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in batch], cfg)
         score_rollout(policy, roll, ppo.mini_batch)
         scores = scorer(batch, roll.responses)
         update = ppo_step(policy, optimizer, roll, scores, cfg, kl_ctl.coef)
-        row = step_record(step, scores, roll, update, kl_ctl.coef)
+        row = step_record(step, dist.gather_lists(scores), roll, update, kl_ctl.coef)  # rewards of the whole batch
+        row.update(dist.gather_mean({k: row[k] for k in RANK_MEANS if k in row}))  # the same row on every rank
         result.stopped = guard(row, ppo.kl_limit)
-        with open(log_path, "a") as f:
-            f.write(json.dumps(row) + "\n")
+        if dist.is_main():
+            with open(log_path, "a") as f:
+                f.write(json.dumps(row) + "\n")
         result.log.append(row)
         bar.update(1)
         bar.set_postfix(reward=f"{row['reward_mean']:.3f}", kl=f"{row['kl']:.2f}")
@@ -289,9 +305,12 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
         kl_ctl.update(row["kl"], ppo.rollout_batch)
         result.steps = step + 1
         if result.steps % ppo.save_every == 0 or result.steps == ppo.total_steps:
-            save_checkpoint(policy, optimizer, checkpoints / f"step-{result.steps:06d}",
-                            {"step": result.steps, "kl_coef": kl_ctl.coef})
+            if dist.is_main():
+                save_checkpoint(policy, optimizer, checkpoints / f"step-{result.steps:06d}",
+                                {"step": result.steps, "kl_coef": kl_ctl.coef})
+            dist.barrier()
     bar.close()
+    dist.debug_dump("ppo", policy.named_trainable().items())
     result.runtime_s = time.perf_counter() - t0
     if result.stopped:
         good = last_checkpoint(checkpoints)

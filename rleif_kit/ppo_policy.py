@@ -22,6 +22,7 @@ class Policy:
     model: Any  # PeftModel: the SFT weights (frozen) + the trainable PPO adapter
     value_head: Any  # torch.nn.Linear(hidden, 1) on the last hidden state (None for GRPO)
     tokenizer: Any
+    wrapped: Any = None  # PolicyModule as accelerate prepared it (DDP on several ranks); set by run_ppo
 
     def parameters(self) -> list:
         return [p for p in self.model.parameters() if p.requires_grad] + list(self.value_head.parameters())
@@ -71,10 +72,15 @@ def forward(policy: Policy, input_ids, attention_mask, with_values: bool = True,
     """(logits, values) over the whole sequence; ``reference`` switches the adapter off (the SFT policy).
 
     Position ids come from the attention mask, so a left-padded prompt sees the same positions here
-    as during generation.
+    as during generation. A forward that will be backpropagated goes through ``policy.wrapped`` when
+    set, so that DDP all-reduces the gradients; the rest (no gradient, reference) runs on the plain model.
     """
     import contextlib
 
+    import torch
+
+    if policy.wrapped is not None and not reference and torch.is_grad_enabled():
+        return policy.wrapped(input_ids, attention_mask, with_values)
     position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
     ctx = policy.model.disable_adapter() if reference else contextlib.nullcontext()
     with ctx:
@@ -84,6 +90,36 @@ def forward(policy: Policy, input_ids, attention_mask, with_values: bool = True,
         return out.logits, None
     hidden = out.hidden_states[-1].float()
     return out.logits, policy.value_head(hidden).squeeze(-1)
+
+
+def policy_module(policy: Policy):
+    """The adapter-carrying model and the value head as one ``torch.nn.Module``, for ``accelerator.prepare``:
+    DDP wraps one module, and its forward is ``forward`` above."""
+    import torch
+
+    class PolicyModule(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model, self.value_head = policy.model, policy.value_head
+
+        def forward(self, input_ids, attention_mask, with_values: bool = True):
+            return forward(Policy(self.model, self.value_head, None), input_ids, attention_mask, with_values)
+
+    return PolicyModule()
+
+
+def prepare(policy: Policy, optimizer: Any) -> Any:
+    """``accelerator.prepare`` of the trainable parts and their optimizer; sets ``policy.wrapped`` and returns
+    the prepared optimizer. On one process both come back as they were (on the accelerator's device)."""
+    from rleif_kit import distributed as dist
+
+    acc = dist.accelerator()
+    if acc.distributed_type == "DEEPSPEED":
+        raise ValueError("our PPO loop runs DDP (params/accelerate/ddp.yaml); DeepSpeed is for SFT and the reward "
+                         "models")
+    quantized = getattr(policy.model, "is_loaded_in_4bit", False)  # already on its GPU: accelerate must not move it
+    policy.wrapped, optimizer = acc.prepare(policy_module(policy), optimizer, device_placement=[not quantized, None])
+    return optimizer
 
 
 # --------------------------------------------------------------------- checkpoints
@@ -110,6 +146,7 @@ def last_checkpoint(checkpoints: Path) -> Path | None:
 
 
 def load_checkpoint(policy: Policy, optimizer: Any, directory: Path) -> dict:
+    """Trainable weights (and the optimizer's state, unless ``optimizer`` is None) and the loop state."""
     import torch
 
     saved = torch.load(directory / "trainable.pt")
@@ -120,7 +157,8 @@ def load_checkpoint(policy: Policy, optimizer: Any, directory: Path) -> dict:
     with torch.no_grad():
         for name, p in params.items():
             p.copy_(saved[name])
-    optimizer.load_state_dict(torch.load(directory / "optimizer.pt"))
+    if optimizer is not None:
+        optimizer.load_state_dict(torch.load(directory / "optimizer.pt"))
     return json.loads((directory / "state.json").read_text())
 
 

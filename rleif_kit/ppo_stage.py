@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 from typing import Any, Sequence
 
+from rleif_kit import distributed as dist
 from rleif_kit.config import RunConfig
 from rleif_kit.diagnostics import Verdict, check_low_ra_share, check_score_distribution
 from rleif_kit.evaluation.prompts import math_prompt
@@ -43,6 +44,8 @@ def export(cfg: RunConfig, paths: RunPaths, policy: Policy, result: PPOResult, e
 
     ppo, last = cfg.ppo, (result.log[-1] if result.log else {})
     out = paths.stage(STAGE) / "model"
+    if not dist.is_main():
+        return out
     card = (f"# PPO policy (RLEIF)\n\nThe SFT model after {result.steps} PPO steps (reward `{ppo.reward_formula}`, "
             f"rA from {cfg.reward_model.answer_reward}, aggregate {cfg.reward_model.prm_aggregate}); adapter r="
             f"{ppo.lora_r} merged. lr {ppo.lr}, kl_coef {ppo.kl_coef}, clip {ppo.clip_range}, rollout {ppo.rollout_batch}, "
@@ -56,7 +59,14 @@ def export(cfg: RunConfig, paths: RunPaths, policy: Policy, result: PPOResult, e
 
 def train(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: RewardScorer, policy: Policy,
           gate: list[Verdict] | None = None, progress: bool = True) -> tuple[Policy, PPOResult]:
-    """``[ppo].algorithm``: our PPO loop, or TRL's GRPOTrainer with the same reward (behind the same gate)."""
+    """``[ppo].algorithm``: our PPO loop, or TRL's GRPOTrainer with the same reward (behind the same gate).
+    With ``[base].launcher = "accelerate"`` the loop runs in launched processes, which read the pool and the
+    reward models from the run's files as ``python -m rleif_kit.ppo`` does (``pool`` and ``scorer`` are not
+    passed on), and ``policy`` gets its trained adapter from the last checkpoint."""
+    from rleif_kit.launch import should_launch
+
+    if should_launch(cfg):
+        return _launched(cfg, paths, policy, gate)
     if cfg.ppo.algorithm == "ppo":
         return run_ppo(cfg, paths, pool, scorer, policy, gate, progress)
     from rleif_kit.grpo import run_grpo
@@ -66,9 +76,33 @@ def train(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: RewardS
         raise RewardGateFailed(gate)
     model, tokenizer, result = run_grpo(cfg, paths, pool, scorer, progress)
     result.gate = gate
-    with open(paths.stage(STAGE) / "log.jsonl", "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in result.log)
+    if dist.is_main():
+        with open(paths.stage(STAGE) / "log.jsonl", "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in result.log)
     return Policy(model, None, tokenizer), result
+
+
+def _launched(cfg: RunConfig, paths: RunPaths, policy: Policy, gate: list[Verdict] | None) -> tuple[Policy, PPOResult]:
+    """``python -m rleif_kit.ppo`` under accelerate launch (the notebook's gate passed on, no export: the
+    notebook exports), then the trained adapter of the last checkpoint into ``policy``."""
+    from rleif_kit.launch import load_result, maybe_launch
+    from rleif_kit.ppo_policy import last_checkpoint, load_checkpoint
+
+    if cfg.ppo.algorithm != "ppo":
+        raise ValueError("[base] launcher = \"accelerate\" runs our PPO loop only; for GRPO run "
+                         "`accelerate launch -m rleif_kit.ppo --params FILE` from a shell (TRL handles the ranks)")
+    stage, args = paths.stage(STAGE), ["--no-export"]
+    if gate and any(v.status == "fail" for v in gate) and not cfg.ppo.force:
+        raise RewardGateFailed(gate)
+    if gate:
+        (stage / "gate.json").write_text(json.dumps([v.to_dict() for v in gate], indent=2) + "\n")
+        args += ["--gate", str(stage / "gate.json")]
+    maybe_launch(cfg, "rleif_kit.ppo", args=args)
+    result = load_result(PPOResult, stage / "result.json")
+    good = last_checkpoint(stage / "checkpoints")
+    if good is not None:
+        load_checkpoint(policy, None, good)
+    return policy, result
 
 
 def heldout_ab(cfg: RunConfig, paths: RunPaths, policy: Policy) -> dict[str, Any]:
@@ -110,18 +144,32 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Run PPO (or GRPO) without a notebook.")
     parser.add_argument("--params", required=True)
     parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--gate", default=None, help="gate.json of a gate already run (skips running it again)")
+    parser.add_argument("--no-export", action="store_true", help="leave 05_ppo/model and the KL-guard verdict "
+                                                                "to the caller (a notebook)")
     args = parser.parse_args(argv)
     cfg, paths = setup(args.params, args.overrides, stage=STAGE)
+    dist.accelerator()  # under accelerate launch: join the ranks and pick this rank's GPU before loading models
     policy = load_policy(cfg, paths)
+    gate = [Verdict(**v) for v in json.loads(Path(args.gate).read_text())] if args.gate else None
     try:
-        policy, result = train(cfg, paths, instruction_pool(cfg, paths), RewardScorer(cfg, paths), policy)
+        policy, result = train(cfg, paths, instruction_pool(cfg, paths), RewardScorer(cfg, paths), policy, gate,
+                               progress=True)
     except RewardGateFailed as e:
         print(format_verdicts(e.verdicts))
         raise SystemExit(f"ppo: {e}") from None
-    print(format_verdicts(result.gate))
+    if dist.is_main():
+        from rleif_kit.launch import save_result
+
+        save_result(result, paths.stage(STAGE) / "result.json")  # what a notebook with launcher = accelerate reads
+        print(format_verdicts(result.gate))
+    if args.no_export:  # a notebook reads result.json (a KL-guard stop included) and exports itself
+        return
     if result.stopped:
         raise SystemExit(f"ppo: {result.stopped}")
-    print(f"PPO done: {result.steps} steps in {result.runtime_s:.0f}s; model at {export(cfg, paths, policy, result)}")
+    model = export(cfg, paths, policy, result)
+    if dist.is_main():
+        print(f"PPO done: {result.steps} steps in {result.runtime_s:.0f}s; model at {model}")
 
 
 if __name__ == "__main__":

@@ -273,7 +273,15 @@ def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tupl
     from rleif_kit.reward_models import load_rm_for_training, loss_log, resolve_rm_base, rm_report_to, save_rm
     from rleif_kit.models import use_bf16
 
+    from rleif_kit.reward_stage import launch_training
+
     rm = cfg.reward_model
+    out_dir = paths.stage("04_reward_models") / "prm"
+    if launch_training(cfg, paths, "prm", examples):  # [base].launcher = "accelerate"
+        from rleif_kit.launch import load_result
+        from rleif_kit.reward_models import load_rm
+
+        return *load_rm(out_dir, bf16=cfg.base.bf16), load_result(PRMResult, out_dir / "result.json")
     train, heldout = split_by_question(examples, rm.rm_heldout_share, cfg.base.seed)
     if not train:
         raise ValueError("no PRM training examples: every sampled solution was flagged or none were sampled")
@@ -282,7 +290,6 @@ def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tupl
     model, tokenizer = load_rm_for_training(base, "token", cfg, bf16)
     rows = [r for r in (encode(tokenizer, e["question"], e["solution"], e["labels"], rm.rm_max_len) for e in train)
             if r is not None]
-    out_dir = paths.stage("04_reward_models") / "prm"
     steps = int(rm.rm_epochs * -(-len(rows) // rm.rm_batch_size))
     args = TrainingArguments(output_dir=str(out_dir / "checkpoints"), learning_rate=rm.rm_lr,
                              num_train_epochs=rm.rm_epochs, per_device_train_batch_size=rm.rm_batch_size,
@@ -306,7 +313,7 @@ def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tupl
             f"Held out: {len(heldout)} solutions of unseen questions, {len(labels)} steps — step accuracy "
             f"{_fmt(result.step_accuracy)}, AUC {_fmt(result.step_auc)}.\nlr {rm.rm_lr}, epochs {rm.rm_epochs}, "
             f"batch {rm.rm_batch_size}, max length {rm.rm_max_len}. rA = {rm.prm_aggregate} over steps.\n")
-    save_rm(trainer.model, tokenizer, out_dir, {"head": "token", "finetune": rm.rm_finetune, "base_model": base},
+    save_rm(trainer, tokenizer, out_dir, {"head": "token", "finetune": rm.rm_finetune, "base_model": base},
             card)
     return trainer.model, tokenizer, result
 

@@ -36,11 +36,11 @@ FIRST_READER = {
     "sft": "02_dedup", "dedup": "02_dedup", "diagnostics": "02_dedup",
     "eval": "02_dedup",  # cot_prompt, max_new_tokens, batch_size: the SFT rows, SFT/PRM/PPO generation
     **{f"eval.{k}": "06_eval" for k in ("benchmarks", "models", "limit", "temperature", "top_p", "n_samples",
-                                         "stop", "code_timeout", "code_workers")},
+                                         "stop", "code_timeout", "code_workers", "backend")},
     "reward_model": "04_reward_models",
     "ppo": "05_ppo",
 }
-IGNORED = {"base.output_dir", "base.run_name"}
+IGNORED = {"base.output_dir", "base.run_name", "base.launcher", "base.accelerate_config"}  # where / how it runs
 IGNORED_SECTIONS = {"loop"}
 
 

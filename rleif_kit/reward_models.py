@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from rleif_kit import distributed as dist
 from rleif_kit.config import RunConfig
 from rleif_kit.paths import RunPaths
 
@@ -42,12 +43,13 @@ def resolve_rm_base(cfg: RunConfig, paths: RunPaths, name: str, key: str) -> str
     if json.loads(info_path.read_text())["finetune"] == "full":
         return str(paths.sft_model)
     merged = paths.stage("04_reward_models") / "sft_merged"
-    if not (merged / "config.json").exists():
-        from rleif_kit.sft import load_sft_model
+    with dist.main_first():  # under accelerate launch rank 0 merges, the others read its copy
+        if not (merged / "config.json").exists():
+            from rleif_kit.sft import load_sft_model
 
-        model, tokenizer = load_sft_model(paths.sft_model)
-        model.save_pretrained(merged)
-        tokenizer.save_pretrained(merged)
+            model, tokenizer = load_sft_model(paths.sft_model)
+            model.save_pretrained(merged)
+            tokenizer.save_pretrained(merged)
     return str(merged)
 
 
@@ -106,9 +108,16 @@ def load_rm_for_training(path: str, head: str, cfg: RunConfig, bf16: bool) -> tu
 
 
 def save_rm(model: Any, tokenizer: Any, out_dir: Path, info: dict, card: str) -> None:
-    """Full weights, or the LoRA adapter (with its head) and ``rm_info.json`` naming the base; a model card."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out_dir)
+    """Full weights, or the LoRA adapter (with its head) and ``rm_info.json`` naming the base; a model card.
+    ``model`` may be the Trainer that trained it (under accelerate launch every rank calls this; rank 0 writes)."""
+    if dist.is_main():
+        out_dir.mkdir(parents=True, exist_ok=True)
+    if hasattr(model, "save_model"):
+        dist.save_weights(model, out_dir)
+    elif dist.is_main():
+        model.save_pretrained(out_dir)
+    if not dist.is_main():
+        return
     tokenizer.save_pretrained(out_dir)
     (out_dir / "rm_info.json").write_text(json.dumps(info, indent=2) + "\n")
     (out_dir / "README.md").write_text(card)
@@ -199,8 +208,14 @@ def train_irm(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict], heldout_sh
     from trl import RewardConfig, RewardTrainer
 
     from rleif_kit.models import use_bf16
+    from rleif_kit.reward_stage import launch_training
 
     rm = cfg.reward_model
+    out_dir = paths.stage("04_reward_models") / "irm"
+    if launch_training(cfg, paths, "irm", pairs, heldout_share):  # [base].launcher = "accelerate"
+        from rleif_kit.launch import load_result
+
+        return *load_rm(out_dir, bf16=cfg.base.bf16), load_result(IRMResult, out_dir / "result.json")
     heldout_share = rm.rm_heldout_share if heldout_share is None else heldout_share
     train, heldout = split_by_group(pairs, heldout_share, cfg.base.seed)
     if not train:
@@ -209,7 +224,6 @@ def train_irm(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict], heldout_sh
     bf16 = use_bf16(cfg.base.bf16)
     model, tokenizer = load_rm_for_training(base, "sequence", cfg, bf16)
     tokenizer.padding_side = "right"
-    out_dir = paths.stage("04_reward_models") / "irm"
     steps = int(rm.rm_epochs * -(-len(train) // rm.rm_batch_size))
     args = RewardConfig(output_dir=str(out_dir / "checkpoints"), learning_rate=rm.rm_lr, num_train_epochs=rm.rm_epochs,
                         per_device_train_batch_size=rm.rm_batch_size, save_strategy="no",
@@ -227,6 +241,6 @@ def train_irm(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict], heldout_sh
             f"preference pairs of evolved sibling variants; held-out pairwise accuracy {accuracy:.3f} on "
             f"{len(heldout)} pairs from unseen sibling groups. lr {rm.rm_lr}, epochs {rm.rm_epochs}, batch "
             f"{rm.rm_batch_size}.\nScore: sigmoid of the reward head, in [0, 1] (rI).\n")
-    save_rm(trainer.model, tokenizer, out_dir, {"head": "sequence", "finetune": rm.rm_finetune, "base_model": base},
+    save_rm(trainer, tokenizer, out_dir, {"head": "sequence", "finetune": rm.rm_finetune, "base_model": base},
             card)
     return trainer.model, tokenizer, result

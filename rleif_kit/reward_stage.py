@@ -17,6 +17,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from rleif_kit import distributed as dist
 from rleif_kit.config import RunConfig
 from rleif_kit.diagnostics import Verdict, check_low_ra_share, check_score_distribution
 from rleif_kit.jsonl import read_jsonl
@@ -24,6 +25,7 @@ from rleif_kit.paths import RunPaths
 
 STAGE = "04_reward_models"
 SCORE_SAMPLE = 100  # instructions and solutions scored for the distribution checks (reward-health check 1)
+TRAINING_ROWS = {"irm": "irm_pairs.jsonl", "prm": "prm_steps.jsonl"}  # what each reward model trains on
 
 
 def instruction_pool(cfg: RunConfig, paths: RunPaths) -> list[dict]:
@@ -150,11 +152,28 @@ def score_sample(cfg: RunConfig, paths: RunPaths, irm: tuple[Any, Any], prm_mode
     return ScoreSample(irm_scores, answer, correct, len(ra) - len(answer), verdicts)
 
 
+def launch_training(cfg: RunConfig, paths: RunPaths, which: str, rows: list[dict],
+                    heldout_share: float | None = None) -> bool:
+    """``[base].launcher = "accelerate"``: write the training rows to ``04_reward_models/`` and train ``which``
+    under ``accelerate launch`` (``--only``); False when the caller should train in-process."""
+    from rleif_kit.jsonl import write_jsonl
+    from rleif_kit.launch import maybe_launch, should_launch
+
+    if not should_launch(cfg):
+        return False
+    write_jsonl(paths.stage(STAGE) / TRAINING_ROWS[which], rows)
+    extra = [] if heldout_share is None else [f"reward_model.rm_heldout_share={heldout_share}"]
+    return maybe_launch(cfg, "rleif_kit.reward_stage", overrides=[*cfg.overrides, *extra], args=["--only", which])
+
+
 def main(argv: list[str] | None = None) -> None:
-    """``python -m rleif_kit.reward_stage --params FILE``: stage 04 without a notebook."""
+    """``python -m rleif_kit.reward_stage --params FILE``: stage 04 without a notebook (``accelerate launch -m``
+    too: rank 0 builds the data and scores, every rank trains)."""
     import argparse
 
     from rleif_kit.diagnostics import format_verdicts
+    from rleif_kit.jsonl import write_jsonl
+    from rleif_kit.launch import save_result
     from rleif_kit.prm import train_prm
     from rleif_kit.reward_models import train_irm
     from rleif_kit.settings import load_settings
@@ -164,15 +183,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--params", required=True)
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--settings", default=None)
+    parser.add_argument("--only", choices=sorted(TRAINING_ROWS),
+                        help="train only this model, on the rows already in 04_reward_models/ (what a notebook "
+                             "with [base] launcher = \"accelerate\" runs)")
     args = parser.parse_args(argv)
     cfg, paths = setup(args.params, args.overrides, stage=STAGE)
     settings = load_settings(args.settings) if args.settings else None
-    irm_model, irm_tok, irm = train_irm(cfg, paths, build_irm_pairs(cfg, paths, settings).pairs)
-    print(f"IRM: held-out pairwise accuracy {irm.heldout_accuracy:.3f} on {irm.heldout_pairs} pairs")
-    data = build_prm_examples(cfg, paths, settings)
-    prm_model, prm_tok, prm = train_prm(cfg, paths, data.examples)
-    print(f"PRM: held-out step accuracy {prm.step_accuracy}, AUC {prm.step_auc} on {prm.heldout_steps} steps")
-    print(format_verdicts(score_sample(cfg, paths, (irm_model, irm_tok), (prm_model, prm_tok), data.examples).verdicts))
+    stage, trained = paths.stage(STAGE), {}
+    for which, build, train in (("irm", build_irm_pairs, train_irm), ("prm", build_prm_examples, train_prm)):
+        if args.only not in (None, which):
+            continue
+        if args.only is None and dist.is_main():  # the data (judges, sampling, files) once, on rank 0
+            data = build(cfg, paths, settings)
+            write_jsonl(stage / TRAINING_ROWS[which], data.pairs if which == "irm" else data.examples)
+        dist.barrier()
+        rows = list(read_jsonl(stage / TRAINING_ROWS[which]))
+        model, tok, result = train(cfg, paths, rows)
+        trained[which] = (model, tok, rows)
+        if dist.is_main():
+            save_result(result, stage / which / "result.json")
+            print(f"IRM: held-out pairwise accuracy {result.heldout_accuracy:.3f} on {result.heldout_pairs} pairs"
+                  if which == "irm" else
+                  f"PRM: held-out step accuracy {result.step_accuracy}, AUC {result.step_auc} on "
+                  f"{result.heldout_steps} steps")
+    if args.only is None and dist.is_main():
+        (irm_model, irm_tok, _), (prm_model, prm_tok, examples) = trained["irm"], trained["prm"]
+        print(format_verdicts(score_sample(cfg, paths, (irm_model, irm_tok), (prm_model, prm_tok), examples).verdicts))
 
 
 if __name__ == "__main__":

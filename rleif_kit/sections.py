@@ -95,6 +95,11 @@ class BaseConfig(_Section):
                      one_of("math", "arith"))
     threads: int = opt(0, "torch CPU threads; 0 = torch's default. Fixed in the tiny preset for repeatability",
                        non_negative)
+    launcher: str = opt("in_process", "how the notebooks run SFT, the reward models and PPO: 'in_process', or "
+                                      "'accelerate' (the stage's module under accelerate launch: several GPUs, "
+                                      "DeepSpeed)", one_of("in_process", "accelerate"))
+    accelerate_config: str = opt("", "accelerate config file for launcher = 'accelerate' (e.g. "
+                                     "params/accelerate/zero2.yaml); '' = accelerate's defaults (every GPU, DDP)")
 
 
 @dataclass(frozen=True)
@@ -274,6 +279,9 @@ class PPOConfig(_Section):
     algorithm: str = opt("ppo", "'ppo' (our loop) or 'grpo' (TRL's GRPOTrainer with the same reward formula)",
                          one_of("ppo", "grpo"))
     num_generations: int = opt(8, "grpo: responses per prompt (rollout_batch must be a multiple)", at_least(2))
+    generation_backend: str = opt("transformers", "rollout generation: 'transformers', or 'vllm' with algorithm "
+                                                  "= 'grpo' (TRL's colocated vLLM); our PPO loop refuses 'vllm' for "
+                                                  "now", one_of("transformers", "vllm"))
 
 
 WIZARDMATH_STOP = ["Question:", "Question", "USER:", "USER", "ASSISTANT:", "ASSISTANT", "Instruction:", "Instruction",
@@ -304,6 +312,9 @@ class EvalConfig(_Section):
     code_timeout: float = opt(10.0, "HumanEval: wall-clock seconds per program in the sandbox", positive)
     code_workers: int = opt(0, "HumanEval: programs run in parallel in the sandbox; 0 = one per CPU",
                             non_negative)
+    backend: str = opt("transformers", "generation of local models (base, sft, ppo): 'transformers' (the "
+                                       "reference) or 'vllm' (installed separately on a GPU machine)",
+                       one_of("transformers", "vllm"))
 
     def cross_problems(self):
         if self.n_samples > 1 and self.temperature == 0:

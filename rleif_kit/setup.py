@@ -99,6 +99,7 @@ def setup(params_path: str, overrides: list[str] | tuple = (), stage: str = "00_
     paths = RunPaths(output_dir=cfg.output_dir, report_dir=reports if reports.is_absolute() else wd / reports)
     paths.report_dir.mkdir(parents=True, exist_ok=True)
     apply_threads_and_seed(cfg)
-    write_manifest(cfg, paths, stage)
+    if os.environ.get("RANK", "0") == "0":  # under accelerate launch: rank 0 alone
+        write_manifest(cfg, paths, stage)
     set_target(paths.metrics, stage)
     return cfg, paths

@@ -4,8 +4,10 @@ Reads the step-by-step data and open-domain samples (``sft_data.py``), trains wi
 response only, checkpoints every ``[sft].save_steps`` (a rerun resumes from the last checkpoint),
 and saves the model (adapter, or full weights) plus tokenizer to ``03_sft/model``. On the
 arithmetic world it also measures greedy held-out accuracy before and after training.
+Under ``accelerate launch`` the Trainer runs DDP / DeepSpeed; only rank 0 measures and writes.
 
     python -m rleif_kit.sft --params params/tiny-cpu.toml
+    accelerate launch --config_file params/accelerate/ddp.yaml -m rleif_kit.sft --params params/wizardmath-7b.toml
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rleif_kit import distributed as dist
 from rleif_kit.config import RunConfig
 from rleif_kit.diagnostics import Verdict, check_sft_learning, check_step_format
 from rleif_kit.paths import RunPaths
@@ -109,13 +112,17 @@ def train_sft(cfg: RunConfig, paths: RunPaths, examples: list[dict], base_path: 
     trainer = SFTTrainer(model=model, args=_trainer_args(cfg, paths, bf16), train_dataset=data,
                          processing_class=tokenizer, callbacks=[_log_callback(paths.sft_log)])
     trainer.train(resume_from_checkpoint=_last_checkpoint(paths.sft_checkpoints))
+    dist.debug_dump("sft", trainer.model.named_parameters())
     return trainer, tokenizer, initial
 
 
 def save_model(trainer: Any, tokenizer: Any, out_dir: Path, info: dict) -> None:
     """Adapter (LoRA/QLoRA) or full weights, plus the tokenizer and ``sft_info.json``, in standard formats."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    trainer.model.save_pretrained(out_dir)
+    if dist.is_main():
+        out_dir.mkdir(parents=True, exist_ok=True)
+    dist.save_weights(trainer, out_dir)
+    if not dist.is_main():
+        return
     tokenizer.padding_side = "left"
     tokenizer.save_pretrained(out_dir)
     (out_dir / "sft_info.json").write_text(json.dumps(info, indent=2) + "\n")
@@ -144,7 +151,7 @@ def _arith_accuracy(cfg: RunConfig, paths: RunPaths, model: Any, tokenizer: Any,
     from rleif_kit.evaluation.arith_bench import evaluate_arith
     from rleif_kit.sft_data import heldout_problems
 
-    if cfg.base.world != "arith" or cfg.sft.eval_samples == 0:
+    if cfg.base.world != "arith" or cfg.sft.eval_samples == 0 or not dist.is_main():
         return None
     problems = heldout_problems(cfg, paths)[: cfg.sft.eval_samples]
     result = evaluate_arith(model, tokenizer, problems, cot=cfg.eval.cot_prompt,
@@ -155,15 +162,20 @@ def _arith_accuracy(cfg: RunConfig, paths: RunPaths, model: Any, tokenizer: Any,
 
 def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
     """Build the data, measure the untrained model, train, save, measure again."""
+    from rleif_kit.jsonl import read_jsonl
+    from rleif_kit.launch import load_result, maybe_launch
     from rleif_kit.models import ensure_base_model, load_tokenizer
     from rleif_kit.sft_data import build_sft_examples
 
-    base_path = ensure_base_model(cfg)
-    examples = build_sft_examples(cfg, paths)
+    if maybe_launch(cfg, "rleif_kit.sft"):  # [base].launcher = "accelerate": the same, in launched processes
+        return load_result(SFTResult, paths.stage("03_sft") / "result.json")
+    with dist.main_first():  # under accelerate launch rank 0 builds the tiny model and the data, the others read
+        base_path = ensure_base_model(cfg)
+        examples = build_sft_examples(cfg, paths) if dist.is_main() else list(read_jsonl(paths.sft_data))
     verdicts = [check_step_format([e["completion"] for e in examples if e["source"] != "open_domain"],
                                   cfg.diagnostics, seed=cfg.base.seed)]
     acc_before = None
-    if cfg.base.world == "arith" and cfg.sft.eval_samples:
+    if cfg.base.world == "arith" and cfg.sft.eval_samples and dist.is_main():
         from transformers import AutoModelForCausalLM
 
         base = AutoModelForCausalLM.from_pretrained(base_path)
@@ -174,7 +186,13 @@ def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
     runtime = time.perf_counter() - start
     save_model(trainer, tokenizer, paths.sft_model,
                {"finetune": cfg.sft.finetune, "base_model": base_path, "steps": trainer.state.global_step})
-    model = trainer.model.merge_and_unload() if cfg.sft.finetune != "full" else trainer.model
+    dist.barrier()  # the saved model is complete
+    if dist.world_size() > 1:  # rank 0 measures the saved copy (DeepSpeed ZeRO-3 holds only shards in memory)
+        from rleif_kit.evaluation.generators import load_local_model
+
+        model, tokenizer = load_local_model(paths.sft_model) if dist.is_main() else (None, tokenizer)
+    else:
+        model = trainer.model.merge_and_unload() if cfg.sft.finetune != "full" else trainer.model
     acc_after = _arith_accuracy(cfg, paths, model, tokenizer, "after")
     if acc_before is not None and acc_after is not None:
         verdicts.append(check_sft_learning(acc_before, acc_after, cfg.diagnostics))
@@ -194,6 +212,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     cfg, paths = setup(args.params, args.overrides, stage="03_sft")
     result = run_sft(cfg, paths)
+    if not dist.is_main():
+        return
+    from rleif_kit.launch import save_result
+
+    save_result(result, paths.stage("03_sft") / "result.json")  # what a notebook with launcher = accelerate reads
     print(f"SFT done: {result.steps} steps in {result.runtime_s:.0f}s; model at {result.model_dir}")
     for v in result.verdicts:
         print(v.line())
