@@ -199,11 +199,11 @@ def check_ppo(cfg, shape: Shape, device: str, dtype, prompt_len: int) -> dict:
     measured["score"] = _peak()
     _reset()
     S = roll.input_ids.shape[1]
-    with torch.no_grad():  # batch sizes of reward_models.irm_score and prm.answer_scores
-        ri = torch.sigmoid(irm(input_ids=torch.randint(3, shape.vocab, (P.IRM_SCORE_BATCH, prompt_len), device=device)
+    with torch.no_grad():  # ppo_rewards.RewardScorer scores gen_batch at a time
+        ri = torch.sigmoid(irm(input_ids=torch.randint(3, shape.vocab, (ppo.gen_batch, prompt_len), device=device)
                                ).logits[:, 0].float())
         pl = min(S, cfg.reward_model.rm_max_len)
-        ra = prm(input_ids=torch.randint(3, shape.vocab, (P.PRM_SCORE_BATCH, pl), device=device)).logits[:, -1].float()
+        ra = prm(input_ids=torch.randint(3, shape.vocab, (ppo.gen_batch, pl), device=device)).logits[:, -1].float()
         ra = torch.softmax(ra, dim=-1)[:, 1]
     measured["rewards"] = _peak()
     reward = (ri[: ppo.gen_batch] * ra.repeat(ppo.gen_batch)[: ppo.gen_batch]).tolist()

@@ -22,7 +22,6 @@ GIB = 2**30
 OVERHEAD = 1 * GIB  # CUDA context (~0.5 GiB with lazy module loading), cuBLAS workspace, allocator slack
 # GiB that torch.cuda.mem_get_info reports as total on an RTX 3090/4090, A100-40GB, RTX A6000/L40S, A100/H100-80GB
 CARDS = {24: 23.6, 40: 39.4, 48: 47.5, 80: 79.1}
-IRM_SCORE_BATCH, PRM_SCORE_BATCH = 64, 32  # defaults of reward_models.irm_score and prm.answer_scores
 
 
 # ------------------------------------------------------------------------------ stages
@@ -115,9 +114,9 @@ def estimate_ppo(cfg, shapes: dict[str, Shape], prompt_len: int = 256, checkpoin
                                   + mb * S * (base.layers + 1) * d * base.hidden,  # output_hidden_states
                                   "logits": logit_bytes(mb * S, base.vocab, d, 3)}),
         "update": (f"{mb} x {S}", {"activations": update, "logits": logit_bytes(mb * S, base.vocab, d, 3)}),
-        "rewards": (f"{IRM_SCORE_BATCH} x {prompt_len}, {PRM_SCORE_BATCH} x {min(S, rm.rm_max_len)}",
-                    {"activations": max(inference_bytes(shapes["irm"], IRM_SCORE_BATCH * prompt_len, rm_d),
-                                        inference_bytes(shapes["prm"], PRM_SCORE_BATCH * min(S, rm.rm_max_len), rm_d))}),
+        "rewards": (f"{gen} x {prompt_len}, {gen} x {min(S, rm.rm_max_len)}",  # ppo_rewards scores gen_batch at a time
+                    {"activations": max(inference_bytes(shapes["irm"], gen * prompt_len, rm_d),
+                                        inference_bytes(shapes["prm"], gen * min(S, rm.rm_max_len), rm_d))}),
     }
     fixed = {"weights": weights, "trainable": trainable, "activations": 0, "logits": 0, "kv_cache": 0,
              "overhead": OVERHEAD}
