@@ -219,9 +219,11 @@ def test_served_model_through_the_endpoint_resumes_what_failed(tmp_path, monkeyp
                                               progress=False)
         chats = [r.body for r in server.requests if r.path.endswith("/chat/completions")]
     assert pending == 0 and len(rows) == 6 and len(chats) == 7  # 6 + the one retried
-    body = chats[0]
+    # requests run concurrently, so the server may see them in any order: find item 0's
+    body = next(c for c in chats if c["messages"][0]["content"] == math_prompt(items[0]["question"]))
     assert body["model"] == "served-math" and body["temperature"] == 0 and body["max_tokens"] == 32
     assert body["messages"] == [{"role": "user", "content": math_prompt(items[0]["question"])}]
+    assert {c["messages"][0]["content"] for c in chats} == {math_prompt(i["question"]) for i in items}
     assert body["stop"] == ["Question", "USER", "ASSISTANT", "Instruction"]  # at most 4 go to the server
 
 
