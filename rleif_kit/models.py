@@ -115,6 +115,14 @@ def load_tokenizer(path: str):
     return tok
 
 
+def nf4_config(compute_dtype: Any) -> Any:
+    """The QLoRA quantisation every 4-bit load in the kit uses: NF4 with double quantisation."""
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=compute_dtype)
+
+
 def load_for_training(path: str, sft: SFTConfig, bf16: bool) -> Any:
     """The model ready for training: 4-bit + LoRA (qlora), LoRA, or all weights trainable (full)."""
     import torch
@@ -123,11 +131,7 @@ def load_for_training(path: str, sft: SFTConfig, bf16: bool) -> Any:
     dtype = torch.bfloat16 if bf16 else torch.float32
     kwargs: dict[str, Any] = {"dtype": dtype}
     if sft.finetune == "qlora":
-        from transformers import BitsAndBytesConfig
-
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=dtype)
+        kwargs["quantization_config"] = nf4_config(dtype)
     model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     if sft.finetune == "full":
         return model

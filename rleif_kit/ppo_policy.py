@@ -46,10 +46,9 @@ def load_policy(cfg: RunConfig, paths: RunPaths) -> Policy:
     dtype = torch.bfloat16 if use_bf16(cfg.base.bf16) else torch.float32
     kwargs: dict[str, Any] = {"dtype": dtype}
     if cfg.sft.finetune == "qlora":
-        from transformers import BitsAndBytesConfig
+        from rleif_kit.models import nf4_config
 
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=dtype)
+        kwargs["quantization_config"] = nf4_config(dtype)
     base = AutoModelForCausalLM.from_pretrained(sft_path, **kwargs)
     for p in base.parameters():
         p.requires_grad_(False)

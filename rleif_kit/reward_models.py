@@ -87,10 +87,9 @@ def load_rm_for_training(path: str, head: str, cfg: RunConfig, bf16: bool) -> tu
     dtype = torch.bfloat16 if bf16 else torch.float32
     kwargs: dict[str, Any] = {"dtype": dtype, "num_labels": num_labels}
     if finetune == "qlora":
-        from transformers import BitsAndBytesConfig
+        from rleif_kit.models import nf4_config
 
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=dtype)
+        kwargs["quantization_config"] = nf4_config(dtype)
     tokenizer = load_tokenizer(path)
     torch.manual_seed(cfg.base.seed)  # the new head and the LoRA A matrices start the same on every run
     model = cls.from_pretrained(path, **kwargs)
@@ -142,11 +141,9 @@ def load_rm(model_dir: str | Path, load_in_4bit: bool = False, bf16: bool = Fals
     dtype = torch.bfloat16 if (load_in_4bit or use_bf16(bf16)) else torch.float32  # fp32 only on CPUs
     kwargs: dict[str, Any] = {"dtype": dtype, "num_labels": num_labels}
     if load_in_4bit:
-        from transformers import BitsAndBytesConfig
+        from rleif_kit.models import nf4_config
 
-        kwargs["quantization_config"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                                           bnb_4bit_use_double_quant=True,
-                                                           bnb_4bit_compute_dtype=torch.bfloat16)
+        kwargs["quantization_config"] = nf4_config(torch.bfloat16)
     if info["finetune"] == "full":
         model = cls.from_pretrained(model_dir, **kwargs)
     else:

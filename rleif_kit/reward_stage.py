@@ -137,7 +137,8 @@ def score_sample(cfg: RunConfig, paths: RunPaths, irm: tuple[Any, Any], prm_mode
 
     rm, dcfg = cfg.reward_model, cfg.diagnostics
     fanned = {r["sibling_group"] for r in read_jsonl(paths.stage(STAGE) / "irm_fanout.jsonl")}
-    instructions = [r for r in instruction_pool(cfg, paths) if r["id"] not in fanned] or instruction_pool(cfg, paths)
+    pool = instruction_pool(cfg, paths)
+    instructions = [r for r in pool if r["id"] not in fanned] or pool
     texts = [r["text"] for r in _sample(instructions, SCORE_SAMPLE, cfg.base.seed + 1)]
     irm_scores = irm_score(irm[0], irm[1], texts, max_length=rm.rm_max_len)
     heldout = _sample(split_by_question(prm_examples, rm.rm_heldout_share, cfg.base.seed)[1], SCORE_SAMPLE,
