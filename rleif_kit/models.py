@@ -82,11 +82,12 @@ def tiny_corpus(cfg: RunConfig) -> list[str]:
 
 
 def ensure_base_model(cfg: RunConfig) -> str:
-    """Resolve ``[base].model_name``, building the offline tiny Llama first when the preset says so."""
+    """Resolve ``[base].model_name``, building the offline tiny Llama first when the preset says so and no
+    model is there yet. A model already at that path (a loop iteration's PPO policy, say) is never replaced."""
     from rleif_kit import tiny
 
     target = tiny_build_target(cfg)
-    if target is not None and not tiny.is_tiny_model_dir(target):
+    if target is not None and not (target / "config.json").exists():
         shape = tiny.TinyShape(vocab_size=cfg.tiny.vocab_size, hidden_size=cfg.tiny.hidden_size,
                                layers=cfg.tiny.layers, heads=cfg.tiny.heads,
                                intermediate_size=cfg.tiny.intermediate_size)

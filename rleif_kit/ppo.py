@@ -65,6 +65,7 @@ class Rollout:
     ref_logp: Any = None
     values: Any = None
     entropy: float = 0.0
+    temperature: float = 1.0  # the sampling temperature: log-probs are taken at the same one
 
 
 def _response_tokens(row: list[int], eos_id: int) -> list[int]:
@@ -99,14 +100,19 @@ def generate_rollout(policy: Policy, prompts: Sequence[str], cfg: RunConfig) -> 
                          for p, r in zip(prompt_ids, response_ids)])
     resp_mask = torch.tensor([[1.0] * len(r) + [0.0] * (T - len(r)) for r in response_ids])
     texts = [tok.decode(r, skip_special_tokens=True).strip() for r in response_ids]
-    return Rollout(ids.to(device), attn.to(device), resp_mask.to(device), P, texts)
+    return Rollout(ids.to(device), attn.to(device), resp_mask.to(device), P, texts, temperature=ppo.temperature)
 
 
-def response_view(policy: Policy, ids, attn, prompt_width: int, reference: bool = False, with_values: bool = True):
-    """(log-probs of the response tokens, values, entropies), each [B, T]."""
+def response_view(policy: Policy, ids, attn, prompt_width: int, reference: bool = False, with_values: bool = True,
+                  temperature: float = 1.0):
+    """(log-probs of the response tokens, values, logits), each [B, T, ...].
+
+    The logits are divided by the sampling ``temperature``, so the log-probs are those of the distribution
+    the rollout was sampled from (policy and reference alike): PPO's ratio and the KL stay on-policy.
+    """
     logits, values = forward(policy, ids, attn, with_values=with_values and not reference, reference=reference)
     T = ids.shape[1] - prompt_width
-    logits = logits[:, prompt_width - 1: prompt_width - 1 + T]  # position t predicts token t + 1
+    logits = logits[:, prompt_width - 1: prompt_width - 1 + T] / temperature  # position t predicts token t + 1
     logp = pm.token_logprobs(logits, ids[:, prompt_width:])
     vals = values[:, prompt_width - 1: prompt_width - 1 + T] if values is not None else None
     return logp, vals, logits
@@ -120,8 +126,9 @@ def score_rollout(policy: Policy, roll: Rollout, mini_batch: int) -> None:
     with torch.no_grad():
         for s in range(0, roll.input_ids.shape[0], mini_batch):
             ids, attn = roll.input_ids[s:s + mini_batch], roll.attention_mask[s:s + mini_batch]
-            logp, values, logits = response_view(policy, ids, attn, roll.prompt_width)
-            ref, _, _ = response_view(policy, ids, attn, roll.prompt_width, reference=True)
+            logp, values, logits = response_view(policy, ids, attn, roll.prompt_width, temperature=roll.temperature)
+            ref, _, _ = response_view(policy, ids, attn, roll.prompt_width, reference=True,
+                                      temperature=roll.temperature)
             logps.append(logp), refs.append(ref), vals.append(values), ents.append(pm.entropy_from_logits(logits))
     roll.logp, roll.ref_logp, roll.values = torch.cat(logps), torch.cat(refs), torch.cat(vals)
     roll.entropy = pm.masked_mean(torch.cat(ents), roll.response_mask).item()
@@ -164,7 +171,8 @@ def ppo_step(policy: Policy, optimizer: Any, roll: Rollout, scores: dict, cfg: R
     B, stats = mask.shape[0], {"policy_loss": [], "value_loss": [], "clip_frac": []}
     for _ in range(ppo.ppo_epochs):
         for idx in torch.randperm(B).split(ppo.mini_batch):
-            logp, values, _ = response_view(policy, roll.input_ids[idx], roll.attention_mask[idx], roll.prompt_width)
+            logp, values, _ = response_view(policy, roll.input_ids[idx], roll.attention_mask[idx], roll.prompt_width,
+                                            temperature=roll.temperature)
             pl, clip_frac = pm.policy_loss(logp, roll.logp[idx], adv[idx], mask[idx], ppo.clip_range)
             vl = pm.value_loss(values, roll.values[idx], returns[idx], mask[idx], ppo.clip_range)
             loss = pl + ppo.vf_coef * vl
@@ -194,7 +202,7 @@ def kl_after_update(policy: Policy, roll: Rollout, mini_batch: int) -> float:
         for s in range(0, roll.input_ids.shape[0], mini_batch):
             sl = slice(s, s + mini_batch)
             logp, _, _ = response_view(policy, roll.input_ids[sl], roll.attention_mask[sl], roll.prompt_width,
-                                       with_values=False)
+                                       with_values=False, temperature=roll.temperature)
             kls.append(pm.sequence_kl(logp, roll.ref_logp[sl], roll.response_mask[sl]))
     return torch.cat(kls).mean().item()
 

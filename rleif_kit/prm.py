@@ -311,12 +311,13 @@ def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tupl
             f"last token of each step (label 1 = step correct). Trained on {result.train_steps} labelled steps "
             f"of {len(train)} solutions ({result.correct_share:.0%} correct; labels: {rm.prm_step_label}). "
             f"Held out: {len(heldout)} solutions of unseen questions, {len(labels)} steps — step accuracy "
-            f"{_fmt(result.step_accuracy)}, AUC {_fmt(result.step_auc)}.\nlr {rm.rm_lr}, epochs {rm.rm_epochs}, "
+            f"{fmt_score(result.step_accuracy)}, AUC {fmt_score(result.step_auc)}.\nlr {rm.rm_lr}, epochs {rm.rm_epochs}, "
             f"batch {rm.rm_batch_size}, max length {rm.rm_max_len}. rA = {rm.prm_aggregate} over steps.\n")
     save_rm(trainer, tokenizer, out_dir, {"head": "token", "finetune": rm.rm_finetune, "base_model": base},
             card)
     return trainer.model, tokenizer, result
 
 
-def _fmt(x: float | None) -> str:
+def fmt_score(x: float | None) -> str:
+    """A score to 3 decimals, or "n/a" when there was nothing to measure it on (no held-out steps of a class)."""
     return "n/a" if x is None else f"{x:.3f}"

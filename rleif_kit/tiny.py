@@ -67,7 +67,12 @@ def train_tokenizer(corpus: Iterable[str], vocab_size: int):
 
 def build_tiny_model(out_dir: str | Path, corpus: Iterable[str], shape: TinyShape = TinyShape(),
                      seed: int = 0) -> Path:
-    """Train the tokenizer on ``corpus``, build a random-init Llama of ``shape`` and save both."""
+    """Train the tokenizer on ``corpus``, build a random-init Llama of ``shape`` and save both.
+
+    Built in a sibling folder and renamed into place, so a crash never leaves half a model at ``out_dir``.
+    """
+    import shutil
+
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -89,10 +94,17 @@ def build_tiny_model(out_dir: str | Path, corpus: Iterable[str], shape: TinyShap
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    (out / "tiny_shape.json").write_text(json.dumps(asdict(shape), indent=2) + "\n")
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} is not empty: the tiny model is built only where no model is")
+    building = out.with_name(out.name + ".building")
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir(parents=True)
+    model.save_pretrained(building)
+    tokenizer.save_pretrained(building)
+    (building / "tiny_shape.json").write_text(json.dumps(asdict(shape), indent=2) + "\n")
+    if out.exists():
+        out.rmdir()
+    building.rename(out)
     return out
 
 

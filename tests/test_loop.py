@@ -1,6 +1,6 @@
 """The RLEIF loop: ``[loop] iterations = N`` repeats 01-06, each iteration seeded from the previous one.
-On disk under tmp_path; the slow test runs 00_setup once and 01_evolve + 02_dedup twice on the tiny
-preset with papermill, no network."""
+On disk under tmp_path; the slow test runs 00_setup once and 01_evolve to 06_eval twice, with papermill and no
+network, on a micro version of the tiny preset (about 3 minutes)."""
 
 from __future__ import annotations
 
@@ -80,31 +80,59 @@ def test_loop_summary_reads_each_iterations_metrics(tmp_path):
     assert rows[1]["output_dir"] == str(tmp_path / "run" / "iter-2")
 
 
+LOOP_MICRO = ('evol_instruct.seeds="arith:24"', "evol_instruct.rounds=1", "tiny.corpus_problems=300",
+              'sft.dataset="arith:1500"', "sft.max_steps=25", "sft.eval_samples=40", "sft.save_steps=1000",
+              "reward_model.irm_groups=24", "reward_model.prm_samples=96", "reward_model.rm_epochs=1",
+              "ppo.total_steps=2", "ppo.rollout_batch=8", "ppo.mini_batch=8", "ppo.gen_batch=8",
+              "ppo.gate_samples=8", "ppo.eval_samples=40", "ppo.save_every=1", "ppo.force=true", "eval.limit=40",
+              "loop.iterations=2")
+
+
 @pytest.mark.slow
-def test_two_iterations_of_evolve_and_dedup(tmp_path, monkeypatch, capsys):
+def test_two_iterations_of_the_whole_loop(tmp_path, monkeypatch, capsys):
+    """01-06 twice on a micro version of the tiny preset: iteration 2 evolves what iteration 1 kept, and its
+    SFT, reward models and PPO all start from iteration 1's PPO policy; the summary spans both."""
     monkeypatch.chdir(ROOT)
     reports, run = tmp_path / "reports", tmp_path / "run"
-    overrides = tiny_overrides(run, 'evol_instruct.seeds="arith:20"', "evol_instruct.rounds=1",
-                               "tiny.corpus_problems=300", "loop.iterations=2")
-    runs = run_pipeline(str(TINY_PARAMS), "00_setup,01_evolve,02_dedup", overrides, report_dir=str(reports))
-    assert [r.stage for r in runs] == ["00_setup", "01_evolve", "02_dedup", "01_evolve", "02_dedup"]
-    assert "iteration 2/2" in capsys.readouterr().out
+    stages = "00_setup,01_evolve,02_dedup,03_sft,04_reward_models,05_ppo,06_eval"
+    runs = run_pipeline(str(TINY_PARAMS), stages, tiny_overrides(run, *LOOP_MICRO), report_dir=str(reports))
+    looped = stages.split(",")[1:]
+    assert [r.stage for r in runs] == ["00_setup", *looped, *looped]
+    out = capsys.readouterr().out
+    assert "iteration 2/2" in out
+    assert f"base model = iteration 1's PPO policy ({run / '05_ppo' / 'model'})" in out
 
-    # iteration 2 has its own artifacts and reports, seeded from what iteration 1 kept
+    # iteration 2 trained on from iteration 1's policy, in its own folders
+    import torch
+    from safetensors.torch import load_file
+
+    ppo_1 = load_file(run / "05_ppo" / "model" / "model.safetensors")
+    base_1 = load_file(run / "tiny-llama" / "model.safetensors")
+    sft_2 = load_file(run / "iter-2" / "03_sft" / "model" / "model.safetensors")
+    name = next(n for n in ppo_1 if n.endswith("mlp.up_proj.weight"))
+    assert not torch.equal(ppo_1[name], base_1[name])  # SFT + PPO moved iteration 1's weights
+    sft_info = json.loads((run / "iter-2" / "03_sft" / "model" / "sft_info.json").read_text())
+    assert sft_info["base_model"] == str(run / "05_ppo" / "model"), sft_info
+    assert not torch.equal(sft_2[name], ppo_1[name])  # and iteration 2's SFT trained on from there
+    for part in ("01_evolve/evolved.jsonl", "04_reward_models/irm/rm_info.json", "05_ppo/log.jsonl",
+                 "05_ppo/model/model.safetensors", "06_eval/summary.json"):
+        assert (run / "iter-2" / part).exists(), part
+    assert (reports / "iter-2" / "06_eval.ipynb").exists()
+
+    # iteration 2 evolved what iteration 1 kept (less its own seeds)
     kept_1 = {r["id"] for r in read_jsonl(run / "02_dedup" / "instructions.jsonl") if r["round"] > 0}
     seeds_2 = [r["id"] for r in read_jsonl(run / "iter-2" / "seeds.jsonl")]
     assert seeds_2 and set(seeds_2) == kept_1
     evolved_2 = list(read_jsonl(run / "iter-2" / "01_evolve" / "evolved.jsonl"))
     assert evolved_2 and {r["root_id"] for r in evolved_2} <= kept_1
-    assert (run / "iter-2" / "02_dedup" / ".done.json").exists()
-    assert (reports / "iter-2" / "02_dedup.ipynb").exists()
 
-    summary = json.loads((reports / "loop_summary.json").read_text())["iterations"]
-    assert [r["iteration"] for r in summary] == [1, 2]
-    assert all(isinstance(r["kept_instructions"], int) and r["kept_instructions"] > 0 for r in summary)
-    assert summary[1]["evolved_kept"] == len(evolved_2)
+    rows = json.loads((reports / "loop_summary.json").read_text())["iterations"]
+    assert [r["iteration"] for r in rows] == [1, 2] and rows[1]["evolved_kept"] == len(evolved_2)
+    for r in rows:
+        assert r["kept_instructions"] > 0 and 0.0 <= r["sft_accuracy"] <= 1.0, r
+        assert r["reward_last"] is not None and r["ppo_accuracy"] is not None and r["eval_accuracy"], r
     page = (reports / "index.html").read_text()
-    assert 'id="loop"' in page and 'id="iter-2/02_dedup"' in page and 'href="iter-2/02_dedup.ipynb"' in page
+    assert 'id="loop"' in page and 'id="iter-2/05_ppo"' in page and 'href="iter-2/05_ppo.ipynb"' in page
 
-    # rerun: all five steps complete and unchanged
-    assert run_pipeline(str(TINY_PARAMS), "00_setup,01_evolve,02_dedup", overrides, report_dir=str(reports)) == []
+    # rerun: every step of both iterations is complete and unchanged
+    assert run_pipeline(str(TINY_PARAMS), stages, tiny_overrides(run, *LOOP_MICRO), report_dir=str(reports)) == []

@@ -171,3 +171,32 @@ def test_gradient_checkpointing_gives_the_same_update(tmp_path, small_model_dir)
         grads.append({n: p.grad.clone() for n, p in policy.named_trainable().items() if p.grad is not None})
     assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 2
     assert all(torch.allclose(grads[0][n], grads[1][n], atol=1e-6) for n in grads[0])
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_rollout_logprobs_are_those_of_the_sampling_distribution(tmp_path, small_model_dir, temperature):
+    """PPO's old log-probs must be the behaviour policy's: at temperature T that is softmax(logits / T), the
+    distribution generate() sampled from (the scores it reports), not softmax(logits)."""
+    from rleif_kit.ppo import generate_rollout, score_rollout
+    from rleif_kit.ppo_policy import load_policy
+
+    cfg, paths = _run(tmp_path, small_model_dir, f"ppo.temperature={temperature}")
+    policy = load_policy(cfg, paths)
+    prompts = [p["text"] for p in _pool(4)]
+    torch.manual_seed(0)
+    roll = generate_rollout(policy, prompts, cfg)
+    score_rollout(policy, roll, mini_batch=4)
+    tok = policy.tokenizer
+    enc = tok(prompts, return_tensors="pt", padding=True)
+    torch.manual_seed(0)  # the same draws again, now with the sampler's processed scores
+    with torch.no_grad():
+        out = policy.model.generate(**enc, do_sample=True, temperature=temperature, top_p=1.0, top_k=0,
+                                    max_new_tokens=cfg.ppo.max_new_tokens, pad_token_id=tok.pad_token_id,
+                                    eos_token_id=tok.eos_token_id, output_scores=True, return_dict_in_generate=True)
+    new = out.sequences[:, enc["input_ids"].shape[1]:]
+    sampler = torch.log_softmax(torch.stack(out.scores, dim=1), dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+    mask = roll.response_mask.bool()
+    T = mask.shape[1]
+    assert torch.equal(new[:, :T][mask], roll.input_ids[:, roll.prompt_width:][mask])  # the same samples
+    assert torch.allclose(roll.logp[mask], sampler[:, :T][mask], atol=1e-4)
+    assert torch.allclose(roll.ref_logp[mask], roll.logp[mask], atol=1e-5)  # a fresh adapter is the SFT policy

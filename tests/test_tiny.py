@@ -39,3 +39,26 @@ def test_special_tokens_are_llama_like(small_model_dir):
 def test_an_incomplete_directory_is_not_a_tiny_model(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     assert not is_tiny_model_dir(tmp_path)
+
+
+def test_a_model_already_at_base_model_name_is_never_replaced(small_model_dir, tmp_path):
+    """[tiny] build makes the model only where none is: a loop iteration's PPO policy (a Llama without
+    tiny_shape.json) stays as it is, byte for byte."""
+    import shutil
+
+    import pytest
+
+    from conftest import TINY_PARAMS
+    from rleif_kit.config import load_config
+    from rleif_kit.models import ensure_base_model
+    from rleif_kit.tiny import build_tiny_model
+
+    policy = tmp_path / "05_ppo" / "model"
+    shutil.copytree(small_model_dir, policy)
+    (policy / "tiny_shape.json").unlink()
+    before = (policy / "model.safetensors").read_bytes()
+    cfg = load_config(TINY_PARAMS, [f'base.output_dir="{tmp_path}"', f'base.model_name="{policy}"'])
+    assert cfg.tiny.build and ensure_base_model(cfg) == str(policy)
+    assert (policy / "model.safetensors").read_bytes() == before and not (policy / "tiny_shape.json").exists()
+    with pytest.raises(FileExistsError, match="is not empty"):
+        build_tiny_model(policy, ["a b c"])

@@ -216,10 +216,10 @@ the judges' answers; every step resumes from its files."""),
                  '      f"{len(prm_data.examples)} labelled by {prm_data.labeller} {prm_data.by_source}; "\n'
                  '      f"{sum(step_labels) / max(1, len(step_labels)):.0%} of {len(step_labels)} steps correct")'),
         ("md", "## Train the PRM\nHeld-out step accuracy and AUC on solutions to questions never trained on."),
-        ("code", "from rleif_kit.prm import train_prm\n\n"
+        ("code", "from rleif_kit.prm import fmt_score, train_prm\n\n"
                  "prm_model, prm_tok, prm = train_prm(cfg, paths, prm_data.examples)\n"
-                 'print(f"PRM: {prm.train_steps} labelled steps; held-out step accuracy {prm.step_accuracy:.3f}, "\n'
-                 '      f"AUC {prm.step_auc:.3f} on {prm.heldout_steps} steps ({prm.runtime_s:.0f}s)")'),
+                 'print(f"PRM: {prm.train_steps} labelled steps; held-out step accuracy {fmt_score(prm.step_accuracy)}, "\n'
+                 '      f"AUC {fmt_score(prm.step_auc)} on {prm.heldout_steps} steps ({prm.runtime_s:.0f}s)")'),
         ("md", "## Training curves"),
         ("code", "from rleif_kit.plots import plot_loss_curve, save_figure\n\n"
                  'save_figure(plot_loss_curve(irm.log, "IRM training loss"), paths.figures, "04_irm_loss")\n'
