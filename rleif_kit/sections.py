@@ -262,7 +262,8 @@ class PPOConfig(_Section):
     ppo_epochs: int = opt(4, "passes over each rollout batch", positive)
     gen_batch: int = opt(16, "prompts generated together (a micro-batch of the rollout)", positive)
     max_new_tokens: int = opt(512, "longest sampled response", positive)
-    temperature: float = opt(1.0, "sampling temperature of the rollouts", positive)
+    temperature: float = opt(1.0, "sampling temperature of the rollouts (log-probs and KL are taken at the "
+                                       "same temperature)", positive)
     vf_coef: float = opt(0.1, "weight of the value loss", non_negative)
     max_grad_norm: float = opt(1.0, "gradient clipping", positive)
     kl_target: float = opt(0.0, "adaptive KL: move kl_coef so the per-sequence KL tracks this; 0 = fixed kl_coef",
