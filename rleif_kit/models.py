@@ -148,3 +148,17 @@ def load_for_training(path: str, sft: SFTConfig, bf16: bool) -> Any:
 def trainable_parameters(model) -> dict[str, Any]:
     """Name → detached copy of every trainable parameter (tests compare before and after)."""
     return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def report_to(requested: list[str]) -> list[str]:
+    """`report_to` for a transformers Trainer: the requested integrations, TensorBoard left out with a note when it
+    is not installed; ["none"] when nothing is left."""
+    import importlib.util
+
+    out = []
+    for name in requested:
+        if name == "tensorboard" and importlib.util.find_spec("tensorboard") is None:
+            print("note: report_to tensorboard skipped: tensorboard is not installed")
+            continue
+        out.append(name)
+    return out or ["none"]

@@ -161,9 +161,9 @@ def load_rm(model_dir: str | Path, load_in_4bit: bool = False, bf16: bool = Fals
 
 def rm_report_to(cfg: RunConfig) -> list[str]:
     """``[sft].report_to`` passes through to the reward-model trainers (TensorBoard when installed)."""
-    from rleif_kit.sft import _report_to
+    from rleif_kit.models import report_to
 
-    return _report_to(list(cfg.sft.report_to))
+    return report_to(list(cfg.sft.report_to))
 
 
 def loss_log(trainer: Any) -> list[dict]:

@@ -59,21 +59,11 @@ def _log_callback(path: Path):
     return JsonlLog()
 
 
-def _report_to(requested: list[str]) -> list[str]:
-    import importlib.util
-
-    out = []
-    for name in requested:
-        if name == "tensorboard" and importlib.util.find_spec("tensorboard") is None:
-            print("note: report_to tensorboard skipped: tensorboard is not installed")
-            continue
-        out.append(name)
-    return out or ["none"]
-
-
 def _trainer_args(cfg: RunConfig, paths: RunPaths, bf16: bool):
     import torch
     from trl import SFTConfig
+
+    from rleif_kit.models import report_to
 
     s = cfg.sft
     return SFTConfig(
@@ -84,7 +74,7 @@ def _trainer_args(cfg: RunConfig, paths: RunPaths, bf16: bool):
         warmup_steps=s.warmup_ratio, lr_scheduler_type=s.lr_scheduler, weight_decay=s.weight_decay,
         activation_checkpointing=s.gradient_checkpointing,
         logging_steps=s.logging_steps, save_strategy="steps", save_steps=s.save_steps, save_total_limit=2,
-        bf16=bf16, use_cpu=not torch.cuda.is_available(), report_to=_report_to(s.report_to),
+        bf16=bf16, use_cpu=not torch.cuda.is_available(), report_to=report_to(s.report_to),
         dataloader_num_workers=0,
         train_sampling_strategy="group_by_length" if s.group_by_length else "random",
     )
