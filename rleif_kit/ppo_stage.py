@@ -19,15 +19,20 @@ from rleif_kit.ppo_rewards import RewardGateFailed, RewardScorer
 
 
 def reward_gate(cfg: RunConfig, policy: Policy, scorer: RewardScorer, pool: Sequence[dict]) -> list[Verdict]:
-    """Reward-health checks 1 and 2 on ``gate_samples`` responses of the SFT policy (adapter off)."""
+    """Reward-health checks 1 and 2 on ``gate_samples`` responses of the SFT policy (adapter off).
+
+    With rA from the step verifier (``answer_reward = "verifier"``) there is no PRM to check: rA is 0 or 1
+    and its distribution is the policy's accuracy, so check 1 covers the IRM alone."""
     sample = random.Random(cfg.base.seed + 7).sample(list(pool), min(cfg.ppo.gate_samples, len(pool)))
     with policy.model.disable_adapter():
         roll = generate_rollout(policy, [math_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in sample], cfg)
     scores = scorer(sample, roll.responses)
     src = f"{STAGE} gate: {len(sample)} SFT responses"
-    return [check_score_distribution("IRM", scores["rI"], cfg.diagnostics, src),
-            check_score_distribution("PRM", scores["rA"], cfg.diagnostics, src),
-            check_low_ra_share(scores["rA"], cfg.diagnostics, src)]
+    verdicts = [check_score_distribution("IRM", scores["rI"], cfg.diagnostics, src)]
+    if cfg.reward_model.answer_reward == "prm":
+        verdicts.append(check_score_distribution("PRM", scores["rA"], cfg.diagnostics, src))
+    return verdicts + [check_low_ra_share(scores["rA"], cfg.diagnostics, f"{src}, rA from the "
+                                                                          f"{cfg.reward_model.answer_reward}")]
 
 
 

@@ -132,16 +132,24 @@ def _copy_inputs(tiny_run: Path, dest: Path) -> None:
 
 
 def test_ppo_machinery_with_a_perfect_prm(tiny_run, tmp_path, monkeypatch):
-    """(a) rA from the step verifier: reward rises and held-out accuracy does not fall by over a point."""
+    """(a) rA from the step verifier: reward rises and held-out accuracy does not fall by over a point; the
+    healthy run's reward checks 1-2 are ok, and check 3 says what the A/B measured (under 3 points: never ok)."""
     monkeypatch.chdir(ROOT)
     _copy_inputs(tiny_run, tmp_path / "run")
     reports = tmp_path / "reports"
-    run_pipeline(str(TINY_PARAMS), "05_ppo", tiny_overrides(tmp_path / "run", 'reward_model.answer_reward="verifier"'),
-                 report_dir=str(reports))
-    ppo = read_records(reports / "metrics.json")["05_ppo"]
+    run_pipeline(str(TINY_PARAMS), "05_ppo,07_reward_diagnostics",
+                 tiny_overrides(tmp_path / "run", 'reward_model.answer_reward="verifier"'), report_dir=str(reports))
+    recorded = read_records(reports / "metrics.json")
+    ppo = recorded["05_ppo"]
     assert not ppo["stopped"] and ppo["eval_n"] == 1000
     assert ppo["reward_last_fifth"] > ppo["reward_first_fifth"], ppo
     assert ppo["ppo_accuracy"] >= ppo["sft_accuracy"] - 0.01, ppo
+    gate = {k: s for k, s in ppo["verdicts"].items() if k != "sft_vs_ppo"}
+    assert gate == {"irm_distribution": "ok", "low_ra_share": "ok"}, ppo["verdicts"]  # no PRM to check in the gate
+    v = recorded["07_reward_diagnostics"]["verdicts"]
+    assert {v[c] for c in ("irm_distribution", "prm_distribution", "low_ra_share", "kl_blowup")} == {"ok"}, v
+    if ppo["ppo_accuracy"] - ppo["sft_accuracy"] < 0.03:
+        assert v["sft_vs_ppo"] != "ok", v
 
 
 def test_kl_guard_stops_a_deliberately_unstable_run(tiny_run, tmp_path):
