@@ -206,7 +206,7 @@ def check_ppo(cfg, shape: Shape, device: str, dtype, prompt_len: int) -> dict:
         ra = prm(input_ids=torch.randint(3, shape.vocab, (ppo.gen_batch, pl), device=device)).logits[:, -1].float()
         ra = torch.softmax(ra, dim=-1)[:, 1]
     measured["rewards"] = _peak()
-    reward = (ri[: ppo.gen_batch] * ra.repeat(ppo.gen_batch)[: ppo.gen_batch]).tolist()
+    reward = (ri * ra).tolist()
     optimizer = torch.optim.AdamW(policy.parameters(), lr=ppo.lr)
     _reset()
     stats = ppo_step(policy, optimizer, roll, {"reward": reward}, cfg, ppo.kl_coef)

@@ -64,8 +64,9 @@ def _cpu_only(cfg: Any) -> bool:
 
 
 def should_launch(cfg: Any) -> bool:
-    """``[base].launcher = "accelerate"`` and this is not already a launched process."""
-    return cfg.base.launcher == "accelerate" and not os.environ.get(LAUNCHED)
+    """``[base].launcher = "accelerate"`` and this is not already a launched process (ours, or a rank of an
+    ``accelerate launch`` started by hand, which sets ``LOCAL_RANK``)."""
+    return cfg.base.launcher == "accelerate" and not os.environ.get(LAUNCHED) and "LOCAL_RANK" not in os.environ
 
 
 def maybe_launch(cfg: Any, module: str, params_path: str | None = None, overrides: Sequence[str] | None = None,
@@ -96,19 +97,10 @@ def maybe_launch(cfg: Any, module: str, params_path: str | None = None, override
 # ------------------------------------------------------------------- results across the process boundary
 
 def save_result(result: Any, path: Path) -> None:
-    """A stage's result dataclass as JSON (rank 0, at the end of the module's main)."""
-    def plain(x: Any) -> Any:
-        if dataclasses.is_dataclass(x):
-            return {f.name: plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
-        if isinstance(x, (list, tuple)):
-            return [plain(v) for v in x]
-        if isinstance(x, dict):
-            return {k: plain(v) for k, v in x.items()}
-        return str(x) if isinstance(x, Path) else x
-
+    """A stage's result dataclass as JSON (rank 0, at the end of the module's main); paths as strings."""
     from rleif_kit.records import write_json_atomic
 
-    write_json_atomic(path, plain(result))
+    write_json_atomic(path, json.loads(json.dumps(dataclasses.asdict(result), default=str)))
 
 
 def load_result(cls: type, path: Path) -> Any:

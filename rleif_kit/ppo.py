@@ -39,9 +39,10 @@ from rleif_kit import ppo_math as pm
 from rleif_kit.config import RunConfig
 from rleif_kit.diagnostics import Verdict
 from rleif_kit.evaluation.prompts import math_prompt
+from rleif_kit.jsonl import write_jsonl
 from rleif_kit.paths import RunPaths
 from rleif_kit.ppo_policy import Policy, forward
-from rleif_kit.ppo_rewards import RewardGateFailed
+from rleif_kit.ppo_rewards import raise_if_failed
 
 if TYPE_CHECKING:
     from rleif_kit.ppo_rewards import RewardScorer
@@ -118,17 +119,25 @@ def response_view(policy: Policy, ids, attn, prompt_width: int, reference: bool 
     return logp, vals, logits
 
 
+def _slices(roll: Rollout, mini_batch: int) -> list[slice]:
+    return [slice(s, s + mini_batch) for s in range(0, roll.input_ids.shape[0], mini_batch)]
+
+
+def _view(policy: Policy, roll: Rollout, rows, **kw):
+    """``response_view`` of the rollout's ``rows`` (a slice or an index tensor) at its sampling temperature."""
+    return response_view(policy, roll.input_ids[rows], roll.attention_mask[rows], roll.prompt_width,
+                         temperature=roll.temperature, **kw)
+
+
 def score_rollout(policy: Policy, roll: Rollout, mini_batch: int) -> None:
     """Fill in the rollout's log-probs (policy and reference), values and mean entropy, without gradients."""
     import torch
 
     logps, refs, vals, ents = [], [], [], []
     with torch.no_grad():
-        for s in range(0, roll.input_ids.shape[0], mini_batch):
-            ids, attn = roll.input_ids[s:s + mini_batch], roll.attention_mask[s:s + mini_batch]
-            logp, values, logits = response_view(policy, ids, attn, roll.prompt_width, temperature=roll.temperature)
-            ref, _, _ = response_view(policy, ids, attn, roll.prompt_width, reference=True,
-                                      temperature=roll.temperature)
+        for sl in _slices(roll, mini_batch):
+            logp, values, logits = _view(policy, roll, sl)
+            ref, _, _ = _view(policy, roll, sl, reference=True)
             logps.append(logp), refs.append(ref), vals.append(values), ents.append(pm.entropy_from_logits(logits))
     roll.logp, roll.ref_logp, roll.values = torch.cat(logps), torch.cat(refs), torch.cat(vals)
     roll.entropy = pm.masked_mean(torch.cat(ents), roll.response_mask).item()
@@ -171,8 +180,7 @@ def ppo_step(policy: Policy, optimizer: Any, roll: Rollout, scores: dict, cfg: R
     B, stats = mask.shape[0], {"policy_loss": [], "value_loss": [], "clip_frac": []}
     for _ in range(ppo.ppo_epochs):
         for idx in torch.randperm(B).split(ppo.mini_batch):
-            logp, values, _ = response_view(policy, roll.input_ids[idx], roll.attention_mask[idx], roll.prompt_width,
-                                            temperature=roll.temperature)
+            logp, values, _ = _view(policy, roll, idx)
             pl, clip_frac = pm.policy_loss(logp, roll.logp[idx], adv[idx], mask[idx], ppo.clip_range)
             vl = pm.value_loss(values, roll.values[idx], returns[idx], mask[idx], ppo.clip_range)
             loss = pl + ppo.vf_coef * vl
@@ -199,10 +207,8 @@ def kl_after_update(policy: Policy, roll: Rollout, mini_batch: int) -> float:
 
     kls = []
     with torch.no_grad():
-        for s in range(0, roll.input_ids.shape[0], mini_batch):
-            sl = slice(s, s + mini_batch)
-            logp, _, _ = response_view(policy, roll.input_ids[sl], roll.attention_mask[sl], roll.prompt_width,
-                                       with_values=False, temperature=roll.temperature)
+        for sl in _slices(roll, mini_batch):
+            logp, _, _ = _view(policy, roll, sl, with_values=False)
             kls.append(pm.sequence_kl(logp, roll.ref_logp[sl], roll.response_mask[sl]))
     return torch.cat(kls).mean().item()
 
@@ -284,11 +290,11 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
             gate = reward_gate(cfg, policy, scorer, pool)
         if dist.is_main():
             (stage / "gate.json").write_text(json.dumps([v.to_dict() for v in gate], indent=2) + "\n")
-        if dist.any_rank(any(v.status == "fail" for v in gate)) and not ppo.force:
-            raise RewardGateFailed(gate)
+        if dist.any_rank(any(v.status == "fail" for v in gate)):
+            raise_if_failed(gate, ppo.force)
     log = _read_log(log_path, start)
     if dist.is_main():
-        log_path.write_text("".join(json.dumps(r) + "\n" for r in log))
+        write_jsonl(log_path, log)
     result = PPOResult(start, log, gate, resumed_from=start)
     t0 = time.perf_counter()
     bar = tqdm(total=ppo.total_steps, initial=start, desc="PPO", disable=not progress or not dist.is_main())

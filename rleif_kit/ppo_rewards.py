@@ -17,6 +17,12 @@ class RewardGateFailed(RuntimeError):
         super().__init__(f"the reward-health gate failed, PPO not started (set [ppo] force = true to override): {bad}")
 
 
+def raise_if_failed(gate: Sequence[Verdict], force: bool) -> None:
+    """The gate's decision, wherever PPO or GRPO starts: any fail stops it unless ``[ppo].force``."""
+    if any(v.status == "fail" for v in gate) and not force:
+        raise RewardGateFailed(gate)
+
+
 class RewardScorer:
     """rI, rA and r for (instruction, response) pairs, from the stage-04 reward models."""
 
@@ -63,6 +69,17 @@ class RewardScorer:
         # reward models' default batches (64 / 32) peaked at 28 GiB in the 24 GB preset
         return answer_scores(self.prm[0], self.prm[1], [(r["text"], t) for r, t in zip(instructions, responses)],
                              rm.prm_aggregate, batch_size=self.cfg.ppo.gen_batch, max_len=rm.rm_max_len)
+
+    def close(self) -> None:
+        """Free both reward models (before launched ranks load their own copies on the same GPUs)."""
+        import gc
+
+        import torch
+
+        self.irm = self.prm = None
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
     def __call__(self, instructions: Sequence[dict], responses: Sequence[str]) -> dict[str, list]:
         ri = self.instruction_scores(instructions)

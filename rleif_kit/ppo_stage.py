@@ -12,10 +12,11 @@ from rleif_kit import distributed as dist
 from rleif_kit.config import RunConfig
 from rleif_kit.diagnostics import Verdict, check_low_ra_share, check_score_distribution
 from rleif_kit.evaluation.prompts import math_prompt
+from rleif_kit.jsonl import write_jsonl
 from rleif_kit.paths import RunPaths
 from rleif_kit.ppo import STAGE, PPOResult, generate_rollout, run_ppo
 from rleif_kit.ppo_policy import Policy
-from rleif_kit.ppo_rewards import RewardGateFailed, RewardScorer
+from rleif_kit.ppo_rewards import RewardGateFailed, RewardScorer, raise_if_failed
 
 
 def reward_gate(cfg: RunConfig, policy: Policy, scorer: RewardScorer, pool: Sequence[dict]) -> list[Verdict]:
@@ -33,7 +34,6 @@ def reward_gate(cfg: RunConfig, policy: Policy, scorer: RewardScorer, pool: Sequ
         verdicts.append(check_score_distribution("PRM", scores["rA"], cfg.diagnostics, src))
     return verdicts + [check_low_ra_share(scores["rA"], cfg.diagnostics, f"{src}, rA from the "
                                                                           f"{cfg.reward_model.answer_reward}")]
-
 
 
 def needs_gate(paths: RunPaths) -> bool:
@@ -66,24 +66,23 @@ def train(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: RewardS
           gate: list[Verdict] | None = None, progress: bool = True) -> tuple[Policy, PPOResult]:
     """``[ppo].algorithm``: our PPO loop, or TRL's GRPOTrainer with the same reward (behind the same gate).
     With ``[base].launcher = "accelerate"`` the loop runs in launched processes, which read the pool and the
-    reward models from the run's files as ``python -m rleif_kit.ppo`` does (``pool`` and ``scorer`` are not
-    passed on), and ``policy`` gets its trained adapter from the last checkpoint."""
+    reward models from the run's files as ``python -m rleif_kit.ppo`` does (``pool`` is not passed on and
+    ``scorer`` frees its models first), and ``policy`` gets its trained adapter from the last checkpoint."""
     from rleif_kit.launch import should_launch
 
     if should_launch(cfg):
+        scorer.close()  # the launched ranks load their own reward models
         return _launched(cfg, paths, policy, gate)
     if cfg.ppo.algorithm == "ppo":
         return run_ppo(cfg, paths, pool, scorer, policy, gate, progress)
     from rleif_kit.grpo import run_grpo
 
     gate = gate if gate is not None else reward_gate(cfg, policy, scorer, pool)
-    if any(v.status == "fail" for v in gate) and not cfg.ppo.force:
-        raise RewardGateFailed(gate)
+    raise_if_failed(gate, cfg.ppo.force)
     model, tokenizer, result = run_grpo(cfg, paths, pool, scorer, progress)
     result.gate = gate
     if dist.is_main():
-        with open(paths.stage(STAGE) / "log.jsonl", "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in result.log)
+        write_jsonl(paths.stage(STAGE) / "log.jsonl", result.log)
     return Policy(model, None, tokenizer), result
 
 
@@ -97,8 +96,7 @@ def _launched(cfg: RunConfig, paths: RunPaths, policy: Policy, gate: list[Verdic
         raise ValueError("[base] launcher = \"accelerate\" runs our PPO loop only; for GRPO run "
                          "`accelerate launch -m rleif_kit.ppo --params FILE` from a shell (TRL handles the ranks)")
     stage, args = paths.stage(STAGE), ["--no-export"]
-    if gate and any(v.status == "fail" for v in gate) and not cfg.ppo.force:
-        raise RewardGateFailed(gate)
+    raise_if_failed(gate or [], cfg.ppo.force)
     if gate:
         (stage / "gate.json").write_text(json.dumps([v.to_dict() for v in gate], indent=2) + "\n")
         args += ["--gate", str(stage / "gate.json")]

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from rleif_kit import distributed as dist
 from rleif_kit.config import RunConfig, load_config, to_toml
 from rleif_kit.paths import RunPaths
 from rleif_kit.records import set_target, write_json_atomic
@@ -99,7 +100,7 @@ def setup(params_path: str, overrides: list[str] | tuple = (), stage: str = "00_
     paths = RunPaths(output_dir=cfg.output_dir, report_dir=reports if reports.is_absolute() else wd / reports)
     paths.report_dir.mkdir(parents=True, exist_ok=True)
     apply_threads_and_seed(cfg)
-    if os.environ.get("RANK", "0") == "0":  # under accelerate launch: rank 0 alone
+    if dist.is_main():  # under accelerate launch: rank 0 alone
         write_manifest(cfg, paths, stage)
     set_target(paths.metrics, stage)
     return cfg, paths

@@ -137,12 +137,10 @@ def load_sft_model(model_dir: str | Path):
     return model, load_tokenizer(str(model_dir))
 
 
-def _arith_accuracy(cfg: RunConfig, paths: RunPaths, model: Any, tokenizer: Any, tag: str) -> float | None:
+def _arith_accuracy(cfg: RunConfig, paths: RunPaths, model: Any, tokenizer: Any, tag: str) -> float:
     from rleif_kit.evaluation.arith_bench import evaluate_arith
     from rleif_kit.sft_data import heldout_problems
 
-    if cfg.base.world != "arith" or cfg.sft.eval_samples == 0 or not dist.is_main():
-        return None
     problems = heldout_problems(cfg, paths)[: cfg.sft.eval_samples]
     result = evaluate_arith(model, tokenizer, problems, cot=cfg.eval.cot_prompt,
                             max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size,
@@ -164,8 +162,9 @@ def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
         examples = build_sft_examples(cfg, paths) if dist.is_main() else list(read_jsonl(paths.sft_data))
     verdicts = [check_step_format([e["completion"] for e in examples if e["source"] != "open_domain"],
                                   cfg.diagnostics, seed=cfg.base.seed)]
-    acc_before = None
-    if cfg.base.world == "arith" and cfg.sft.eval_samples and dist.is_main():
+    measure = cfg.base.world == "arith" and cfg.sft.eval_samples > 0 and dist.is_main()  # rank 0, held-out set
+    acc_before = acc_after = None
+    if measure:
         from transformers import AutoModelForCausalLM
 
         base = AutoModelForCausalLM.from_pretrained(base_path)
@@ -177,13 +176,13 @@ def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
     save_model(trainer, tokenizer, paths.sft_model,
                {"finetune": cfg.sft.finetune, "base_model": base_path, "steps": trainer.state.global_step})
     dist.barrier()  # the saved model is complete
-    if dist.world_size() > 1:  # rank 0 measures the saved copy (DeepSpeed ZeRO-3 holds only shards in memory)
+    if measure and dist.world_size() > 1:  # the saved copy: DeepSpeed ZeRO-3 holds only shards in memory
         from rleif_kit.evaluation.generators import load_local_model
 
-        model, tokenizer = load_local_model(paths.sft_model) if dist.is_main() else (None, tokenizer)
-    else:
+        acc_after = _arith_accuracy(cfg, paths, *load_local_model(paths.sft_model), "after")
+    elif measure:
         model = trainer.model.merge_and_unload() if cfg.sft.finetune != "full" else trainer.model
-    acc_after = _arith_accuracy(cfg, paths, model, tokenizer, "after")
+        acc_after = _arith_accuracy(cfg, paths, model, tokenizer, "after")
     if acc_before is not None and acc_after is not None:
         verdicts.append(check_sft_learning(acc_before, acc_after, cfg.diagnostics))
     log = [json.loads(line) for line in paths.sft_log.read_text().splitlines()] if paths.sft_log.exists() else []

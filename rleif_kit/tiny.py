@@ -77,6 +77,8 @@ def build_tiny_model(out_dir: str | Path, corpus: Iterable[str], shape: TinyShap
     from transformers import LlamaConfig, LlamaForCausalLM
 
     out = Path(out_dir)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} is not empty: the tiny model is built only where no model is")
     tokenizer = train_tokenizer(corpus, shape.vocab_size)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -94,8 +96,6 @@ def build_tiny_model(out_dir: str | Path, corpus: Iterable[str], shape: TinyShap
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    if out.exists() and any(out.iterdir()):
-        raise FileExistsError(f"{out} is not empty: the tiny model is built only where no model is")
     building = out.with_name(out.name + ".building")
     shutil.rmtree(building, ignore_errors=True)
     building.mkdir(parents=True)
