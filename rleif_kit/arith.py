@@ -195,6 +195,11 @@ class Problem:
     def solution(self) -> str:
         return format_solution(self.step_values(), self.answer())
 
+    def early_stop_solution(self) -> str:
+        """The solution of a teacher that stops one step early and answers the intermediate result."""
+        steps = self.step_values()[:-1]
+        return format_solution(steps, steps[-1][3] if steps else self.start)
+
     def to_record(self, id: str) -> dict:
         return {"id": id, "question": self.question(), "solution": self.solution(),
                 "answer": self.answer(), "n_steps": len(self.ops), "topic": self.topic,

@@ -122,6 +122,10 @@ class ArithConfig(_Section):
     max_steps: int = opt(3, "most steps of a generated problem", positive)
     max_operand: int = opt(20, "largest start quantity and add/subtract operand", at_least(2))
     heldout_size: int = opt(1000, "held-out problems kept out of every training set", positive)
+    teacher_early_stop: float = opt(0.0, "share of the generated SFT solutions to `max_steps`-step problems whose "
+                                         "teacher stops one step early and answers the intermediate result: a "
+                                         "systematic teacher error, as GPT-written SFT data has, for the reward "
+                                         "to unlearn (0 = a flawless teacher)", unit)
 
 
 @dataclass(frozen=True)

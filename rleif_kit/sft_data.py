@@ -82,13 +82,26 @@ def open_domain_sample(cfg: RunConfig) -> list[dict]:
     return random.Random(cfg.base.seed).sample(pool, n)
 
 
+def teacher_solutions(cfg: RunConfig, train: list[dict]) -> list[str]:
+    """The SFT solution of each generated problem: gold, except the seeded ``[arith].teacher_early_stop``
+    share of ``max_steps``-step problems, whose teacher stops one step early (wrong final answer)."""
+    rate, longest = cfg.arith.teacher_early_stop, cfg.arith.max_steps
+    rng = random.Random(f"{cfg.base.seed}-teacher")
+    out = []
+    for r in train:
+        wrong = longest >= 2 and r["n_steps"] == longest and rng.random() < rate
+        out.append(arith.Problem.from_record(r).early_stop_solution() if wrong else r["solution"])
+    return out
+
+
 def stepwise_rows(cfg: RunConfig, paths: RunPaths, settings=None) -> list[dict]:
     """The step-by-step data of ``[sft].dataset``: generated (``arith:N``), read from its JSONL, or —
     when that file does not exist yet — built from GSM8k/MATH training data (``sft_build.py``)."""
     n = arith_size(cfg.sft.dataset)
     if n is not None:
         train, _ = arith_splits(cfg, paths, n)
-        return [{"id": r["id"], "instruction": r["question"], "response": r["solution"]} for r in train]
+        return [{"id": r["id"], "instruction": r["question"], "response": s}
+                for r, s in zip(train, teacher_solutions(cfg, train))]
     path = cfg.resolve(cfg.sft.dataset)
     if not path.exists() and (cfg.sft.gsm8k_train or cfg.sft.math_train):
         from rleif_kit.sft_build import build_sft_dataset
