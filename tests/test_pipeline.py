@@ -81,7 +81,7 @@ def test_dedup_stage(tiny_run):
 
 
 def test_sft_stage_learns_arithmetic(tiny_run):
-    """Fixed steps and threads: held-out greedy accuracy >= 40% on 200 problems (72.5% measured)."""
+    """Fixed steps and threads: held-out greedy accuracy >= 40% on 200 problems (52.0% measured; the teacher stops early on 3-step problems)."""
     sft = metrics(tiny_run, "03_sft")
     assert sft["accuracy_before"] <= 0.05  # the untrained model is near 0%
     assert sft["accuracy_after"] >= 0.40, sft
@@ -132,8 +132,8 @@ def _copy_inputs(tiny_run: Path, dest: Path) -> None:
 
 
 def test_ppo_machinery_with_a_perfect_prm(tiny_run, tmp_path, monkeypatch):
-    """(a) rA from the step verifier: reward rises and held-out accuracy does not fall by over a point; the
-    healthy run's reward checks 1-2 are ok, and check 3 says what the A/B measured (under 3 points: never ok)."""
+    """(a) rA from the step verifier, the healthy run: reward rises, and reward checks 1-3 are all ok, check 3
+    because PPO unlearns the tiny teacher's early stops (+5.7 points measured, 95% interval +3.6 to +8.1)."""
     monkeypatch.chdir(ROOT)
     _copy_inputs(tiny_run, tmp_path / "run")
     reports = tmp_path / "reports"
@@ -143,13 +143,13 @@ def test_ppo_machinery_with_a_perfect_prm(tiny_run, tmp_path, monkeypatch):
     ppo = recorded["05_ppo"]
     assert not ppo["stopped"] and ppo["eval_n"] == 1000
     assert ppo["reward_last_fifth"] > ppo["reward_first_fifth"], ppo
-    assert ppo["ppo_accuracy"] >= ppo["sft_accuracy"] - 0.01, ppo
+    assert ppo["ppo_accuracy"] - ppo["sft_accuracy"] >= 0.03, ppo
     gate = {k: s for k, s in ppo["verdicts"].items() if k != "sft_vs_ppo"}
     assert gate == {"irm_distribution": "ok", "low_ra_share": "ok"}, ppo["verdicts"]  # no PRM to check in the gate
     v = recorded["07_reward_diagnostics"]["verdicts"]
-    assert {v[c] for c in ("irm_distribution", "prm_distribution", "low_ra_share", "kl_blowup")} == {"ok"}, v
-    if ppo["ppo_accuracy"] - ppo["sft_accuracy"] < 0.03:
-        assert v["sft_vs_ppo"] != "ok", v
+    assert {v[c] for c in ("irm_distribution", "prm_distribution", "low_ra_share", "sft_vs_ppo", "kl_blowup")} == {"ok"}, v
+    low, high = recorded["07_reward_diagnostics"]["ab"]["sft_vs_ppo"]["ci95"]
+    assert 0 < low <= ppo["ppo_accuracy"] - ppo["sft_accuracy"] <= high, recorded["07_reward_diagnostics"]["ab"]
 
 
 def test_kl_guard_stops_a_deliberately_unstable_run(tiny_run, tmp_path):
@@ -173,8 +173,11 @@ def test_eval_stage_agrees_with_ppo_and_judges_the_ab(tiny_run):
     # the same 1,000 held-out problems, greedy, the same prompt: 06 reproduces what 05 measured
     assert abs(ev["accuracy"]["sft"]["arith"] - ppo["sft_accuracy"]) <= 0.01, (ev["accuracy"], ppo)
     assert abs(ev["accuracy"]["ppo"]["arith"] - ppo["ppo_accuracy"]) <= 0.01, (ev["accuracy"], ppo)
-    if ev["ab"]["arith"]["gain"] < 0:
-        assert ev["verdicts"]["sft_vs_ppo_arith"] != "ok"  # a drop is never ok
+    ab, verdict = ev["ab"]["arith"], ev["verdicts"]["sft_vs_ppo_arith"]
+    if ab["gain"] < 0:
+        assert verdict != "ok"  # a drop is never ok
+    if ab["gain"] >= 0.03 and ab["ci95"][0] > 0:
+        assert verdict == "ok", ab  # a clear gain is (+3.9 points measured, interval +1.8 to +6.1)
 
 
 def test_diagnostics_stage_checks_everything_and_agrees_with_the_ab(tiny_run):
