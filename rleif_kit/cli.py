@@ -63,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--cot", type=_true_false, help="true or false: the chain-of-thought prompt")
     ev.add_argument("--max-new-tokens", type=int)
     ev.add_argument("--batch-size", type=int)
+    ev.add_argument("--backend", choices=["transformers", "vllm"],
+                    help="--model's generation: transformers (default, the reference) or vllm (GPU, pip install vllm)")
     ev.add_argument("--n-samples", type=int, help="HumanEval completions per problem (needs --temperature > 0)")
     ev.add_argument("--temperature", type=float, help="0 = greedy (default)")
     ev.add_argument("--out", help="directory for the per-item results (default reports/eval/<model>)")
@@ -174,11 +176,12 @@ def main(argv: list[str] | None = None) -> int:
                 "plan": _plan, "doctor": _doctor}
     user_errors: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError)
     try:
+        from rleif_kit.evaluation.vllm_model import VLLMMissing
         from rleif_kit.models import ModelNotFound
         from rleif_kit.runner import StageFailed
         from rleif_kit.settings import SettingsError
 
-        user_errors += (ModelNotFound, StageFailed, SettingsError, ValueError)
+        user_errors += (ModelNotFound, StageFailed, SettingsError, ValueError, VLLMMissing)
         code = handlers[args.command](args)
     except user_errors as e:
         print(f"rleif {args.command}: error:\n{e}" if "\n" in str(e) else f"rleif {args.command}: error: {e}",

@@ -130,13 +130,9 @@ def evaluate_benchmark(generator: Any, benchmark: str, items: Sequence[dict], ou
 
 def local_model(cfg: RunConfig, path: Any, label: str) -> Any:
     """A model on this machine, generated with ``[eval] backend``: transformers (the reference) or vLLM."""
-    from rleif_kit.evaluation.generators import LocalModel
+    from rleif_kit.evaluation.generators import local_generator
 
-    if cfg.eval.backend == "vllm":
-        from rleif_kit.llm.vllm_backend import VLLMModel
-
-        return VLLMModel(path, label, cfg.eval.batch_size, seed=cfg.base.seed)
-    return LocalModel(path, label, cfg.eval.batch_size)
+    return local_generator(path, label, cfg.eval, seed=cfg.base.seed)
 
 
 def model_sources(cfg: RunConfig, paths: RunPaths,

@@ -71,7 +71,7 @@ def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any,
 
     per_step = ppo.rollout_batch // ppo.mini_batch * ppo.ppo_epochs  # optimizer steps per rollout
     if ppo.generation_backend == "vllm":  # TRL runs vLLM beside the trainer and syncs the weights each step
-        from rleif_kit.llm.vllm_backend import require_vllm
+        from rleif_kit.evaluation.vllm_model import require_vllm
 
         require_vllm("[ppo] generation_backend")
     bf16 = use_bf16(cfg.base.bf16)

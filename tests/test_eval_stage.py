@@ -8,6 +8,7 @@ local-model tests use the small tiny model. No network.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import re
 import shutil
@@ -256,6 +257,17 @@ def test_cli_a_missing_data_file_is_one_error_line(tmp_path, capsys):
     assert main(["eval", "gsm8k", "--model", str(tmp_path), "--data", str(tmp_path / "none.jsonl")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--data" in err and "file not found" in err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed here")
+def test_cli_backend_vllm_without_vllm_is_one_error_line(tmp_path, capsys):
+    """`rleif eval BENCH --model PATH` honours --backend (the stage's [eval] backend has no say there)."""
+    from rleif_kit.cli import main
+
+    data = _gsm8k_file(tmp_path, _items(2))
+    assert main(["eval", "gsm8k", "--model", str(tmp_path), "--data", str(data), "--backend", "vllm"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--backend = 'vllm' needs the vllm package" in err and "pip install vllm" in err
 
 
 @pytest.mark.slow

@@ -2,7 +2,7 @@
 and the A/B table of two result directories.
 
     rleif eval params/tiny-cpu.toml [--limit 50] [--settings settings.json]
-    rleif eval gsm8k --model PATH [--data PATH] [--limit 200] [--cot true] [--settings settings.json]
+    rleif eval gsm8k --model PATH [--data PATH] [--limit 200] [--cot true] [--backend vllm] [--settings settings.json]
     rleif eval humaneval --served [NAME] --settings settings.json       # the endpoint's code_eval model
     rleif eval gsm8k --samples outputs.jsonl [--data PATH]               # lines: id, response, gold (or --data)
     rleif eval humaneval --samples samples.jsonl                         # lines: task_id, completion or response
@@ -24,7 +24,7 @@ from rleif_kit.evaluation.scoring import check_code, check_response, compare_dir
 from rleif_kit.jsonl import read_jsonl, write_jsonl
 from rleif_kit.sections import EvalConfig
 
-FLAGS = {"limit": "limit", "cot": "cot_prompt", "max_new_tokens": "max_new_tokens", "batch_size": "batch_size",
+FLAGS = {"backend": "backend", "limit": "limit", "cot": "cot_prompt", "max_new_tokens": "max_new_tokens", "batch_size": "batch_size",
          "n_samples": "n_samples", "temperature": "temperature"}
 
 
@@ -65,12 +65,12 @@ def run_benchmark(benchmark: str, ev: EvalConfig, *, model: str | None = None, s
                   data: str | None = None, settings: Any = None, out: str | None = None) -> tuple[dict, int, Path]:
     """One model on one benchmark, resumable: (summary, items pending, results file)."""
     from rleif_kit.eval_stage import evaluate_benchmark
-    from rleif_kit.evaluation.generators import LocalModel, ServedModel
+    from rleif_kit.evaluation.generators import ServedModel, local_generator
 
     if (model is None) == (served is None):
         raise ValueError(f"rleif eval {benchmark} needs one of --model PATH, --served [NAME] or --samples FILE")
     items = load_items(benchmark, settings=settings, data=data, limit=ev.limit)
-    generator = (LocalModel(model, batch_size=ev.batch_size) if model is not None
+    generator = (local_generator(model, None, ev, key="--backend") if model is not None
                  else ServedModel(served_endpoint(settings, benchmark, served)))
     path = Path(out or Path("reports") / "eval" / generator.name) / f"{benchmark}.jsonl"
     if benchmark == "humaneval":

@@ -76,6 +76,22 @@ class LocalModel:
             pass
 
 
+def sft_info(path: str | Path) -> dict:
+    """``sft_info.json`` of a model directory (an SFT adapter names its base there); full weights without one."""
+    info_file = Path(path) / "sft_info.json"
+    return json.loads(info_file.read_text()) if info_file.exists() else {"finetune": "full"}
+
+
+def local_generator(path: str | Path, name: str | None, ev: Any, seed: int = 0,
+                    key: str = "[eval] backend") -> LocalModel:
+    """A model on this machine, generated with ``ev.backend``: transformers (the reference) or vLLM."""
+    if ev.backend == "vllm":
+        from rleif_kit.evaluation.vllm_model import VLLMModel
+
+        return VLLMModel(path, name, ev.batch_size, seed=seed, key=key)
+    return LocalModel(path, name, ev.batch_size)
+
+
 def load_local_model(path: str | Path) -> tuple[Any, Any]:
     """(model in eval mode on the best device, tokenizer) — full weights, or base + merged SFT adapter."""
     import torch
@@ -86,8 +102,7 @@ def load_local_model(path: str | Path) -> tuple[Any, Any]:
     path = Path(path)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
-    info_file = path / "sft_info.json"
-    info = json.loads(info_file.read_text()) if info_file.exists() else {"finetune": "full"}
+    info = sft_info(path)
     if info.get("finetune") == "full":
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     else:

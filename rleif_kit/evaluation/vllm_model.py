@@ -22,16 +22,20 @@ import json
 from typing import Any, Sequence
 
 from rleif_kit.evaluation.generate import cut_at_stop
-from rleif_kit.evaluation.generators import LocalModel, minimal_stops
+from rleif_kit.evaluation.generators import LocalModel, minimal_stops, sft_info
 
 MISSING = ("{key} = 'vllm' needs the vllm package, which is not installed here: pip install vllm on a CUDA machine "
            "(it brings its own torch), or set {key} = \"transformers\"")
 
 
+class VLLMMissing(RuntimeError):
+    """vLLM was asked for and is not installed (a user error: the message says what to do)."""
+
+
 def require_vllm(key: str = "[eval] backend") -> None:
     """One clear line when vLLM is asked for and missing (checked where the setting is used)."""
     if importlib.util.find_spec("vllm") is None:
-        raise RuntimeError(MISSING.format(key=key))
+        raise VLLMMissing(MISSING.format(key=key))
 
 
 def lora_rank_slot(r: int) -> int:
@@ -43,8 +47,8 @@ class VLLMModel(LocalModel):
     """A model directory served by an in-process vLLM engine, made on first use and dropped by ``close``."""
 
     def __init__(self, path: Any, name: str | None = None, batch_size: int = 16, seed: int = 0,
-                 gpu_memory_utilization: float = 0.85):
-        require_vllm()
+                 gpu_memory_utilization: float = 0.85, key: str = "[eval] backend"):
+        require_vllm(key)
         super().__init__(path, name, batch_size)
         self.chunk = max(256, batch_size * 16)  # the engine batches continuously: hand it large chunks
         self.seed, self.gpu_memory_utilization = seed, gpu_memory_utilization
@@ -58,8 +62,7 @@ class VLLMModel(LocalModel):
         if self._loaded is None:
             from vllm import LLM
 
-            info_file = self.path / "sft_info.json"
-            info = json.loads(info_file.read_text()) if info_file.exists() else {"finetune": "full"}
+            info = sft_info(self.path)
             kw = dict(tokenizer=str(self.path), seed=self.seed, gpu_memory_utilization=self.gpu_memory_utilization)
             if info.get("finetune") == "full":
                 llm = LLM(model=str(self.path), **kw)
