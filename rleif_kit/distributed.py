@@ -117,6 +117,23 @@ def save_weights(trainer: Any, out_dir: Path) -> None:
         trainer.model.save_pretrained(out_dir)
 
 
+def save_model_dir(model: Any, tokenizer: Any, out_dir: Path, files: dict[str, str]) -> None:
+    """A model directory in standard formats: weights, tokenizer and ``files`` (name -> text, e.g. the info JSON
+    that says how to load it). ``model`` may be the Trainer that trained it: then every rank must call this
+    (ZeRO-3 gathers its shards); rank 0 alone writes."""
+    if is_main():
+        out_dir.mkdir(parents=True, exist_ok=True)
+    if hasattr(model, "save_model"):
+        save_weights(model, out_dir)
+    elif is_main():
+        model.save_pretrained(out_dir)
+    if not is_main():
+        return
+    tokenizer.save_pretrained(out_dir)
+    for name, text in files.items():
+        (out_dir / name).write_text(text)
+
+
 def debug_dump(tag: str, named: Iterable[tuple[str, Any]]) -> None:
     """Test hook, off unless ``RLEIF_DEBUG_DUMP_DIR`` is set: sha256 of each trainable tensor of this rank
     into ``<dir>/<tag>-rank<r>.json``, so a test can compare what the ranks ended with."""

@@ -6,11 +6,26 @@ change here. The layout is the run directory of DESIGN.md §3.
 
 from __future__ import annotations
 
+import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 STAGES = ("00_setup", "01_evolve", "02_dedup", "03_sft", "04_reward_models", "05_ppo", "06_eval",
           "07_reward_diagnostics")
+
+
+@contextmanager
+def staged_dir(target: Path) -> Iterator[Path]:
+    """A fresh sibling folder (``<target>.tmp``) to write a directory artifact into; it replaces ``target``
+    only when the block ends without an error, so a crash never leaves half of it at ``target``."""
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    yield tmp
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rleif_kit.config import RunConfig
-from rleif_kit.paths import RunPaths
+from rleif_kit.paths import RunPaths, staged_dir
 
 
 @dataclass
@@ -125,18 +125,12 @@ def prepare(policy: Policy, optimizer: Any) -> Any:
 
 def save_checkpoint(policy: Policy, optimizer: Any, directory: Path, state: dict) -> None:
     """Trainable weights, optimizer and loop state; written to a temp dir then renamed (crash-safe)."""
-    import shutil
-
     import torch
 
-    tmp = directory.with_name(directory.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    torch.save({n: p.detach().cpu() for n, p in policy.named_trainable().items()}, tmp / "trainable.pt")
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    (tmp / "state.json").write_text(json.dumps(state, indent=2) + "\n")
-    shutil.rmtree(directory, ignore_errors=True)
-    tmp.rename(directory)
+    with staged_dir(directory) as tmp:
+        torch.save({n: p.detach().cpu() for n, p in policy.named_trainable().items()}, tmp / "trainable.pt")
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        (tmp / "state.json").write_text(json.dumps(state, indent=2) + "\n")
 
 
 def last_checkpoint(checkpoints: Path) -> Path | None:

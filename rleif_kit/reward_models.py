@@ -109,17 +109,8 @@ def load_rm_for_training(path: str, head: str, cfg: RunConfig, bf16: bool) -> tu
 def save_rm(model: Any, tokenizer: Any, out_dir: Path, info: dict, card: str) -> None:
     """Full weights, or the LoRA adapter (with its head) and ``rm_info.json`` naming the base; a model card.
     ``model`` may be the Trainer that trained it (under accelerate launch every rank calls this; rank 0 writes)."""
-    if dist.is_main():
-        out_dir.mkdir(parents=True, exist_ok=True)
-    if hasattr(model, "save_model"):
-        dist.save_weights(model, out_dir)
-    elif dist.is_main():
-        model.save_pretrained(out_dir)
-    if not dist.is_main():
-        return
-    tokenizer.save_pretrained(out_dir)
-    (out_dir / "rm_info.json").write_text(json.dumps(info, indent=2) + "\n")
-    (out_dir / "README.md").write_text(card)
+    dist.save_model_dir(model, tokenizer, out_dir, {"rm_info.json": json.dumps(info, indent=2) + "\n",
+                                                    "README.md": card})
 
 
 def load_rm(model_dir: str | Path, load_in_4bit: bool = False, bf16: bool = False) -> tuple[Any, Any]:

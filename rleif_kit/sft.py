@@ -108,14 +108,8 @@ def train_sft(cfg: RunConfig, paths: RunPaths, examples: list[dict], base_path: 
 
 def save_model(trainer: Any, tokenizer: Any, out_dir: Path, info: dict) -> None:
     """Adapter (LoRA/QLoRA) or full weights, plus the tokenizer and ``sft_info.json``, in standard formats."""
-    if dist.is_main():
-        out_dir.mkdir(parents=True, exist_ok=True)
-    dist.save_weights(trainer, out_dir)
-    if not dist.is_main():
-        return
     tokenizer.padding_side = "left"
-    tokenizer.save_pretrained(out_dir)
-    (out_dir / "sft_info.json").write_text(json.dumps(info, indent=2) + "\n")
+    dist.save_model_dir(trainer, tokenizer, out_dir, {"sft_info.json": json.dumps(info, indent=2) + "\n"})
 
 
 def load_sft_model(model_dir: str | Path):

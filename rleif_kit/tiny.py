@@ -71,10 +71,10 @@ def build_tiny_model(out_dir: str | Path, corpus: Iterable[str], shape: TinyShap
 
     Built in a sibling folder and renamed into place, so a crash never leaves half a model at ``out_dir``.
     """
-    import shutil
-
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
+
+    from rleif_kit.paths import staged_dir
 
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()):
@@ -96,15 +96,10 @@ def build_tiny_model(out_dir: str | Path, corpus: Iterable[str], shape: TinyShap
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    building = out.with_name(out.name + ".building")
-    shutil.rmtree(building, ignore_errors=True)
-    building.mkdir(parents=True)
-    model.save_pretrained(building)
-    tokenizer.save_pretrained(building)
-    (building / "tiny_shape.json").write_text(json.dumps(asdict(shape), indent=2) + "\n")
-    if out.exists():
-        out.rmdir()
-    building.rename(out)
+    with staged_dir(out) as building:
+        model.save_pretrained(building)
+        tokenizer.save_pretrained(building)
+        (building / "tiny_shape.json").write_text(json.dumps(asdict(shape), indent=2) + "\n")
     return out
 
 

@@ -1,0 +1,33 @@
+"""paths.staged_dir: a directory artifact appears whole or not at all."""
+
+from __future__ import annotations
+
+import pytest
+
+from rleif_kit.paths import staged_dir
+
+
+def test_a_finished_block_replaces_the_old_directory(tmp_path):
+    target = tmp_path / "step-10"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    with staged_dir(target) as tmp:
+        assert tmp != target and tmp.is_dir() and not any(tmp.iterdir())
+        (tmp / "new.txt").write_text("new")
+    assert sorted(p.name for p in target.iterdir()) == ["new.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-10"]  # no temp folder left
+
+
+def test_a_crash_inside_the_block_leaves_the_old_directory_as_it_was(tmp_path):
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "weights").write_text("good")
+    with pytest.raises(RuntimeError):
+        with staged_dir(target) as tmp:
+            (tmp / "weights").write_text("half")
+            raise RuntimeError("killed mid-save")
+    assert (target / "weights").read_text() == "good"
+    with staged_dir(target) as tmp:  # the next try starts from a clean temp folder
+        assert not any(tmp.iterdir())
+        (tmp / "weights").write_text("new")
+    assert (target / "weights").read_text() == "new"
