@@ -13,14 +13,11 @@ could rewrite it (a single paragraph), which is the caller's job. Pure standard 
 """
 from __future__ import annotations
 
-import random
 import re
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
 
-__all__ = ["ParsedSolution", "parse_solution", "final_answer", "has_explicit_steps", "FormatReport",
-           "check_step_format", "NormaliseError", "normalise_solution", "normalise_gsm8k",
+__all__ = ["ParsedSolution", "parse_solution", "final_answer", "NormaliseError", "normalise_solution", "normalise_gsm8k",
            "answers_equal", "last_boxed"]
 
 # "The answer is: X" (colon optional, "final" allowed); the LAST one counts, models restate it.
@@ -220,38 +217,6 @@ def parse_solution(text: str) -> ParsedSolution:
     if len(lines) >= 2:
         return ParsedSolution(lines, answer, "lines")
     return ParsedSolution(lines, answer, "single")
-
-
-def has_explicit_steps(text: str) -> bool:
-    """True for >= 2 marked or numbered steps, or one 'Step 1:' step followed by an answer."""
-    parsed = parse_solution(text)
-    if parsed.style in ("step_markers", "numbered") and len(parsed.steps) >= 2:
-        return True
-    if parsed.style == "step_markers" and len(parsed.steps) == 1 and parsed.answer is not None:
-        first = next(m for m in STEP_MARK.finditer(text) if _marker_ok(text, m))
-        return first.group(1) == "1"
-    return False
-
-
-@dataclass(frozen=True)
-class FormatReport:
-    """How many of the sampled solutions have explicit steps, with a few that do not."""
-    sampled: int
-    with_steps: int
-    share: float
-    examples_without: list[str]
-
-
-def check_step_format(solutions: Sequence[str], sample: int = 10, seed: int = 0) -> FormatReport:
-    """Share of explicitly stepped solutions in a seeded sample (``sample=0``: all of them)."""
-    if sample < 0:
-        raise ValueError(f"sample must be >= 0, got {sample}")
-    pool = list(solutions)
-    chosen = pool if sample == 0 or sample >= len(pool) else random.Random(seed).sample(pool, sample)
-    without = [s for s in chosen if not has_explicit_steps(s)]
-    n = len(chosen)
-    return FormatReport(n, n - len(without), (n - len(without)) / n if n else 0.0,
-                        [s[:200] for s in without[:3]])
 
 
 # --------------------------------------------------------------------------- normalising
