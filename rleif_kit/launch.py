@@ -29,12 +29,14 @@ LAUNCHED = "RLEIF_LAUNCHED"
 
 
 def launch_command(cfg: Any, module: str, params_path: str | None = None, overrides: Sequence[str] | None = None,
-                   args: Sequence[str] = ()) -> list[str]:
-    """The ``accelerate launch`` command line that runs ``python -m module`` on this run's config."""
+                   args: Sequence[str] = (), accel: dict | None = None) -> list[str]:
+    """The ``accelerate launch`` command line that runs ``python -m module`` on this run's config
+    (``accel``: the accelerate config file's contents, when the caller has read them already)."""
     cmd = [sys.executable, "-m", "accelerate.commands.launch"]
     if cfg.base.accelerate_config:
         cmd += ["--config_file", str(cfg.resolve(cfg.base.accelerate_config))]
-        if "num_processes" not in _accelerate_yaml(cfg):  # the shipped files fit any machine: one per GPU
+        accel = _accelerate_yaml(cfg) if accel is None else accel
+        if "num_processes" not in accel:  # the shipped files fit any machine: one per GPU
             cmd += ["--num_processes", str(_gpus() or 1)]
     cmd += ["-m", module, "--params", params_path or cfg.source]
     for o in cfg.overrides if overrides is None else overrides:
@@ -58,9 +60,9 @@ def _gpus() -> int:
     return torch.cuda.device_count()
 
 
-def _cpu_only(cfg: Any) -> bool:
+def _cpu_only(accel: dict) -> bool:
     """No CUDA GPU here, or the accelerate config asks for the CPU: the ranks must be told (gloo)."""
-    return _gpus() == 0 or bool(_accelerate_yaml(cfg).get("use_cpu"))
+    return _gpus() == 0 or bool(accel.get("use_cpu"))
 
 
 def should_launch(cfg: Any) -> bool:
@@ -78,9 +80,10 @@ def maybe_launch(cfg: Any, module: str, params_path: str | None = None, override
     if cfg.base.accelerate_config and not cfg.resolve(cfg.base.accelerate_config).is_file():
         raise FileNotFoundError(f"[base] accelerate_config = {cfg.base.accelerate_config!r}: no such file "
                                 f"(looked in {cfg.resolve(cfg.base.accelerate_config)})")
-    cmd = launch_command(cfg, module, params_path, overrides, args)
+    accel = _accelerate_yaml(cfg)
+    cmd = launch_command(cfg, module, params_path, overrides, args, accel)
     env = {**os.environ, LAUNCHED: "1", "PYTHONUNBUFFERED": "1"}
-    if _cpu_only(cfg):
+    if _cpu_only(accel):
         env["ACCELERATE_USE_CPU"] = "true"
     print(f"accelerate launch: {shlex.join(cmd[3:])}", flush=True)
     proc = subprocess.Popen(cmd, cwd=cfg.workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -19,8 +19,8 @@ averages the gradients, the log row's figures are those of the whole batch (so e
 guard decision), and only rank 0 writes files. On one process all of this is a no-op.
 
 Before the first update, the reward-health gate scores a sample with both reward models and refuses to
-start on a broken reward unless ``[ppo].force``. The math lives in ``ppo_math.py``, the policy in
-``ppo_policy.py``, the reward in ``ppo_rewards.py``; the gate, A/B and export in ``ppo_stage.py``.
+start on a broken reward unless ``[ppo].force`` (``reward_gate``). The math lives in ``ppo_math.py``, the
+policy in ``ppo_policy.py``, the reward in ``ppo_rewards.py``; the A/B and export in ``ppo_stage.py``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from rleif_kit import distributed as dist
 from rleif_kit import ppo_math as pm
 from rleif_kit.config import RunConfig
-from rleif_kit.diagnostics import Verdict
+from rleif_kit.diagnostics import Verdict, check_low_ra_share, check_score_distribution
 from rleif_kit.evaluation.prompts import math_prompt
 from rleif_kit.jsonl import write_jsonl
 from rleif_kit.paths import RunPaths
@@ -238,6 +238,23 @@ def guard(row: dict, kl_limit: float) -> str:
     return ""
 
 
+def reward_gate(cfg: RunConfig, policy: Policy, scorer: RewardScorer, pool: Sequence[dict]) -> list[Verdict]:
+    """Reward-health checks 1 and 2 on ``gate_samples`` responses of the SFT policy (adapter off).
+
+    With rA from the step verifier (``answer_reward = "verifier"``) there is no PRM to check: rA is 0 or 1
+    and its distribution is the policy's accuracy, so check 1 covers the IRM alone."""
+    sample = random.Random(cfg.base.seed + 7).sample(list(pool), min(cfg.ppo.gate_samples, len(pool)))
+    with policy.model.disable_adapter():
+        roll = generate_rollout(policy, [math_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in sample], cfg)
+    scores = scorer(sample, roll.responses)
+    src = f"{STAGE} gate: {len(sample)} SFT responses"
+    verdicts = [check_score_distribution("IRM", scores["rI"], cfg.diagnostics, src)]
+    if cfg.reward_model.answer_reward == "prm":
+        verdicts.append(check_score_distribution("PRM", scores["rA"], cfg.diagnostics, src))
+    return verdicts + [check_low_ra_share(scores["rA"], cfg.diagnostics, f"{src}, rA from the "
+                                                                          f"{cfg.reward_model.answer_reward}")]
+
+
 def _read_log(path: Path, upto: int) -> list[dict]:
     if not path.exists():
         return []
@@ -285,8 +302,6 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
         print(f"resuming from {resume.name} (step {start})")
     else:
         if gate is None:
-            from rleif_kit.ppo_stage import reward_gate
-
             gate = reward_gate(cfg, policy, scorer, pool)
         if dist.is_main():
             (stage / "gate.json").write_text(json.dumps([v.to_dict() for v in gate], indent=2) + "\n")

@@ -1,39 +1,21 @@
-"""Stage 05 around the loop: the reward-health gate, the choice of algorithm (our PPO or TRL's GRPO), the
-SFT-vs-PPO A/B on held-out problems, the export with a model card, and ``python -m rleif_kit.ppo``."""
+"""Stage 05 around the loop: the choice of algorithm (our PPO or TRL's GRPO, both behind the reward-health
+gate of ``ppo.reward_gate``, re-exported here for the notebook), the SFT-vs-PPO A/B on held-out problems,
+the export with a model card, and ``python -m rleif_kit.ppo``."""
 
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 from typing import Any, Sequence
 
 from rleif_kit import distributed as dist
 from rleif_kit.config import RunConfig
-from rleif_kit.diagnostics import Verdict, check_low_ra_share, check_score_distribution
-from rleif_kit.evaluation.prompts import math_prompt
+from rleif_kit.diagnostics import Verdict
 from rleif_kit.jsonl import write_jsonl
 from rleif_kit.paths import RunPaths
-from rleif_kit.ppo import STAGE, PPOResult, generate_rollout, run_ppo
+from rleif_kit.ppo import STAGE, PPOResult, reward_gate, run_ppo
 from rleif_kit.ppo_policy import Policy
 from rleif_kit.ppo_rewards import RewardGateFailed, RewardScorer, raise_if_failed
-
-
-def reward_gate(cfg: RunConfig, policy: Policy, scorer: RewardScorer, pool: Sequence[dict]) -> list[Verdict]:
-    """Reward-health checks 1 and 2 on ``gate_samples`` responses of the SFT policy (adapter off).
-
-    With rA from the step verifier (``answer_reward = "verifier"``) there is no PRM to check: rA is 0 or 1
-    and its distribution is the policy's accuracy, so check 1 covers the IRM alone."""
-    sample = random.Random(cfg.base.seed + 7).sample(list(pool), min(cfg.ppo.gate_samples, len(pool)))
-    with policy.model.disable_adapter():
-        roll = generate_rollout(policy, [math_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in sample], cfg)
-    scores = scorer(sample, roll.responses)
-    src = f"{STAGE} gate: {len(sample)} SFT responses"
-    verdicts = [check_score_distribution("IRM", scores["rI"], cfg.diagnostics, src)]
-    if cfg.reward_model.answer_reward == "prm":
-        verdicts.append(check_score_distribution("PRM", scores["rA"], cfg.diagnostics, src))
-    return verdicts + [check_low_ra_share(scores["rA"], cfg.diagnostics, f"{src}, rA from the "
-                                                                          f"{cfg.reward_model.answer_reward}")]
 
 
 def needs_gate(paths: RunPaths) -> bool:
