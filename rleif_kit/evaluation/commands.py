@@ -24,8 +24,8 @@ from rleif_kit.evaluation.scoring import check_code, check_response, compare_dir
 from rleif_kit.jsonl import read_jsonl, write_jsonl
 from rleif_kit.sections import EvalConfig
 
-FLAGS = {"backend": "backend", "limit": "limit", "cot": "cot_prompt", "max_new_tokens": "max_new_tokens", "batch_size": "batch_size",
-         "n_samples": "n_samples", "temperature": "temperature"}
+FLAGS = {"backend": "backend", "limit": "limit", "cot": "cot_prompt", "max_new_tokens": "max_new_tokens",
+         "batch_size": "batch_size", "n_samples": "n_samples", "temperature": "temperature"}
 
 
 def eval_config(settings: Any = None, **flags: Any) -> EvalConfig:
