@@ -4,7 +4,7 @@ Why: a wrong model name, an unexported key or a dead tunnel otherwise surfaces d
 stage, after the notebook has already burnt time (and money) on the roles that did work.  This
 check fails fast and shows *every* role's status at once.
 
-Every detail string passes through :func:`rleif_kit.settings.redact`, because servers quote the
+Every detail string passes through :func:`rleif_kit.api_keys.redact`, because servers quote the
 rejected key back in 401 messages and these rows end up in notebook outputs.
 """
 
@@ -14,17 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Iterable
 
-from rleif_kit.settings import (
-    ROLES,
-    Endpoint,
-    Settings,
-    SettingsError,
-    known_secrets,
-    load_settings,
-    make_client,
-    read_api_key,
-    redact,
-)
+from rleif_kit.api_keys import known_secrets, make_client, read_api_key, redact
+from rleif_kit.settings import ROLES, Endpoint, Settings, SettingsError, load_settings
 
 __all__ = ["CheckRow", "check_api", "check_endpoint", "check_settings_file", "format_check_table"]
 

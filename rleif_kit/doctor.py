@@ -55,7 +55,8 @@ def needed_roles(cfg: Any) -> list[str]:
 def check_endpoints(cfg: Any, settings_path: str | None) -> list[Verdict]:
     """Settings valid, each key the roles need present, each configured role's endpoint answering."""
     from rleif_kit.check_api import check_endpoint
-    from rleif_kit.settings import SettingsError, known_secrets, load_settings, read_api_key
+    from rleif_kit.api_keys import known_secrets, read_api_key
+    from rleif_kit.settings import SettingsError, load_settings
 
     needed = needed_roles(cfg)
     if not settings_path:

@@ -31,7 +31,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Iterable
 
 from rleif_kit.llm.base import ChatRequest, ChatResult, Usage, aiter_requests, run_sync
-from rleif_kit.settings import Endpoint, Price, make_async_client, redact
+from rleif_kit.api_keys import make_async_client, redact
+from rleif_kit.settings import Endpoint, Price
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import openai
