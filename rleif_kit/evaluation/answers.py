@@ -18,7 +18,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from rleif_kit.evaluation import math_equiv
+from rleif_kit.evaluation import math_compat, math_equiv
 
 ANSWER_MARK = "The answer is:"
 GSM8K_GOLD_MARK = "####"
@@ -238,5 +238,5 @@ def check_math(response: str, gold: str | None, timeout: float = 2.0) -> dict[st
     answer = extract_math(response)
     correct = answer is not None and gold is not None and math_equiv.is_equiv(answer, gold, timeout=timeout)
     compat_answer = wizardmath_math_answer(response)
-    compat = compat_answer is not None and gold is not None and math_equiv.compat_is_equiv(compat_answer, gold)
+    compat = compat_answer is not None and gold is not None and math_compat.compat_is_equiv(compat_answer, gold)
     return {"gold": gold, "answer": answer, "correct": bool(correct), "compat_correct": bool(compat)}
