@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> None:
             data = build(cfg, paths, settings)
             write_jsonl(stage / TRAINING_ROWS[which], data.pairs if which == "irm" else data.examples)
         dist.barrier()
-        rows = list(read_jsonl(stage / TRAINING_ROWS[which]))
+        rows = list(read_jsonl(stage / TRAINING_ROWS[which]))  # every rank, rank 0 too: identical inputs
         model, tok, result = train(cfg, paths, rows)
         trained[which] = (model, tok, rows)
         if dist.is_main():
