@@ -64,7 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--max-new-tokens", type=int)
     ev.add_argument("--batch-size", type=int)
     ev.add_argument("--backend", choices=["transformers", "vllm"],
-                    help="--model's generation: transformers (default, the reference) or vllm (GPU, pip install vllm)")
+                    help="local models' generation: transformers (default, the reference) or vllm (GPU, pip install "
+                         "vllm); with PARAMS it overrides [eval] backend")
     ev.add_argument("--n-samples", type=int, help="HumanEval completions per problem (needs --temperature > 0)")
     ev.add_argument("--temperature", type=float, help="0 = greedy (default)")
     ev.add_argument("--out", help="directory for the per-item results (default reports/eval/<model>)")

@@ -17,14 +17,19 @@ STAGES = ("00_setup", "01_evolve", "02_dedup", "03_sft", "04_reward_models", "05
 
 
 @contextmanager
-def staged_dir(target: Path) -> Iterator[Path]:
-    """A fresh sibling folder (``<target>.tmp``) to write a directory artifact into; it replaces ``target``
-    only when the block ends without an error, so a crash never leaves half of it at ``target``."""
+def staged_dir(target: Path, replace: bool = True) -> Iterator[Path]:
+    """A fresh sibling folder (``<target>.tmp``) to write a directory artifact into; it takes the place of
+    ``target`` only when the block ends without an error, so a crash never leaves half of it at ``target``.
+    With ``replace=False`` an existing ``target`` must be empty (else OSError, nothing replaced)."""
     tmp = target.with_name(target.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     yield tmp
-    shutil.rmtree(target, ignore_errors=True)
+    if target.exists():
+        if replace:
+            shutil.rmtree(target)
+        else:
+            target.rmdir()  # refuses a directory that is not empty
     tmp.rename(target)
 
 

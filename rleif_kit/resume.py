@@ -32,6 +32,7 @@ MARKER = ".done.json"
 FIRST_READER = {
     "base": "00_setup", "tiny": "00_setup", "arith": "00_setup",
     "sft.open_domain_path": "00_setup",  # part of the tiny tokenizer's corpus
+    "arith.teacher_early_stop": "02_dedup",  # only the SFT rows
     "evol_instruct": "01_evolve",
     "sft": "02_dedup", "dedup": "02_dedup", "diagnostics": "02_dedup",
     "eval": "02_dedup",  # cot_prompt, max_new_tokens, batch_size: the SFT rows, SFT/PRM/PPO generation

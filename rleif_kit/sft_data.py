@@ -2,8 +2,9 @@
 
 Every example is a ``prompt`` (the Alpaca / WizardMath prompt the evaluation uses) and a
 ``completion`` (the response), so the trainer puts the loss on the response only.
-``[sft].dataset = "arith:N"`` draws N problems from the arithmetic world; its held-out split is
-written once per run (``paths.arith_heldout``) and never trained on.
+``[sft].dataset = "arith:N"`` draws N problems from the arithmetic world, with gold solutions except for the
+``[arith].teacher_early_stop`` share of the longest problems (a teacher that stops one step early); its
+held-out split is written once per run (``paths.arith_heldout``) and never trained on.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-__all__ = ["ParsedSolution", "parse_solution", "final_answer", "NormaliseError", "normalise_solution", "normalise_gsm8k",
-           "answers_equal", "last_boxed"]
+__all__ = ["ParsedSolution", "parse_solution", "final_answer", "NormaliseError", "normalise_solution",
+           "normalise_gsm8k", "answers_equal", "last_boxed"]
 
 # "The answer is: X" (colon optional, "final" allowed); the LAST one counts, models restate it.
 ANSWER_IS = re.compile(r"\bthe\s+(?:final\s+)?answer\s+is\b\s*:?", re.I)

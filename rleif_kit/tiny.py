@@ -96,7 +96,7 @@ def build_tiny_model(out_dir: str | Path, corpus: Iterable[str], shape: TinyShap
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    with staged_dir(out) as building:
+    with staged_dir(out, replace=False) as building:  # never over a model that appeared meanwhile
         model.save_pretrained(building)
         tokenizer.save_pretrained(building)
         (building / "tiny_shape.json").write_text(json.dumps(asdict(shape), indent=2) + "\n")

@@ -268,6 +268,14 @@ def test_cli_backend_vllm_without_vllm_is_one_error_line(tmp_path, capsys):
     assert main(["eval", "gsm8k", "--model", str(tmp_path), "--data", str(data), "--backend", "vllm"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--backend = 'vllm' needs the vllm package" in err and "pip install vllm" in err
+    # with a run config, --backend overrides [eval] backend for the stage's local models
+    run = tmp_path / "run"
+    (run / "03_sft" / "model").mkdir(parents=True)
+    (run / "03_sft" / "model" / "sft_info.json").write_text(json.dumps({"finetune": "full"}))
+    argv = ["eval", str(TINY_PARAMS), "--backend", "vllm", "--set", 'eval.models=["sft"]']
+    assert main([*argv, *(a for o in tiny_overrides(run) for a in ("--set", o))]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "[eval] backend = 'vllm' needs the vllm package" in err
 
 
 @pytest.mark.slow

@@ -31,3 +31,19 @@ def test_a_crash_inside_the_block_leaves_the_old_directory_as_it_was(tmp_path):
         assert not any(tmp.iterdir())
         (tmp / "weights").write_text("new")
     assert (target / "weights").read_text() == "new"
+
+
+def test_without_replace_a_directory_that_filled_meanwhile_is_kept(tmp_path):
+    """The tiny build: an empty target is taken, one that holds a model by the end is never replaced."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with staged_dir(empty, replace=False) as tmp:
+        (tmp / "config.json").write_text("tiny")
+    assert (empty / "config.json").read_text() == "tiny"
+    target = tmp_path / "model"
+    with pytest.raises(OSError):
+        with staged_dir(target, replace=False) as tmp:
+            (tmp / "config.json").write_text("tiny")
+            target.mkdir()
+            (target / "config.json").write_text("ppo policy")  # e.g. another process saved a model here
+    assert (target / "config.json").read_text() == "ppo policy"

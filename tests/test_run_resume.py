@@ -32,6 +32,8 @@ def test_a_stage_depends_on_its_own_and_earlier_sections_only(tmp_path):
     assert "eval.limit" not in resume.stage_config(before, "05_ppo")
     assert "eval.limit" in resume.stage_config(before, "06_eval")
     assert "eval.cot_prompt" in resume.stage_config(before, "02_dedup")  # the SFT rows use the prompt
+    assert "arith.teacher_early_stop" not in resume.stage_config(before, "01_evolve")  # only the SFT rows
+    assert "arith.teacher_early_stop" in resume.stage_config(before, "02_dedup")
     moved = _cfg(tmp_path, f'base.output_dir="{tmp_path / "elsewhere"}"', "loop.iterations=3")
     assert resume.stage_config(moved, "06_eval") == resume.stage_config(before, "06_eval")
 

@@ -159,6 +159,7 @@ def _run_stage(args: Any, settings: Any) -> int:
         raise ValueError(f"{args.target!r} is neither a run config (.toml), a benchmark "
                          f"({', '.join(BENCHMARKS)}) nor 'compare'")
     overrides = list(args.overrides) + ([f"eval.limit={args.limit}"] if args.limit is not None else [])
+    overrides += [f'eval.backend="{args.backend}"'] if args.backend is not None else []
     cfg, paths = setup(args.target, overrides, stage=STAGE)
     result = run_eval(cfg, paths, settings)
     for bench in cfg.eval.benchmarks:

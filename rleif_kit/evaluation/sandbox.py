@@ -223,8 +223,8 @@ def _launcher() -> str:
 
     folder = tempfile.mkdtemp(prefix="rleif-launcher-")
     atexit.register(shutil.rmtree, folder, True)
-    return py_compile.compile(os.path.abspath(sandbox_launcher.__file__), cfile=os.path.join(folder, "sandbox_launcher.pyc"),
-                              doraise=True)
+    return py_compile.compile(os.path.abspath(sandbox_launcher.__file__),
+                              cfile=os.path.join(folder, "sandbox_launcher.pyc"), doraise=True)
 
 
 @functools.lru_cache(maxsize=1)

@@ -25,7 +25,7 @@ from rleif_kit.evaluation.generate import cut_at_stop
 from rleif_kit.evaluation.generators import LocalModel, minimal_stops, sft_info
 
 MISSING = ("{key} = 'vllm' needs the vllm package, which is not installed here: pip install vllm on a CUDA machine "
-           "(it brings its own torch), or set {key} = \"transformers\"")
+           "(it brings its own torch), or use the transformers backend")
 
 
 class VLLMMissing(RuntimeError):
