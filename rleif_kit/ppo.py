@@ -42,7 +42,7 @@ from rleif_kit.evaluation.prompts import math_prompt
 from rleif_kit.jsonl import write_jsonl
 from rleif_kit.paths import RunPaths
 from rleif_kit.ppo_policy import Policy, forward
-from rleif_kit.ppo_rewards import raise_if_failed
+from rleif_kit.ppo_rewards import raise_if_failed, save_gate
 
 if TYPE_CHECKING:
     from rleif_kit.ppo_rewards import RewardScorer
@@ -304,7 +304,7 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
         if gate is None:
             gate = reward_gate(cfg, policy, scorer, pool)
         if dist.is_main():
-            (stage / "gate.json").write_text(json.dumps([v.to_dict() for v in gate], indent=2) + "\n")
+            save_gate(stage / "gate.json", gate)
         if dist.any_rank(any(v.status == "fail" for v in gate)):
             raise_if_failed(gate, ppo.force)
     log = _read_log(log_path, start)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Sequence
 
 from rleif_kit.config import RunConfig
@@ -21,6 +23,15 @@ def raise_if_failed(gate: Sequence[Verdict], force: bool) -> None:
     """The gate's decision, wherever PPO or GRPO starts: any fail stops it unless ``[ppo].force``."""
     if any(v.status == "fail" for v in gate) and not force:
         raise RewardGateFailed(gate)
+
+
+def save_gate(path: Path, gate: Sequence[Verdict]) -> None:
+    """``05_ppo/gate.json``: the gate's verdicts (also how the notebook hands its gate to launched ranks)."""
+    path.write_text(json.dumps([v.to_dict() for v in gate], indent=2) + "\n")
+
+
+def load_gate(path: Path) -> list[Verdict]:
+    return [Verdict(**v) for v in json.loads(Path(path).read_text())]
 
 
 class RewardScorer:

@@ -15,7 +15,7 @@ from rleif_kit.jsonl import write_jsonl
 from rleif_kit.paths import RunPaths
 from rleif_kit.ppo import STAGE, PPOResult, reward_gate, run_ppo
 from rleif_kit.ppo_policy import Policy
-from rleif_kit.ppo_rewards import RewardGateFailed, RewardScorer, raise_if_failed
+from rleif_kit.ppo_rewards import RewardGateFailed, RewardScorer, load_gate, raise_if_failed, save_gate
 
 
 def needs_gate(paths: RunPaths) -> bool:
@@ -80,7 +80,7 @@ def _launched(cfg: RunConfig, paths: RunPaths, policy: Policy, gate: list[Verdic
     stage, args = paths.stage(STAGE), ["--no-export"]
     raise_if_failed(gate or [], cfg.ppo.force)
     if gate:
-        (stage / "gate.json").write_text(json.dumps([v.to_dict() for v in gate], indent=2) + "\n")
+        save_gate(stage / "gate.json", gate)
         args += ["--gate", str(stage / "gate.json")]
     maybe_launch(cfg, "rleif_kit.ppo", args=args)
     result = load_result(PPOResult, stage / "result.json")
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg, paths = setup(args.params, args.overrides, stage=STAGE)
     dist.accelerator()  # under accelerate launch: join the ranks and pick this rank's GPU before loading models
     policy = load_policy(cfg, paths)
-    gate = [Verdict(**v) for v in json.loads(Path(args.gate).read_text())] if args.gate else None
+    gate = load_gate(Path(args.gate)) if args.gate else None
     try:
         policy, result = train(cfg, paths, instruction_pool(cfg, paths), RewardScorer(cfg, paths), policy, gate,
                                progress=True)

@@ -103,14 +103,6 @@ def build_tiny_model(out_dir: str | Path, corpus: Iterable[str], shape: TinyShap
     return out
 
 
-def is_tiny_model_dir(path: str | Path) -> bool:
-    """True when ``path`` holds a complete tiny model (config, weights, tokenizer)."""
-    p = Path(path)
-    return all((p / f).exists() for f in ("config.json", "tokenizer.json", "tiny_shape.json")) and any(
-        p.glob("*.safetensors")
-    )
-
-
 def main(argv: list[str] | None = None) -> None:
     import argparse
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from rleif_kit.tiny import is_tiny_model_dir
+
+def is_tiny_model_dir(path) -> bool:
+    """True when ``path`` holds a complete tiny model (config, weights, tokenizer)."""
+    return all((path / f).exists() for f in ("config.json", "tokenizer.json", "tiny_shape.json")) and any(
+        path.glob("*.safetensors"))
 
 
 def test_round_trip_loads_like_a_checkpoint(small_model_dir):
