@@ -37,9 +37,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rleif_kit import arith  # noqa: E402
-from rleif_kit.dedup import dedup, minhash_dedup, semantic_dedup  # noqa: E402
-from rleif_kit.embeddings import Embedder  # noqa: E402
+from rleif_kit.worlds import arith  # noqa: E402
+from rleif_kit.dedup.near_duplicates import dedup, minhash_dedup, semantic_dedup  # noqa: E402
+from rleif_kit.dedup.embeddings import Embedder  # noqa: E402
 
 TARGETS = {"search_over_embed": 0.20, "peak_rss_gb": 3.0, "warm_over_cold": 0.10}
 NAMES = "Ana Ben Chen Dev Eva Femi Gus Hana Ivan Jade Kofi Lena Marco Nia Omar Pia Quinn Ravi Sofia Tariq".split()

@@ -49,7 +49,7 @@ TARGETS = {"a_share_of_ideal": 0.90, "a_kit_over_loop": 55.0, "b_kit_over_bare":
 
 
 def _serve(latency_s: float, port_queue: mp.Queue, stop: mp.Event) -> None:
-    from rleif_kit.fake_openai import FakeOpenAIServer
+    from rleif_kit.testing.fake_openai import FakeOpenAIServer
 
     with FakeOpenAIServer(responder=lambda body: REPLY, latency_s=latency_s) as server:
         port_queue.put(server.port)
@@ -90,9 +90,9 @@ async def run_kit(base_url: str, n: int, out_dir: Path) -> float:
     """Seconds for n evolutions through the real engine (``run_evolve`` with the openai backend):
     operator draw, template, request, elimination checks, lineage, every outcome appended to JSONL
     with checkpointing (fsync every 500) — one request per evolution (no judge, no answers)."""
-    from rleif_kit.evolve import run_evolve_async
-    from rleif_kit.settings import load_settings
-    from rleif_kit.setup import setup
+    from rleif_kit.evolve.stage import run_evolve_async
+    from rleif_kit.core.settings import load_settings
+    from rleif_kit.core.run_setup import setup
 
     out_dir.mkdir(parents=True, exist_ok=True)
     seeds = out_dir / "seeds.jsonl"

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rleif_kit.evaluation.humaneval import check_samples, load_problems  # noqa: E402
-from rleif_kit.evaluation.sandbox import describe_sandbox  # noqa: E402
+from rleif_kit.sandbox.runner import describe_sandbox  # noqa: E402
 
 
 def ours(problems: dict, workers: int) -> tuple[float, int]:

@@ -20,15 +20,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rleif_kit.setup import setup  # noqa: E402
+from rleif_kit.core.run_setup import setup  # noqa: E402
 
 MODES = ("full", "lora", "qlora")
 
 
 def time_mode(mode: str, steps: int, workdir: Path) -> dict:
-    from rleif_kit.models import ensure_base_model
-    from rleif_kit.sft import train_sft
-    from rleif_kit.sft_data import build_sft_examples
+    from rleif_kit.worlds.tiny_corpus import ensure_base_model
+    from rleif_kit.sft.stage import train_sft
+    from rleif_kit.sft.examples import build_sft_examples
 
     out = workdir / mode
     overrides = [f'base.output_dir="{out}"', f'base.model_name="{workdir}/tiny-llama"', f"sft.max_steps={steps}",

@@ -30,9 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rleif_kit import planner as P  # noqa: E402
-from rleif_kit.config import load_config  # noqa: E402
-from rleif_kit.model_shapes import KNOWN_SHAPES, Shape  # noqa: E402
+from rleif_kit.models import planner as P  # noqa: E402
+from rleif_kit.core.config import load_config  # noqa: E402
+from rleif_kit.models.shapes import KNOWN_SHAPES, Shape  # noqa: E402
 
 LLAMA2_7B = next(s for _, s in KNOWN_SHAPES if s.name == "Llama-2-7B")
 TINY = Shape(64, 128, 2, 4, 4, 512, name="tiny (dry run)")
@@ -175,8 +175,8 @@ def check_ppo(cfg, shape: Shape, device: str, dtype, prompt_len: int) -> dict:
     from peft import LoraConfig, get_peft_model
     from transformers import LlamaForCausalLM, LlamaForSequenceClassification, LlamaForTokenClassification
 
-    from rleif_kit.ppo import generate_rollout, ppo_step, score_rollout
-    from rleif_kit.ppo_policy import Policy
+    from rleif_kit.ppo.trainer import generate_rollout, ppo_step, score_rollout
+    from rleif_kit.ppo.policy import Policy
 
     ppo, s, t0 = cfg.ppo, cfg.sft, time.perf_counter()
     cfg = P.with_values(cfg, "ppo", rollout_batch=ppo.gen_batch, ppo_epochs=1)  # one micro-batch: same peaks

@@ -21,7 +21,7 @@ def tiny_overrides(output_dir: Path, *extra: str) -> list[str]:
 @pytest.fixture
 def tiny_cfg(tmp_path):
     """``make(*overrides)`` → (cfg, paths) of the tiny preset writing under tmp_path."""
-    from rleif_kit.setup import setup
+    from rleif_kit.core.run_setup import setup
 
     def make(*extra: str, stage: str = "03_sft"):
         return setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", *extra), stage=stage,
@@ -33,9 +33,9 @@ def tiny_cfg(tmp_path):
 @pytest.fixture(scope="session")
 def small_model_dir(tmp_path_factory):
     """A very small tiny Llama (64 hidden, 2 layers) trained-tokenizer included, built once per session."""
-    from rleif_kit import arith
-    from rleif_kit.evaluation.prompts import math_prompt
-    from rleif_kit.tiny import TinyShape, build_tiny_model
+    from rleif_kit.worlds import arith
+    from rleif_kit.worlds.prompts import math_prompt
+    from rleif_kit.models.tiny import TinyShape, build_tiny_model
 
     corpus = [math_prompt(r["question"]) + " " + r["solution"] for r in arith.generate_problems(500, seed=1)]
     out = tmp_path_factory.mktemp("tiny") / "model"

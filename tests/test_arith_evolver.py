@@ -1,6 +1,6 @@
-"""The programmatic arithmetic evolver (rleif_kit.arith_evolver): directions, validity, defects.
+"""The programmatic arithmetic evolver (rleif_kit.worlds.arith_evolver): directions, validity, defects.
 
-In-memory, seeded, no network. Elimination (rleif_kit.elimination) is used as the engine uses
+In-memory, seeded, no network. Elimination (rleif_kit.evolution.elimination) is used as the engine uses
 it, to check that the defects it should catch are caught and the others slip through.
 """
 from __future__ import annotations
@@ -12,12 +12,12 @@ from dataclasses import fields
 
 import pytest
 
-from rleif_kit import arith
-from rleif_kit.arith import Op, Problem
-from rleif_kit.arith_evolver import (
+from rleif_kit.worlds import arith
+from rleif_kit.worlds.arith import Op, Problem
+from rleif_kit.worlds.arith_evolver import (
     DOWN_OPERATORS, UP_OPERATORS, DefectRates, Evolved, evolve_arith,
 )
-from rleif_kit.elimination import elimination_reason
+from rleif_kit.evolution.elimination import elimination_reason
 
 OPERATORS = UP_OPERATORS + DOWN_OPERATORS
 DEFECTS = tuple(f.name for f in fields(DefectRates))

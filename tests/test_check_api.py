@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rleif_kit.check_api import CheckRow, check_api, check_endpoint, format_check_table
-from rleif_kit.fake_openai import FakeOpenAIServer
-from rleif_kit.settings import SettingsError, parse_settings
+from rleif_kit.pipeline.check_api import CheckRow, check_api, check_endpoint, format_check_table
+from rleif_kit.testing.fake_openai import FakeOpenAIServer
+from rleif_kit.core.settings import SettingsError, parse_settings
 
 FAKE_KEY = "sk-test-7d41c0a9e2b86f35Wq8Z"
 ENV = "RLEIF_CHECK_TEST_KEY"

@@ -1,4 +1,4 @@
-"""The run config (rleif_kit.config): presets, validation messages, overrides, round trip, paths, CLI."""
+"""The run config (rleif_kit.core.config): presets, validation messages, overrides, round trip, paths, CLI."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rleif_kit.config import ConfigError, load_config, parse_override, to_toml
+from rleif_kit.core.config import ConfigError, load_config, parse_override, to_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET_7B = ROOT / "params" / "wizardmath-7b.toml"
@@ -218,7 +218,7 @@ def test_run_name_defaults_to_file_stem():
 
 def test_cli_config_error_exits_2_without_traceback(tmp_path):
     path = write(tmp_path, BASE + "[tiny]\nheads = 0\n[ppo]\nlr = -1.0\n")
-    proc = subprocess.run([sys.executable, "-m", "rleif_kit.cli", "config", str(path)],
+    proc = subprocess.run([sys.executable, "-m", "rleif_kit.pipeline.cli", "config", str(path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stdout == ""

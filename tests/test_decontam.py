@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rleif_kit.decontam import NgramIndex, decontaminate, word_ngrams
+from rleif_kit.dedup.decontam import NgramIndex, decontaminate, word_ngrams
 
 EVAL = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins "
         "for her friends every day with four.")  # 24 words

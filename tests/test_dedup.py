@@ -12,10 +12,10 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from rleif_kit import embeddings
-from rleif_kit.dedup import (DedupOutput, Removal, brute_force_semantic_dedup, dedup, exact_dedup, minhash_dedup,
+from rleif_kit.dedup import embeddings
+from rleif_kit.dedup.near_duplicates import (DedupOutput, Removal, brute_force_semantic_dedup, dedup, exact_dedup, minhash_dedup,
                              normalise_text, semantic_dedup)
-from rleif_kit.embeddings import Embedder, resolve_embedding_model
+from rleif_kit.dedup.embeddings import Embedder, resolve_embedding_model
 
 
 def unit2(c: float) -> list[float]:

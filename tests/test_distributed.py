@@ -91,7 +91,7 @@ def _dumps(folder: Path, tag: str) -> tuple[dict, dict]:
 def test_two_cpu_ranks_run_sft_and_a_ppo_step_with_identical_weights(tmp_path, small_model_dir, monkeypatch):
     from safetensors.torch import load_file
 
-    from rleif_kit.setup import setup
+    from rleif_kit.core.run_setup import setup
 
     run, dump, audit, site = tmp_path / "run", tmp_path / "dump", tmp_path / "audit", tmp_path / "site"
     for d in (audit, site):
@@ -108,7 +108,7 @@ def test_two_cpu_ranks_run_sft_and_a_ppo_step_with_identical_weights(tmp_path, s
     shutil.copytree(small_model_dir, run / "tiny-llama")  # the base model, so the ranks need not build one
 
     # SFT: the notebook's call, run by two ranks; the result comes back from disk
-    from rleif_kit.sft import run_sft
+    from rleif_kit.sft.stage import run_sft
 
     cfg, paths = setup(str(TINY_PARAMS), overrides, stage="03_sft", report_dir=str(tmp_path / "r"), workdir=str(ROOT))
     result = run_sft(cfg, paths)
@@ -124,11 +124,11 @@ def test_two_cpu_ranks_run_sft_and_a_ppo_step_with_identical_weights(tmp_path, s
     # own per-rank RNG state in its checkpoints is all rank 1 writes
 
     # PPO: the notebook's cells (policy, scorer, gate in-process), then train() under two ranks
-    from rleif_kit.ppo_policy import load_policy
-    from rleif_kit.ppo_rewards import RewardScorer
-    from rleif_kit.ppo_stage import reward_gate, train
-    from rleif_kit.reward_models import load_rm_for_training, save_rm
-    from rleif_kit.reward_stage import instruction_pool
+    from rleif_kit.ppo.policy import load_policy
+    from rleif_kit.ppo.rewards import RewardScorer
+    from rleif_kit.ppo.stage import reward_gate, train
+    from rleif_kit.rewards.irm import load_rm_for_training, save_rm
+    from rleif_kit.worlds.data import instruction_pool
 
     cfg, paths = setup(str(TINY_PARAMS), overrides, stage="05_ppo", report_dir=str(tmp_path / "r"), workdir=str(ROOT))
     irm, tok = load_rm_for_training(str(small_model_dir), "sequence", cfg, False)
@@ -154,7 +154,7 @@ def test_two_cpu_ranks_run_sft_and_a_ppo_step_with_identical_weights(tmp_path, s
 # ------------------------------------------------------------------ the pieces, without a subprocess
 
 def test_shard_takes_a_contiguous_slice_and_refuses_a_batch_that_does_not_divide(monkeypatch):
-    from rleif_kit import distributed as dist
+    from rleif_kit.core import distributed as dist
 
     assert dist.shard(list(range(6))) == list(range(6))  # one process: everything
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -166,7 +166,7 @@ def test_shard_takes_a_contiguous_slice_and_refuses_a_batch_that_does_not_divide
 
 
 def test_launcher_default_runs_in_process_and_accelerate_builds_the_command(tiny_cfg, monkeypatch):
-    from rleif_kit.launch import launch_command, maybe_launch, should_launch
+    from rleif_kit.core.launch import launch_command, maybe_launch, should_launch
 
     cfg, _ = tiny_cfg()
     assert cfg.base.launcher == "in_process" and maybe_launch(cfg, "rleif_kit.sft") is False
@@ -183,7 +183,7 @@ def test_launcher_default_runs_in_process_and_accelerate_builds_the_command(tiny
 
 
 def test_a_missing_accelerate_config_is_named(tiny_cfg):
-    from rleif_kit.launch import maybe_launch
+    from rleif_kit.core.launch import maybe_launch
 
     cfg, _ = tiny_cfg('base.launcher="accelerate"', 'base.accelerate_config="params/accelerate/nope.yaml"')
     with pytest.raises(FileNotFoundError, match="accelerate_config = 'params/accelerate/nope.yaml': no such file"):
@@ -191,10 +191,10 @@ def test_a_missing_accelerate_config_is_named(tiny_cfg):
 
 
 def test_results_cross_the_process_boundary(tmp_path):
-    from rleif_kit.diagnostics import Verdict
-    from rleif_kit.launch import load_result, save_result
-    from rleif_kit.ppo import PPOResult
-    from rleif_kit.sft import SFTResult
+    from rleif_kit.core.verdict import Verdict
+    from rleif_kit.core.launch import load_result, save_result
+    from rleif_kit.ppo.trainer import PPOResult
+    from rleif_kit.sft.stage import SFTResult
 
     sft = SFTResult(tmp_path / "model", "full", 10, 3, 1.5, [{"step": 1, "loss": 2.0}], 0.1, 0.4,
                     [Verdict("sft_learning", "ok", {"gain": 0.3})])
@@ -227,7 +227,7 @@ def _vllm_installed() -> bool:
 
 @pytest.mark.skipif(_vllm_installed(), reason="vllm is installed here")
 def test_eval_backend_vllm_without_vllm_fails_with_one_clear_line(tiny_cfg):
-    from rleif_kit.eval_stage import model_sources
+    from rleif_kit.evaluation.stage import model_sources
 
     cfg, paths = tiny_cfg('eval.backend="vllm"', 'eval.models=["sft"]', stage="06_eval")
     paths.sft_model.mkdir(parents=True)
@@ -239,7 +239,7 @@ def test_eval_backend_vllm_without_vllm_fails_with_one_clear_line(tiny_cfg):
 
 
 def test_ppo_generation_backend_vllm_says_it_is_not_supported_yet(tiny_cfg):
-    from rleif_kit.ppo import run_ppo
+    from rleif_kit.ppo.trainer import run_ppo
 
     cfg, paths = tiny_cfg('ppo.generation_backend="vllm"', stage="05_ppo")
     with pytest.raises(NotImplementedError, match="generation_backend = 'vllm' is not supported yet"):

@@ -6,7 +6,7 @@ import sys
 
 from conftest import ROOT
 
-from rleif_kit.evaluation.prompts import code_prompt, math_prompt, sft_completion
+from rleif_kit.worlds.prompts import code_prompt, math_prompt, sft_completion
 
 sys.path.insert(0, str(ROOT / "tools"))
 from config_table import config_table  # noqa: E402

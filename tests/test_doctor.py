@@ -10,10 +10,10 @@ import pytest
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
 from test_health import build_reward_models, make_run
 
-from rleif_kit.cli import main
-from rleif_kit.doctor import needed_roles, run_doctor
-from rleif_kit.fake_openai import FakeOpenAIServer
-from rleif_kit.jsonl import write_jsonl
+from rleif_kit.pipeline.cli import main
+from rleif_kit.pipeline.doctor import needed_roles, run_doctor
+from rleif_kit.testing.fake_openai import FakeOpenAIServer
+from rleif_kit.core.jsonl import write_jsonl
 
 ENV = "RLEIF_DOCTOR_TEST_KEY"
 
@@ -114,7 +114,7 @@ def test_missing_key_fails_only_for_a_role_the_run_needs(tmp_path, monkeypatch):
 
 
 def test_needed_roles():
-    from rleif_kit.config import load_config
+    from rleif_kit.core.config import load_config
 
     def roles(*extra):
         return needed_roles(load_config(str(TINY_PARAMS), list(extra), workdir=ROOT))
@@ -128,8 +128,8 @@ def test_needed_roles():
 
 @pytest.mark.slow
 def test_notebook_07_on_a_hand_made_run(tmp_path, monkeypatch, small_model_dir):
-    from rleif_kit.records import read_records
-    from rleif_kit.runner import run_pipeline
+    from rleif_kit.core.records import read_records
+    from rleif_kit.pipeline.runner import run_pipeline
 
     run, reports = tmp_path / "run", tmp_path / "reports"
     make_run(run)

@@ -1,4 +1,4 @@
-"""Elimination of evolved instructions (rleif_kit.elimination): each reason, its near misses, order.
+"""Elimination of evolved instructions (rleif_kit.evolution.elimination): each reason, its near misses, order.
 
 Pure string rules, in-memory, no network.
 """
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rleif_kit.elimination import (
+from rleif_kit.evolution.elimination import (
     LEAK_PHRASES, REASONS, clean_evolved_text, elimination_reason, lexically_same,
 )
 

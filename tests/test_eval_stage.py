@@ -16,11 +16,11 @@ import shutil
 import pytest
 
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
-from rleif_kit import arith
-from rleif_kit.eval_stage import evaluate_benchmark, run_eval, wrong_answers
-from rleif_kit.evaluation.prompts import math_prompt
-from rleif_kit.jsonl import read_jsonl
-from rleif_kit.sections import EvalConfig
+from rleif_kit.worlds import arith
+from rleif_kit.evaluation.stage import evaluate_benchmark, run_eval, wrong_answers
+from rleif_kit.worlds.prompts import math_prompt
+from rleif_kit.core.jsonl import read_jsonl
+from rleif_kit.core.sections import EvalConfig
 
 EV = dataclasses.replace(EvalConfig(), max_new_tokens=32)
 
@@ -83,9 +83,9 @@ def _gsm8k_file(tmp_path, items):
 
 
 def test_gsm8k_format_file_from_settings_gives_strict_flexible_and_compat(tmp_path):
-    from rleif_kit.evaluation.bench_data import load_items
+    from rleif_kit.worlds.benchmarks import load_items
     from rleif_kit.evaluation.scoring import summarize
-    from rleif_kit.settings import parse_settings
+    from rleif_kit.core.settings import parse_settings
 
     items = _items(4)
     settings = parse_settings({"eval": {"gsm8k_path": str(_gsm8k_file(tmp_path, items))}})
@@ -107,8 +107,8 @@ def test_gsm8k_format_file_from_settings_gives_strict_flexible_and_compat(tmp_pa
 
 
 def test_a_missing_data_file_is_one_line_naming_the_settings_key(tmp_path):
-    from rleif_kit.evaluation.bench_data import load_items
-    from rleif_kit.settings import parse_settings
+    from rleif_kit.worlds.benchmarks import load_items
+    from rleif_kit.core.settings import parse_settings
 
     settings = parse_settings({"eval": {"math_path": str(tmp_path / "nope.jsonl")}})
     with pytest.raises(FileNotFoundError, match=r"eval\.math_path = .*nope\.jsonl.*file not found") as err:
@@ -117,7 +117,7 @@ def test_a_missing_data_file_is_one_line_naming_the_settings_key(tmp_path):
 
 
 def test_humaneval_samples_pass_at_k_through_the_sandbox(tmp_path):
-    from rleif_kit.evaluation.bench_data import load_items
+    from rleif_kit.worlds.benchmarks import load_items
     from rleif_kit.evaluation.scoring import summarize
 
     items = load_items("humaneval", limit=2)
@@ -147,14 +147,14 @@ def test_humaneval_samples_pass_at_k_through_the_sandbox(tmp_path):
 
 
 def _cfg(tmp_path, *extra):
-    from rleif_kit.setup import setup
+    from rleif_kit.core.run_setup import setup
 
     return setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", "eval.limit=12", *extra), stage="06_eval",
                  report_dir=str(tmp_path / "reports"), workdir=str(ROOT))
 
 
 def test_run_eval_summarises_and_compares_sft_with_ppo_on_shared_items(tmp_path):
-    from rleif_kit.sft_data import heldout_problems
+    from rleif_kit.worlds.data import heldout_problems
 
     cfg, paths = _cfg(tmp_path)
     items = [{"id": p["id"], "question": p["question"], "gold": str(p["answer"])}
@@ -172,7 +172,7 @@ def test_run_eval_summarises_and_compares_sft_with_ppo_on_shared_items(tmp_path)
 
 
 def test_missing_models_are_skipped_with_a_note_and_nothing_to_run_is_an_error(tmp_path):
-    from rleif_kit.eval_stage import model_sources
+    from rleif_kit.evaluation.stage import model_sources
 
     cfg, paths = _cfg(tmp_path)
     sources, notes = model_sources(cfg, paths)
@@ -182,7 +182,7 @@ def test_missing_models_are_skipped_with_a_note_and_nothing_to_run_is_an_error(t
 
 
 def test_n_samples_above_one_needs_a_temperature(tmp_path):
-    from rleif_kit.config import ConfigError
+    from rleif_kit.core.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"\[eval\] n_samples = 4: expected 1 when temperature = 0"):
         _cfg(tmp_path, "eval.n_samples=4")
@@ -202,8 +202,8 @@ def _answering_server_responder(solutions: dict, fail_once: set):
 
 def test_served_model_through_the_endpoint_resumes_what_failed(tmp_path, monkeypatch):
     from rleif_kit.evaluation.generators import ServedModel
-    from rleif_kit.fake_openai import FakeOpenAIServer
-    from rleif_kit.settings import parse_settings
+    from rleif_kit.testing.fake_openai import FakeOpenAIServer
+    from rleif_kit.core.settings import parse_settings
 
     monkeypatch.setenv("RLEIF_EVAL_KEY", "sk-eval-test")
     items = _items(6)
@@ -229,7 +229,7 @@ def test_served_model_through_the_endpoint_resumes_what_failed(tmp_path, monkeyp
 
 
 def test_cli_scores_samples_and_compares_two_result_directories(tmp_path, capsys):
-    from rleif_kit.cli import main
+    from rleif_kit.pipeline.cli import main
 
     items = _items(8)
     data = _gsm8k_file(tmp_path, items)
@@ -252,7 +252,7 @@ def test_cli_scores_samples_and_compares_two_result_directories(tmp_path, capsys
 
 
 def test_cli_a_missing_data_file_is_one_error_line(tmp_path, capsys):
-    from rleif_kit.cli import main
+    from rleif_kit.pipeline.cli import main
 
     assert main(["eval", "gsm8k", "--model", str(tmp_path), "--data", str(tmp_path / "none.jsonl")]) == 2
     err = capsys.readouterr().err.strip()
@@ -262,7 +262,7 @@ def test_cli_a_missing_data_file_is_one_error_line(tmp_path, capsys):
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed here")
 def test_cli_backend_vllm_without_vllm_is_one_error_line(tmp_path, capsys):
     """`rleif eval BENCH --model PATH` honours --backend (the stage's [eval] backend has no say there)."""
-    from rleif_kit.cli import main
+    from rleif_kit.pipeline.cli import main
 
     data = _gsm8k_file(tmp_path, _items(2))
     assert main(["eval", "gsm8k", "--model", str(tmp_path), "--data", str(data), "--backend", "vllm"]) == 2
@@ -280,7 +280,7 @@ def test_cli_backend_vllm_without_vllm_is_one_error_line(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_local_model_generates_greedily_with_stops(tmp_path, small_model_dir):
-    from rleif_kit.evaluation.generate import cut_at_stop, generate
+    from rleif_kit.models.generation import cut_at_stop, generate
     from rleif_kit.evaluation.generators import LocalModel
 
     items = _items(5)
@@ -296,8 +296,8 @@ def test_local_model_generates_greedily_with_stops(tmp_path, small_model_dir):
 
 @pytest.mark.slow
 def test_notebook_runs_headless_on_the_tiny_preset(tmp_path, monkeypatch, small_model_dir):
-    from rleif_kit.records import read_records
-    from rleif_kit.runner import run_pipeline
+    from rleif_kit.core.records import read_records
+    from rleif_kit.pipeline.runner import run_pipeline
 
     monkeypatch.chdir(ROOT)
     run = tmp_path / "run"
@@ -315,7 +315,7 @@ def test_notebook_runs_headless_on_the_tiny_preset(tmp_path, monkeypatch, small_
 
 
 def test_base_model_is_evaluated_from_base_model_name(tmp_path, small_model_dir):
-    from rleif_kit.eval_stage import model_sources
+    from rleif_kit.evaluation.stage import model_sources
 
     cfg, paths = _cfg(tmp_path, 'eval.models=["base", "sft"]', f'base.model_name="{small_model_dir}"')
     sources, notes = model_sources(cfg, paths)

@@ -11,11 +11,11 @@ from collections import Counter
 import pytest
 
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
-from rleif_kit.evolve import run_evolve
-from rleif_kit.jsonl import read_jsonl
-from rleif_kit.operators import (MATH_OPERATORS, CODE_OPERATORS, child_id, choose_operator, distinct_operators,
+from rleif_kit.evolve.stage import run_evolve
+from rleif_kit.core.jsonl import read_jsonl
+from rleif_kit.evolution.operators import (MATH_OPERATORS, CODE_OPERATORS, child_id, choose_operator, distinct_operators,
                                  load_templates)
-from rleif_kit.setup import setup
+from rleif_kit.core.run_setup import setup
 
 
 def _setup(tmp_path, *extra):
@@ -130,8 +130,8 @@ def _decided_ids(paths) -> list[str]:
 
 @pytest.mark.slow
 def test_injected_429_500_and_timeouts_are_retried_or_recorded(tmp_path, monkeypatch):
-    from rleif_kit.fake_openai import FakeOpenAIServer
-    from rleif_kit.settings import load_settings
+    from rleif_kit.testing.fake_openai import FakeOpenAIServer
+    from rleif_kit.core.settings import load_settings
 
     monkeypatch.setenv("RLEIF_EVOLVE_KEY", FAKE_KEY)
     with FakeOpenAIServer(responder=evolution_responder, fail_rate=0.2, retry_after_s=0.05, hang_s=5,
@@ -171,8 +171,8 @@ def test_sigkill_at_a_random_moment_then_rerun_gives_the_uninterrupted_ids(tmp_p
     import sys
     import time
 
-    from rleif_kit.fake_openai import FakeOpenAIServer
-    from rleif_kit.settings import load_settings
+    from rleif_kit.testing.fake_openai import FakeOpenAIServer
+    from rleif_kit.core.settings import load_settings
 
     monkeypatch.setenv("RLEIF_EVOLVE_KEY", FAKE_KEY)
     with FakeOpenAIServer(responder=evolution_responder, latency_s=0.03) as server:
@@ -200,8 +200,8 @@ def test_sigkill_at_a_random_moment_then_rerun_gives_the_uninterrupted_ids(tmp_p
 
 
 def test_dry_run_estimates_requests_tokens_and_cost_without_sending(tmp_path, monkeypatch):
-    from rleif_kit.evolve import estimate_evolve
-    from rleif_kit.settings import load_settings
+    from rleif_kit.evolve.stage import estimate_evolve
+    from rleif_kit.core.settings import load_settings
 
     seeds = tmp_path / "seeds.jsonl"
     seeds.write_text("".join(json.dumps({"instruction": f"Problem {i} " + "word " * 20}) + "\n" for i in range(10)))
@@ -217,7 +217,8 @@ def test_dry_run_estimates_requests_tokens_and_cost_without_sending(tmp_path, mo
 
 
 def test_fan_out_makes_sibling_sets_with_distinct_operators_and_resumes(tmp_path):
-    from rleif_kit.evolve import load_seeds, run_fanout
+    from rleif_kit.evolution.fanout import run_fanout
+    from rleif_kit.worlds.data import load_seeds
 
     cfg, paths = _setup(tmp_path, 'evol_instruct.backend="arith"', 'evol_instruct.seeds="arith:30"')
     parents = list(load_seeds(cfg, paths))[:10]
@@ -245,8 +246,8 @@ def test_the_hf_backend_evolves_with_a_local_model(tmp_path, small_model_dir):
 
 
 def test_a_wrong_key_stops_the_run_without_burning_retry_attempts(tmp_path, monkeypatch):
-    from rleif_kit.fake_openai import FakeOpenAIServer
-    from rleif_kit.settings import load_settings
+    from rleif_kit.testing.fake_openai import FakeOpenAIServer
+    from rleif_kit.core.settings import load_settings
 
     monkeypatch.setenv("RLEIF_EVOLVE_KEY", "sk-wrong-wrong-wrong-1234")
     with FakeOpenAIServer(responder=evolution_responder, require_key=FAKE_KEY) as server:

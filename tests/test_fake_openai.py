@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from rleif_kit.fake_openai import FakeOpenAIServer
+from rleif_kit.testing.fake_openai import FakeOpenAIServer
 
 KEY = "sk-test-key-1234abcd"
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "what is two plus two"}]

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
 
-from rleif_kit import diagnostics as dg
-from rleif_kit.config import load_config
-from rleif_kit.evaluation.prompts import math_prompt
-from rleif_kit.jsonl import write_jsonl
-from rleif_kit.paths import RunPaths
-from rleif_kit.sections import DiagnosticsConfig
+from rleif_kit.checks import verdicts as dg
+from rleif_kit.core.config import load_config
+from rleif_kit.worlds.prompts import math_prompt
+from rleif_kit.core.jsonl import write_jsonl
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.sections import DiagnosticsConfig
 
 CFG = DiagnosticsConfig()  # the defaults are the issue's thresholds
 STEPS = "Step 1: 3 + 4 = 7. Step 2: 7 - 2 = 5. The answer is: 5"
@@ -164,9 +164,9 @@ def make_run(run: Path, *, sft_right: int = 100, ppo_right: int = 160, kl: float
 
 
 def health_of(run: Path, *extra: str):
-    from rleif_kit.health import run_health
+    from rleif_kit.diagnostics.stage import run_diagnostics
 
-    return run_health(config(run, "dedup.min_kept=50", *extra), RunPaths(run, run.parent / "reports"), score=False)
+    return run_diagnostics(config(run, "dedup.min_kept=50", *extra), RunPaths(run, run.parent / "reports"), score=False)
 
 
 def test_healthy_run_every_file_check_ok(tmp_path):
@@ -240,8 +240,8 @@ def test_empty_run_skips_every_check_with_a_note(tmp_path):
 
 
 def test_verdicts_html_and_file(tmp_path):
-    from rleif_kit.health import verdicts_html, write_verdicts
-    from rleif_kit.plots import STATUS_COLORS
+    from rleif_kit.diagnostics.stage import verdicts_html, write_verdicts
+    from rleif_kit.core.plots import STATUS_COLORS
 
     run = tmp_path / "run"
     make_run(run, kl=12.0)
@@ -256,7 +256,7 @@ def test_verdicts_html_and_file(tmp_path):
 
 
 def test_reward_health_curves_plot():
-    from rleif_kit.plots import plot_reward_health_curves
+    from rleif_kit.core.plots import plot_reward_health_curves
 
     fig = plot_reward_health_curves(ppo_log(0.3, steps=20), (0.2, 0.4), 200, 5.0, 10.0)
     assert [ax.get_title() for ax in fig.axes] == ["reward r", "share of rA < 0.5", "KL per sequence"]
@@ -267,8 +267,8 @@ def test_reward_health_curves_plot():
 def build_reward_models(model_dir: Path, run: Path) -> Path:
     """``run/04_reward_models`` as the stage saves it: IRM and PRM on ``model_dir`` with fresh heads
     (untrained: the checks' plumbing is under test, not the models), and 30 sampled solutions."""
-    from rleif_kit import arith
-    from rleif_kit.reward_models import load_rm_for_training, save_rm
+    from rleif_kit.worlds import arith
+    from rleif_kit.rewards.irm import load_rm_for_training, save_rm
 
     out = run / "04_reward_models"
     cfg = config(run)
@@ -290,7 +290,7 @@ def reward_models(small_model_dir, tmp_path_factory):
 def test_score_distributions_from_saved_reward_models(tmp_path, reward_models):
     import shutil
 
-    from rleif_kit.health import run_health
+    from rleif_kit.diagnostics.stage import run_diagnostics
 
     run = tmp_path / "run"
     make_run(run)
@@ -299,7 +299,7 @@ def test_score_distributions_from_saved_reward_models(tmp_path, reward_models):
     write_jsonl(run / "02_dedup" / "instructions.jsonl",
                 [{"id": f"e{i}", "round": 1, "text": f"Tom has {i} apples. How many?"} for i in range(20)])
     cfg = config(run, "dedup.min_kept=50", score_sample=8)
-    health = run_health(cfg, RunPaths(run, tmp_path / "reports"))
+    health = run_diagnostics(cfg, RunPaths(run, tmp_path / "reports"))
     by_check = {v.check: v for v in health.verdicts}
     irm, prm, low_ra = by_check["irm_distribution"], by_check["prm_distribution"], by_check["low_ra_share"]
     assert irm.numbers["n"] == 8 and 0 <= irm.numbers["mean"] <= 1  # 8 of the 20 evolved instructions

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
-from rleif_kit.irm_data import FORMED, IN_RANGE, NO_LEAK, SOLVABLE, arith_irm_pairs, arith_quality, pairs_from_scores
-from rleif_kit.setup import setup
+from rleif_kit.rewards.irm_data import FORMED, IN_RANGE, NO_LEAK, SOLVABLE, arith_irm_pairs, arith_quality, pairs_from_scores
+from rleif_kit.core.run_setup import setup
 
 PROBLEM = {"ops": [{"kind": "add", "value": 2, "template": 0}] * 2}
 
@@ -27,7 +27,8 @@ def test_ties_give_no_pair_and_four_distinct_scores_give_six():
 
 
 def test_pairs_from_a_real_fan_out_prefer_defect_free_variants(tmp_path):
-    from rleif_kit.evolve import load_seeds, run_fanout
+    from rleif_kit.evolution.fanout import run_fanout
+    from rleif_kit.worlds.data import load_seeds
 
     cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", "evol_instruct.defect_rate=0.5"),
                        stage="04_reward_models", report_dir=str(tmp_path / "r"), workdir=str(ROOT))

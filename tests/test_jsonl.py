@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from rleif_kit import jsonl
-from rleif_kit.jsonl import JsonlWriter, read_ids, read_jsonl, repair_torn_tail, write_jsonl
+from rleif_kit.core import jsonl
+from rleif_kit.core.jsonl import JsonlWriter, read_ids, read_jsonl, repair_torn_tail, write_jsonl
 
 
 def test_round_trip_keeps_unicode_and_order(tmp_path):
@@ -131,7 +131,7 @@ def _explode_after(records):
 
 WRITER_SCRIPT = """
 import sys
-from rleif_kit.jsonl import JsonlWriter, read_ids
+from rleif_kit.core.jsonl import JsonlWriter, read_ids
 path = sys.argv[1]
 start = len(read_ids(path))
 with JsonlWriter(path, fsync_every=50) as out:

@@ -12,13 +12,13 @@ import re
 import pytest
 
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
-from rleif_kit.config import load_config
-from rleif_kit.fake_openai import FakeOpenAIServer
-from rleif_kit.irm_data import pairs_from_scores
-from rleif_kit.jsonl import read_jsonl
-from rleif_kit.judge_labels import (MAX_ATTEMPTS, format_steps, judge_irm_rankings, judge_prm_labels, ranking_pairs,
+from rleif_kit.core.config import load_config
+from rleif_kit.testing.fake_openai import FakeOpenAIServer
+from rleif_kit.rewards.irm_data import pairs_from_scores
+from rleif_kit.core.jsonl import read_jsonl
+from rleif_kit.rewards.judge_labels import (MAX_ATTEMPTS, format_steps, judge_irm_rankings, judge_prm_labels, ranking_pairs,
                                     report_path)
-from rleif_kit.settings import SettingsError, load_settings
+from rleif_kit.core.settings import SettingsError, load_settings
 
 FAKE_KEY = "sk-judge-test-key-0123456789abcdef"
 OPERATORS = ("deepen", "concretize", "add_constraints", "increase_reasoning")
@@ -134,7 +134,7 @@ def test_a_budget_stop_then_a_resume_asks_only_the_undecided_sets(tmp_path):
 
 
 def test_a_crash_mid_run_then_a_resume_does_not_re_ask_finished_sets(tmp_path, monkeypatch):
-    import rleif_kit.judge_labels as jl
+    import rleif_kit.rewards.judge_labels as jl
 
     class CrashingWriter(jl.JsonlWriter):
         def write(self, record):

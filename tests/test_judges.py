@@ -1,10 +1,10 @@
-"""Judge answer parsing (rleif_kit.judges): read what is clear, return None for anything else."""
+"""Judge answer parsing (rleif_kit.rewards.judges): read what is clear, return None for anything else."""
 
 from __future__ import annotations
 
 import pytest
 
-from rleif_kit.judges import (IRM_JUDGE_PROMPT, PRM_JUDGE_PROMPT, format_variants, load_prompt,
+from rleif_kit.rewards.judges import (IRM_JUDGE_PROMPT, PRM_JUDGE_PROMPT, format_variants, load_prompt,
                               parse_ranking, parse_step_labels)
 
 IDS = ["id-a", "id-b", "id-c", "id-d"]  # shown to the judge as A, B, C, D (or 1, 2, 3, 4)

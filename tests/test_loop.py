@@ -9,17 +9,17 @@ import json
 import pytest
 
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
-from rleif_kit.config import load_config
-from rleif_kit.evolve import load_seeds
-from rleif_kit.jsonl import read_jsonl
-from rleif_kit.loop import iteration_dir, iteration_overrides, plan_steps, summarize_loop
-from rleif_kit.paths import RunPaths
-from rleif_kit.records import write_json_atomic
-from rleif_kit.runner import run_pipeline
+from rleif_kit.core.config import load_config
+from rleif_kit.worlds.data import load_seeds
+from rleif_kit.core.jsonl import read_jsonl
+from rleif_kit.pipeline.loop import iteration_dir, iteration_overrides, plan_steps, summarize_loop
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.records import write_json_atomic
+from rleif_kit.pipeline.runner import run_pipeline
 
 
 def test_loop_defaults_to_one_iteration_and_rejects_zero(tmp_path):
-    from rleif_kit.config import ConfigError
+    from rleif_kit.core.config import ConfigError
 
     assert load_config(TINY_PARAMS, tiny_overrides(tmp_path)).loop.iterations == 1
     with pytest.raises(ConfigError, match=r"\[loop\] iterations = 0: expected a value > 0"):

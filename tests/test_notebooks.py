@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
-from rleif_kit.fake_openai import FakeOpenAIServer
-from rleif_kit.records import read_records
-from rleif_kit.runner import run_pipeline
+from rleif_kit.testing.fake_openai import FakeOpenAIServer
+from rleif_kit.core.records import read_records
+from rleif_kit.pipeline.runner import run_pipeline
 
 pytestmark = pytest.mark.slow
 
@@ -64,9 +64,9 @@ def test_a_wrong_key_is_redacted_in_the_notebook(tmp_path, monkeypatch):
 
 def test_dedup_removes_a_planted_test_item_by_ngram_and_by_embedding(tmp_path, monkeypatch):
     """A held-out problem copied into the evolved set is caught (n-gram), and so is a paraphrase (embedding)."""
-    from rleif_kit.dedup_stage import run_dedup
-    from rleif_kit.evolve import run_evolve
-    from rleif_kit.setup import setup
+    from rleif_kit.dedup.stage import run_dedup
+    from rleif_kit.evolve.stage import run_evolve
+    from rleif_kit.core.run_setup import setup
 
     monkeypatch.chdir(ROOT)
     extra = ('evol_instruct.seeds="arith:40"', "evol_instruct.rounds=1", "dedup.decontam_embedding=true",

@@ -10,9 +10,11 @@ import time
 
 import pytest
 
-from rleif_kit.fake_openai import FakeOpenAIServer
+from rleif_kit.testing.fake_openai import FakeOpenAIServer
 from rleif_kit.llm import ChatRequest, ChatResult, HFBackend, OpenAIBackend, ResponseCache, Usage, estimate, run_sync
-from rleif_kit.settings import Endpoint, Price
+from rleif_kit.core.settings import Endpoint, Price
+from rleif_kit.evolution.evolvers import alpaca_prompt
+from rleif_kit.models.loading import load_tokenizer
 
 KEY_ENV = "RLEIF_TEST_LLM_KEY"
 
@@ -271,7 +273,7 @@ def test_openai_account_headers_never_reach_another_server(monkeypatch):
 
 
 def test_bad_endpoint_config_raises_at_construction(monkeypatch):
-    from rleif_kit.settings import SettingsError
+    from rleif_kit.core.settings import SettingsError
 
     monkeypatch.delenv(KEY_ENV, raising=False)
     with pytest.raises(SettingsError, match=KEY_ENV):
@@ -295,7 +297,8 @@ def test_estimate_is_a_dry_run():
 
 
 def test_messages_to_prompt_uses_the_chat_template_or_alpaca():
-    from rleif_kit.evaluation.prompts import math_prompt
+    from rleif_kit.worlds.prompts import math_prompt
+    from rleif_kit.evolution.evolvers import alpaca_prompt
     from rleif_kit.llm.hf_backend import _cut_at_stop, messages_to_prompt
 
     class NoTemplate:
@@ -303,7 +306,7 @@ def test_messages_to_prompt_uses_the_chat_template_or_alpaca():
 
     messages = ({"role": "system", "content": "be brief"}, {"role": "user", "content": "Add 2 and 3."},
                 {"role": "user", "content": "Show steps."})
-    assert messages_to_prompt(messages, NoTemplate()) == math_prompt("Add 2 and 3.\n\nShow steps.", cot=False)
+    assert messages_to_prompt(messages, NoTemplate(), alpaca_prompt) == math_prompt("Add 2 and 3.\n\nShow steps.", cot=False)
 
     class Templated:  # writes its own BOS, which generation's tokenizer call would add again
         chat_template, bos_token, bos_token_id = "{{ messages }}", "<s>", 1
@@ -315,13 +318,14 @@ def test_messages_to_prompt_uses_the_chat_template_or_alpaca():
         def __call__(self, text):
             return {"input_ids": [1]}
 
-    assert messages_to_prompt(messages, Templated()) == "[INST] Show steps. [/INST]"
+    assert messages_to_prompt(messages, Templated(), alpaca_prompt) == "[INST] Show steps. [/INST]"
     assert _cut_at_stop("a###b##c", ("##", "###")) == "a" and _cut_at_stop("abc", ("x",)) is None
 
 
 @pytest.mark.slow
 def test_hf_backend_generates_with_token_counts(small_model_dir):
-    backend = HFBackend(str(small_model_dir), batch_size=2, device="cpu")
+    backend = HFBackend(str(small_model_dir), load_tokenizer=load_tokenizer, prompt_format=alpaca_prompt, batch_size=2,
+                        device="cpu")
     reqs = [ChatRequest("a", ({"role": "user", "content": "What is 2 + 3?"},), max_tokens=8),
             ChatRequest("b", ({"role": "user", "content": "What is 17 + 1?"},), max_tokens=8),
             ChatRequest("c", ({"role": "user", "content": "What is 4 + 4?"},), max_tokens=5, temperature=0.8)]

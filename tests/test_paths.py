@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rleif_kit.paths import staged_dir
+from rleif_kit.core.paths import staged_dir
 
 
 def test_a_finished_block_replaces_the_old_directory(tmp_path):

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
-from rleif_kit.records import read_records
-from rleif_kit.runner import run_pipeline
+from rleif_kit.core.records import read_records
+from rleif_kit.pipeline.runner import run_pipeline
 
 pytestmark = pytest.mark.slow
 
@@ -155,8 +155,8 @@ def test_ppo_machinery_with_a_perfect_prm(tiny_run, tmp_path, monkeypatch):
 
 
 def test_kl_guard_stops_a_deliberately_unstable_run(tiny_run, tmp_path):
-    from rleif_kit.ppo import run_ppo
-    from rleif_kit.setup import setup
+    from rleif_kit.ppo.trainer import run_ppo
+    from rleif_kit.core.run_setup import setup
 
     _copy_inputs(tiny_run, tmp_path / "run")
     cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", "ppo.lr=1e-2", "ppo.total_steps=15",
@@ -199,8 +199,8 @@ def test_a_prm_that_passes_every_step_is_caught(tiny_run, tmp_path, monkeypatch)
     Only the stages the change affects rerun (05 and 07), from the shared run's artifacts."""
     import torch
 
-    from rleif_kit.reward_models import load_rm
-    from rleif_kit.runner import StageFailed
+    from rleif_kit.reward_scoring.load import load_rm
+    from rleif_kit.pipeline.runner import StageFailed
 
     monkeypatch.chdir(ROOT)
     _copy_inputs(tiny_run, tmp_path / "run")

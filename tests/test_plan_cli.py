@@ -6,7 +6,7 @@ from conftest import ROOT
 
 
 def test_cli_prints_the_table_and_exits_1_when_a_stage_does_not_fit(capsys):
-    from rleif_kit.cli import main
+    from rleif_kit.pipeline.cli import main
 
     assert main(["plan", str(ROOT / "params" / "wizardmath-7b-24gb.toml"), "--card", "24"]) == 0
     out = capsys.readouterr().out

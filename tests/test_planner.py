@@ -14,10 +14,10 @@ import json
 import pytest
 from conftest import ROOT
 
-from rleif_kit import memory as M
-from rleif_kit import planner as P
-from rleif_kit.config import load_config
-from rleif_kit.model_shapes import Shape, ShapeError, resolve_shape, resolve_shapes
+from rleif_kit.models import memory as M
+from rleif_kit.models import planner as P
+from rleif_kit.core.config import load_config
+from rleif_kit.models.shapes import Shape, ShapeError, resolve_shape, resolve_shapes
 
 SMALL = Shape(hidden=128, intermediate=256, layers=2, heads=4, kv_heads=4, vocab=1000)
 ALL = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 def _run(tmp_path, small_model_dir, *extra):
     """A tiny-preset run whose 'SFT model' is the small test model; rA from the arithmetic verifier."""
-    from rleif_kit.setup import setup
+    from rleif_kit.core.run_setup import setup
 
     cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(
         tmp_path / "run", "ppo.total_steps=2", "ppo.rollout_batch=8", "ppo.mini_batch=4", "ppo.gen_batch=8",
@@ -31,14 +31,14 @@ def _run(tmp_path, small_model_dir, *extra):
 
 
 def _pool(n=16):
-    from rleif_kit.arith import generate_problems
+    from rleif_kit.worlds.arith import generate_problems
 
     return [{"id": p["id"], "text": p["question"], "problem": p["problem"]} for p in generate_problems(n, seed=5)]
 
 
 def _scorer(cfg, paths, small_model_dir):
-    from rleif_kit.ppo_rewards import RewardScorer
-    from rleif_kit.reward_models import load_rm_for_training
+    from rleif_kit.ppo.rewards import RewardScorer
+    from rleif_kit.rewards.irm import load_rm_for_training
 
     irm = load_rm_for_training(str(small_model_dir), "sequence", cfg, False)
     return RewardScorer(cfg, paths, irm=irm)
@@ -47,8 +47,8 @@ def _scorer(cfg, paths, small_model_dir):
 def test_updates_move_every_trainable_weight_and_reference_stays_sft(tmp_path, small_model_dir):
     from transformers import AutoModelForCausalLM
 
-    from rleif_kit.ppo import run_ppo
-    from rleif_kit.ppo_policy import forward, load_policy
+    from rleif_kit.ppo.trainer import run_ppo
+    from rleif_kit.ppo.policy import forward, load_policy
 
     cfg, paths = _run(tmp_path, small_model_dir)
     policy = load_policy(cfg, paths)
@@ -73,7 +73,7 @@ def test_updates_move_every_trainable_weight_and_reference_stays_sft(tmp_path, s
 
 
 def test_resume_continues_from_the_saved_step(tmp_path, small_model_dir):
-    from rleif_kit.ppo import run_ppo
+    from rleif_kit.ppo.trainer import run_ppo
 
     cfg, paths = _run(tmp_path, small_model_dir)
     run_ppo(cfg, paths, pool=_pool(), scorer=_scorer(cfg, paths, small_model_dir), progress=False)
@@ -85,8 +85,8 @@ def test_resume_continues_from_the_saved_step(tmp_path, small_model_dir):
 
 
 def test_gate_refuses_a_prm_that_passes_everything(tmp_path, small_model_dir):
-    from rleif_kit.ppo import run_ppo
-    from rleif_kit.ppo_rewards import RewardGateFailed
+    from rleif_kit.ppo.trainer import run_ppo
+    from rleif_kit.ppo.rewards import RewardGateFailed
 
     cfg, paths = _run(tmp_path, small_model_dir, "ppo.force=false")
     scorer = _scorer(cfg, paths, small_model_dir)
@@ -98,7 +98,7 @@ def test_gate_refuses_a_prm_that_passes_everything(tmp_path, small_model_dir):
 
 
 def test_guard_stops_on_kl_over_the_limit_or_anything_not_finite():
-    from rleif_kit.ppo import guard
+    from rleif_kit.ppo.trainer import guard
 
     row = {"step": 3, "kl": 2.0, "policy_loss": 0.1, "value_loss": 0.2, "reward_mean": 0.5}
     assert guard(row, kl_limit=10) == ""
@@ -114,9 +114,9 @@ def test_reference_is_the_sft_adapter_merged_never_the_base(tmp_path, small_mode
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from rleif_kit.ppo_policy import forward, load_policy
-    from rleif_kit.setup import setup
-    from rleif_kit.sft import load_sft_model
+    from rleif_kit.ppo.policy import forward, load_policy
+    from rleif_kit.core.run_setup import setup
+    from rleif_kit.sft.stage import load_sft_model
 
     cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", "ppo.lora_r=4", 'sft.finetune="lora"'),
                        stage="05_ppo", report_dir=str(tmp_path / "r"), workdir=str(ROOT))
@@ -140,8 +140,8 @@ def test_reference_is_the_sft_adapter_merged_never_the_base(tmp_path, small_mode
 
 
 def test_grpo_option_uses_one_callable_with_the_same_formula(tmp_path, small_model_dir):
-    from rleif_kit.ppo_stage import train
-    from rleif_kit.ppo_policy import load_policy
+    from rleif_kit.ppo.stage import train
+    from rleif_kit.ppo.policy import load_policy
 
     cfg, paths = _run(tmp_path, small_model_dir, 'ppo.algorithm="grpo"', "ppo.num_generations=4", "ppo.total_steps=2",
                       "ppo.lr=1e-3")
@@ -158,7 +158,7 @@ def test_grpo_option_uses_one_callable_with_the_same_formula(tmp_path, small_mod
 
 def test_gradient_checkpointing_gives_the_same_update(tmp_path, small_model_dir):
     """Recomputing activations (what lets 7B PPO fit 24 GB) must not change the gradients."""
-    from rleif_kit.ppo_policy import forward, load_policy
+    from rleif_kit.ppo.policy import forward, load_policy
 
     grads = []
     for ckpt in ("false", "true"):
@@ -177,8 +177,8 @@ def test_gradient_checkpointing_gives_the_same_update(tmp_path, small_model_dir)
 def test_rollout_logprobs_are_those_of_the_sampling_distribution(tmp_path, small_model_dir, temperature):
     """PPO's old log-probs must be the behaviour policy's: at temperature T that is softmax(logits / T), the
     distribution generate() sampled from (the scores it reports), not softmax(logits)."""
-    from rleif_kit.ppo import generate_rollout, score_rollout
-    from rleif_kit.ppo_policy import load_policy
+    from rleif_kit.ppo.trainer import generate_rollout, score_rollout
+    from rleif_kit.ppo.policy import load_policy
 
     cfg, paths = _run(tmp_path, small_model_dir, f"ppo.temperature={temperature}")
     policy = load_policy(cfg, paths)

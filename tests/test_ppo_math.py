@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from rleif_kit.ppo_math import (AdaptiveKL, gae, gae_loop, masked_whiten, policy_loss, sequence_kl,
+from rleif_kit.ppo.ppo_math import (AdaptiveKL, gae, gae_loop, masked_whiten, policy_loss, sequence_kl,
                                 token_rewards, value_loss)
 
 

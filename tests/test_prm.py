@@ -7,8 +7,12 @@ import json
 import pytest
 
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
-from rleif_kit.metrics import roc_auc, threshold_accuracy
-from rleif_kit.prm import (IGNORE, StepLabelCollator, encode, load_prm800k_style, prm_input,
+from rleif_kit.core.metrics import roc_auc, threshold_accuracy
+from rleif_kit.rewards.prm import load_prm800k_style
+from rleif_kit.reward_scoring.prm import StepLabelCollator
+from rleif_kit.reward_scoring.prm import encode
+from rleif_kit.reward_scoring.prm import prm_input
+from rleif_kit.reward_scoring.prm import IGNORE
                            solution_step_ends, verifier_examples)
 
 SOLUTION = "Step 1: 4 * 2 = 8. Step 2: 8 / 2 = 4. The answer is: 4"
@@ -31,7 +35,7 @@ def test_step_ends_markers_then_lines():
 
 
 def test_encode_puts_labels_on_the_last_token_of_each_step(small_model_dir):
-    from rleif_kit.models import load_tokenizer
+    from rleif_kit.models.loading import load_tokenizer
 
     tok = load_tokenizer(str(small_model_dir))
     question = "Maya has 4 plants."
@@ -69,7 +73,7 @@ def test_prm800k_style_file(tmp_path):
 def test_verifier_examples_label_and_flag():
     problem = {"topic": "garden", "name": "Maya", "item": "plants", "start": 4, "intro": 1, "question_form": 0,
                "ops": [{"kind": "mul", "value": 2, "template": 1}, {"kind": "div", "value": 2, "template": 3}]}
-    from rleif_kit.arith import Problem
+    from rleif_kit.worlds.arith import Problem
 
     q = Problem.from_record(problem).question()
     samples = [{"id": "a", "question": q, "solution": SOLUTION, "problem": problem},
@@ -85,11 +89,14 @@ def test_verifier_examples_label_and_flag():
 def test_prm_trains_every_parameter_and_scores(tmp_path, small_model_dir, finetune):
     import torch
 
-    from rleif_kit.arith import generate_problems
-    from rleif_kit.models import trainable_parameters
-    from rleif_kit.prm import answer_scores, prm_score, train_prm
-    from rleif_kit.reward_models import load_rm, load_rm_for_training
-    from rleif_kit.setup import setup
+    from rleif_kit.worlds.arith import generate_problems
+    from rleif_kit.models.loading import trainable_parameters
+    from rleif_kit.rewards.prm import train_prm
+    from rleif_kit.reward_scoring.prm import answer_scores
+    from rleif_kit.reward_scoring.prm import prm_score
+    from rleif_kit.rewards.irm import load_rm_for_training
+    from rleif_kit.reward_scoring.load import load_rm
+    from rleif_kit.core.run_setup import setup
 
     cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", f'reward_model.prm_base="{small_model_dir}"',
                                                          "reward_model.rm_epochs=4", "reward_model.rm_batch_size=16",
@@ -102,7 +109,7 @@ def test_prm_trains_every_parameter_and_scores(tmp_path, small_model_dir, finetu
         if i % 2:  # corrupt the first step's result: every step from there is wrong
             first = solution.split(". ")[0]
             solution = solution.replace(first, first[:-1] + str((int(first.split("= ")[1]) + 1)), 1)
-        from rleif_kit.prm_labels import verifier_labels
+        from rleif_kit.worlds.step_labels import verifier_labels
 
         examples.append({"question": p["question"], "solution": solution,
                          "labels": verifier_labels(p["question"], solution, p["answer"])})
@@ -123,9 +130,9 @@ def test_prm_trains_every_parameter_and_scores(tmp_path, small_model_dir, finetu
 
 
 def test_paired_bootstrap_and_ab_verdicts():
-    from rleif_kit.diagnostics import check_ab
-    from rleif_kit.metrics import paired_bootstrap
-    from rleif_kit.sections import DiagnosticsConfig
+    from rleif_kit.checks.verdicts import check_ab
+    from rleif_kit.core.metrics import paired_bootstrap
+    from rleif_kit.core.sections import DiagnosticsConfig
 
     sft = [True] * 50 + [False] * 50
     gain, low, high = paired_bootstrap(sft, sft)

@@ -1,4 +1,4 @@
-"""Recorded figures (rleif_kit.records): metrics.json keyed by stage, JSON-safe values, atomic writes."""
+"""Recorded figures (rleif_kit.core.records): metrics.json keyed by stage, JSON-safe values, atomic writes."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from rleif_kit import records
-from rleif_kit.records import read_records, record, set_target
+from rleif_kit.core import records
+from rleif_kit.core.records import read_records, record, set_target
 
 
 @pytest.fixture(autouse=True)

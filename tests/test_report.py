@@ -12,8 +12,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from rleif_kit.records import write_json_atomic
-from rleif_kit.report import VERDICT_COLOURS, write_report
+from rleif_kit.core.records import write_json_atomic
+from rleif_kit.pipeline.report import VERDICT_COLOURS, write_report
 
 MAGENTA, CYAN = (255, 0, 255), (0, 200, 255)  # colours only the test figures have
 

@@ -1,10 +1,10 @@
-"""PRM aggregation and IRM pair building (rleif_kit.rewards): hand-worked values, no model."""
+"""PRM aggregation and IRM pair building (rleif_kit.core.reward_math): hand-worked values, no model."""
 
 from __future__ import annotations
 
 import pytest
 
-from rleif_kit.rewards import aggregate_steps, balance_pairs, ranking_to_pairs
+from rleif_kit.core.reward_math import aggregate_steps, balance_pairs, ranking_to_pairs
 
 
 @pytest.mark.parametrize("how, expected", [

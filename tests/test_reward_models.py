@@ -6,8 +6,10 @@ import pytest
 import torch
 
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
-from rleif_kit.reward_models import irm_score, split_by_group, train_irm
-from rleif_kit.setup import setup
+from rleif_kit.rewards.irm import train_irm
+from rleif_kit.reward_scoring.heldout import split_by_group
+from rleif_kit.reward_scoring.irm import irm_score
+from rleif_kit.core.run_setup import setup
 
 pytestmark = pytest.mark.slow
 
@@ -20,10 +22,12 @@ def test_split_holds_out_whole_sibling_groups():
 
 
 def test_irm_trains_and_scores(tmp_path, small_model_dir):
-    from rleif_kit.evolve import load_seeds, run_fanout
-    from rleif_kit.irm_data import arith_irm_pairs
-    from rleif_kit.models import trainable_parameters
-    from rleif_kit.reward_models import load_rm, load_rm_for_training
+    from rleif_kit.evolution.fanout import run_fanout
+    from rleif_kit.worlds.data import load_seeds
+    from rleif_kit.rewards.irm_data import arith_irm_pairs
+    from rleif_kit.models.loading import trainable_parameters
+    from rleif_kit.rewards.irm import load_rm_for_training
+    from rleif_kit.reward_scoring.load import load_rm
 
     cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", f'reward_model.irm_base="{small_model_dir}"',
                                                          "reward_model.rm_epochs=1", "evol_instruct.defect_rate=0.5",

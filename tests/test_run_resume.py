@@ -9,11 +9,11 @@ import json
 import pytest
 
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
-from rleif_kit import resume
-from rleif_kit.cli import _parser, main
-from rleif_kit.config import load_config
-from rleif_kit.records import read_records
-from rleif_kit.runner import run_pipeline
+from rleif_kit.pipeline import resume
+from rleif_kit.pipeline.cli import _parser, main
+from rleif_kit.core.config import load_config
+from rleif_kit.core.records import read_records
+from rleif_kit.pipeline.runner import run_pipeline
 
 
 def _cfg(tmp_path, *extra):

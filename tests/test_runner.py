@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
-from rleif_kit.models import ModelNotFound
-from rleif_kit.runner import StageFailed, available_stages, run_pipeline, select_stages
+from rleif_kit.models.loading import ModelNotFound
+from rleif_kit.pipeline.runner import StageFailed, available_stages, run_pipeline, select_stages
 
 
 def test_available_stages_are_in_pipeline_order():
@@ -35,7 +35,7 @@ def test_a_model_that_resolves_nowhere_fails_before_any_notebook(tmp_path, monke
 
 
 def _rleif(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rleif_kit.cli", *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "rleif_kit.pipeline.cli", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=300)
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rleif_kit.api_keys import KEYLESS_PLACEHOLDER, known_secrets, make_async_client, make_client, read_api_key, redact
-from rleif_kit.settings import ROLES, Endpoint, SettingsError, load_settings, parse_settings
+from rleif_kit.core.api_keys import KEYLESS_PLACEHOLDER, known_secrets, make_async_client, make_client, read_api_key, redact
+from rleif_kit.core.settings import ROLES, Endpoint, SettingsError, load_settings, parse_settings
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "params" / "settings.example.json"
 FAKE_KEY = "sk-test-4f9c2b7e1d3a8c6b5e0fQz9X"

@@ -10,8 +10,8 @@ import json
 import pytest
 import torch
 
-from rleif_kit.sft import load_sft_model, run_sft, train_sft
-from rleif_kit.sft_data import build_sft_examples
+from rleif_kit.sft.stage import load_sft_model, run_sft, train_sft
+from rleif_kit.sft.examples import build_sft_examples
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,7 @@ def _losses(paths) -> list[float]:
 
 
 def _train(cfg, paths):
-    from rleif_kit.models import ensure_base_model
+    from rleif_kit.worlds.tiny_corpus import ensure_base_model
 
     return train_sft(cfg, paths, build_sft_examples(cfg, paths), ensure_base_model(cfg))
 
@@ -96,9 +96,10 @@ def test_the_loss_is_on_the_response_only(tiny_cfg):
     from transformers import AutoModelForCausalLM
     from trl import SFTTrainer
 
-    from rleif_kit.evaluation.prompts import math_prompt, sft_completion
-    from rleif_kit.models import ensure_base_model, load_tokenizer
-    from rleif_kit.sft import _trainer_args
+    from rleif_kit.worlds.prompts import math_prompt, sft_completion
+    from rleif_kit.models.loading import load_tokenizer
+    from rleif_kit.worlds.tiny_corpus import ensure_base_model
+    from rleif_kit.sft.stage import _trainer_args
 
     cfg, paths = tiny_cfg(*FAST)
     base = ensure_base_model(cfg)

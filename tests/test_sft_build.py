@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
-from rleif_kit.jsonl import read_jsonl
-from rleif_kit.setup import setup
-from rleif_kit.sft_build import build_sft_dataset
+from rleif_kit.core.jsonl import read_jsonl
+from rleif_kit.core.run_setup import setup
+from rleif_kit.worlds.math_sft import build_sft_dataset
 
 GSM8K = [
     {"question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
@@ -52,8 +52,8 @@ def test_normalise_builds_the_dataset_and_reports_what_it_dropped(tmp_path):
 
 
 def test_regenerate_keeps_only_answers_equal_to_gold_and_resumes(tmp_path, monkeypatch):
-    from rleif_kit.fake_openai import FakeOpenAIServer
-    from rleif_kit.settings import load_settings
+    from rleif_kit.testing.fake_openai import FakeOpenAIServer
+    from rleif_kit.core.settings import load_settings
 
     def solver(body):  # right for GSM8k, wrong for MATH
         q = body["messages"][-1]["content"].rsplit("Problem:", 1)[1]
@@ -80,9 +80,9 @@ def test_regenerate_keeps_only_answers_equal_to_gold_and_resumes(tmp_path, monke
 
 
 def test_answers_without_steps_are_rewritten_through_the_endpoint(tmp_path, monkeypatch):
-    from rleif_kit.fake_openai import FakeOpenAIServer
-    from rleif_kit.settings import load_settings
-    from rleif_kit.sft_data import evolved_rows
+    from rleif_kit.testing.fake_openai import FakeOpenAIServer
+    from rleif_kit.core.settings import load_settings
+    from rleif_kit.dedup.sft_data import evolved_rows
 
     def rewriter(body):
         text = body["messages"][-1]["content"]

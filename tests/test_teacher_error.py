@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from conftest import TINY_PARAMS
-from rleif_kit import arith
-from rleif_kit.config import ConfigError, load_config
-from rleif_kit.prm_labels import verifier_labels
-from rleif_kit.sft_data import teacher_solutions
+from rleif_kit.worlds import arith
+from rleif_kit.core.config import ConfigError, load_config
+from rleif_kit.worlds.step_labels import verifier_labels
+from rleif_kit.worlds.data import teacher_solutions
 
 PROBLEM = arith.Problem("fruit", "Tom", "apples", 5,
                         (arith.Op("add", 3, 0), arith.Op("sub", 2, 0), arith.Op("mul", 2, 2)), 0, 0)

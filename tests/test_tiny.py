@@ -53,9 +53,9 @@ def test_a_model_already_at_base_model_name_is_never_replaced(small_model_dir, t
     import pytest
 
     from conftest import TINY_PARAMS
-    from rleif_kit.config import load_config
-    from rleif_kit.models import ensure_base_model
-    from rleif_kit.tiny import build_tiny_model
+    from rleif_kit.core.config import load_config
+    from rleif_kit.worlds.tiny_corpus import ensure_base_model
+    from rleif_kit.models.tiny import build_tiny_model
 
     policy = tmp_path / "05_ppo" / "model"
     shutil.copytree(small_model_dir, policy)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rleif_kit.config import SECTIONS  # noqa: E402
+from rleif_kit.core.config import SECTIONS  # noqa: E402
 
 
 def _default(f: dataclasses.Field) -> str:

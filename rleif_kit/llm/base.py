@@ -13,7 +13,7 @@ import concurrent.futures
 from dataclasses import asdict, dataclass
 from typing import Any, AsyncIterable, AsyncIterator, Coroutine, Iterable, TypeVar
 
-from rleif_kit.settings import Price
+from rleif_kit.core.settings import Price
 
 __all__ = ["ChatRequest", "ChatResult", "Usage", "run_sync", "aiter_requests"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
-from typing import Any, AsyncIterable, AsyncIterator, Iterable
+from typing import Any, AsyncIterable, AsyncIterator, Callable, Iterable
 
 from rleif_kit.llm.base import ChatRequest, ChatResult, Usage, aiter_requests, run_sync
 
@@ -25,12 +25,19 @@ __all__ = ["HFBackend", "messages_to_prompt"]
 
 
 class HFBackend:
-    """Local generation with the model saved at ``model_path`` (loaded on first use)."""
+    """Local generation with the model saved at ``model_path`` (loaded on first use).
 
-    def __init__(self, model_path: str, *, batch_size: int = 16, device: str | None = None):
+    The caller says how the tokenizer is loaded (``load_tokenizer``: the kit's, which fills Llama's missing
+    pad token) and how an instruction becomes a prompt for a model without a chat template
+    (``prompt_format``: the Alpaca format the kit fine-tunes on), so this layer knows no model or world.
+    """
+
+    def __init__(self, model_path: str, *, load_tokenizer: Callable[[str], Any], prompt_format: Callable[[str], str],
+                 batch_size: int = 16, device: str | None = None):
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         self.model = str(model_path)
+        self.load_tokenizer, self.prompt_format = load_tokenizer, prompt_format
         self.batch_size = batch_size
         self.device = device
         self.usage = Usage(cost_usd=None)  # no price for a local model: cost unknown, not $0
@@ -106,17 +113,15 @@ class HFBackend:
             import torch
             from transformers import AutoModelForCausalLM
 
-            from rleif_kit.models import load_tokenizer
-
             device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
-            tokenizer = load_tokenizer(self.model)
+            tokenizer = self.load_tokenizer(self.model)
             model = AutoModelForCausalLM.from_pretrained(self.model).to(device)
             self._loaded = (model, tokenizer)
         return self._loaded
 
     def _run_batch(self, batch: list[ChatRequest]) -> list[ChatResult]:
         model, tokenizer = self._load()
-        prompts = [messages_to_prompt(r.messages, tokenizer) for r in batch]
+        prompts = [messages_to_prompt(r.messages, tokenizer, self.prompt_format) for r in batch]
         start = time.perf_counter()
         try:
             rows = _generate(model, tokenizer, prompts, batch[0])
@@ -166,11 +171,11 @@ def _generate(model: Any, tokenizer: Any, prompts: list[str], params: ChatReques
     return rows
 
 
-def messages_to_prompt(messages: Iterable[dict], tokenizer: Any) -> str:
-    """The tokenizer's chat template when it has one, else the Alpaca format of the user turns.
+def messages_to_prompt(messages: Iterable[dict], tokenizer: Any, prompt_format: Callable[[str], str]) -> str:
+    """The tokenizer's chat template when it has one, else ``prompt_format`` of the user turns.
 
-    Why the Alpaca fallback: the base models RLEIF starts from (and the tiny model) have no chat
-    template, and Alpaca is the format they are fine-tuned on (``evaluation.prompts``).
+    Why that fallback: the base models RLEIF starts from (and the tiny model) have no chat template, and
+    Alpaca (``worlds/prompts.py``) is the format they are fine-tuned on.
     """
     messages = list(messages)
     if getattr(tokenizer, "chat_template", None):
@@ -180,10 +185,9 @@ def messages_to_prompt(messages: Iterable[dict], tokenizer: Any) -> str:
         if bos and prompt.startswith(bos) and tokenizer("")["input_ids"][:1] == [tokenizer.bos_token_id]:
             prompt = prompt[len(bos):]
         return prompt
-    from rleif_kit.evaluation.prompts import math_prompt
 
     instruction = "\n\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "user")
-    return math_prompt(instruction, cot=False)
+    return prompt_format(instruction)
 
 
 def _sampling_key(request: ChatRequest) -> tuple:

@@ -30,9 +30,9 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Iterable
 
+from rleif_kit.core.api_keys import make_async_client, redact
+from rleif_kit.core.settings import Endpoint, Price
 from rleif_kit.llm.base import ChatRequest, ChatResult, Usage, aiter_requests, run_sync
-from rleif_kit.api_keys import make_async_client, redact
-from rleif_kit.settings import Endpoint, Price
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import openai

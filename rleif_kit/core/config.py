@@ -1,0 +1,257 @@
+"""Run configuration: one TOML file per run (``params/<run>.toml``) → frozen dataclasses per section.
+
+Everything is validated when the file is loaded, so a bad value fails before any model is touched.
+All errors of a file are collected and reported together, one line each, naming the file, the
+section, the key, the value and what was expected. Overrides (``section.key=value``, from the CLI
+or a notebook's parameters) go through the same validation.
+
+    rleif config params/tiny-cpu.toml --set ppo.lr=1e-5   # print the resolved config
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from rleif_kit.core.sections import (
+    ArithConfig,
+    BaseConfig,
+    DedupConfig,
+    DiagnosticsConfig,
+    EvalConfig,
+    EvolInstructConfig,
+    LoopConfig,
+    PPOConfig,
+    RewardModelConfig,
+    SFTConfig,
+    TinyConfig,
+)
+
+SECTIONS: dict[str, type] = {
+    "base": BaseConfig,
+    "tiny": TinyConfig,
+    "arith": ArithConfig,
+    "sft": SFTConfig,
+    "evol_instruct": EvolInstructConfig,
+    "dedup": DedupConfig,
+    "reward_model": RewardModelConfig,
+    "ppo": PPOConfig,
+    "eval": EvalConfig,
+    "diagnostics": DiagnosticsConfig,
+    "loop": LoopConfig,
+}
+
+
+# Names users bring from transformers / TRL, mapped to ours for the "did you mean" hint.
+ALIASES = {"learning_rate": "lr", "num_train_epochs": "epochs", "per_device_train_batch_size": "batch_size",
+           "gradient_accumulation_steps": "grad_accum", "max_seq_length": "max_seq_len",
+           "max_length": "max_seq_len", "model": "model_name", "model_name_or_path": "model_name",
+           "lr_scheduler_type": "lr_scheduler", "lora_rank": "lora_r", "target_modules": "lora_targets",
+           "cliprange": "clip_range", "init_kl_coef": "kl_coef", "batch_size": "rollout_batch",
+           "mini_batch_size": "mini_batch"}
+
+
+class ConfigError(ValueError):
+    """A config file (or override) is invalid; ``errors`` holds one line per problem."""
+
+    def __init__(self, errors: list[str]):
+        self.errors = errors
+        super().__init__("\n".join(errors))
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The whole run: one attribute per TOML section, plus where it came from."""
+
+    base: BaseConfig
+    tiny: TinyConfig
+    arith: ArithConfig
+    sft: SFTConfig
+    evol_instruct: EvolInstructConfig
+    dedup: DedupConfig
+    reward_model: RewardModelConfig
+    ppo: PPOConfig
+    eval: EvalConfig
+    diagnostics: DiagnosticsConfig
+    loop: LoopConfig
+    source: str = ""
+    workdir: str = "."
+    overrides: tuple[str, ...] = field(default=())
+
+    @property
+    def run_name(self) -> str:
+        return self.base.run_name or Path(self.source).stem or "run"
+
+    def resolve(self, path: str) -> Path:
+        """A path from the config, made absolute against the directory the run was started from."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (Path(self.workdir) / p).resolve()
+
+    @property
+    def output_dir(self) -> Path:
+        return self.resolve(self.base.output_dir)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
+
+
+def _type_error(value: Any, hint: Any) -> str | None:
+    """None when ``value`` has the TOML type that ``hint`` asks for, else what was expected."""
+    if hint is bool:
+        return None if isinstance(value, bool) else "true or false"
+    if hint is int:
+        return None if isinstance(value, int) and not isinstance(value, bool) else "an integer"
+    if hint is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return None if ok else "a number"
+    if hint is str:
+        return None if isinstance(value, str) else "a string"
+    if hint == list[str]:
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        return None if ok else "a list of strings"
+    raise TypeError(f"unsupported config type {hint!r}")
+
+
+def _where(source: str, section: str, key: str, value: Any) -> str:
+    return f"{source}: [{section}] {key} = {value!r}"
+
+
+def _build_section(source: str, name: str, raw: dict[str, Any], errors: list[str]):
+    cls = SECTIONS[name]
+    hints = get_type_hints(cls)
+    known = [f.name for f in fields(cls)]
+    kwargs: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in known:
+            close = [ALIASES[key]] if ALIASES.get(key) in known else difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else f" (known keys: {', '.join(known)})"
+            errors.append(f"{source}: [{name}] unknown key '{key}'{hint}")
+            continue
+        expected = _type_error(value, hints[key])
+        if expected:
+            errors.append(f"{_where(source, name, key, value)}: expected {expected}")
+            continue
+        kwargs[key] = float(value) if hints[key] is float else value
+    reported = set(raw) - set(kwargs)  # unknown or mistyped keys, already reported
+    for f in fields(cls):
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if required and f.name not in kwargs:
+            if f.name not in raw:
+                errors.append(f"{source}: [{name}] missing required key '{f.name}' ({f.metadata.get('help', '')})")
+            kwargs[f.name] = ""  # placeholder so the other keys still get checked
+            reported.add(f.name)
+    section = cls(**kwargs)
+    # rules across keys would read the defaults standing in for unknown or mistyped keys: skip them then
+    for key, problem in section.problems(cross=not reported):
+        if key not in reported:
+            errors.append(f"{_where(source, name, key, raw.get(key, getattr(section, key)))}: expected {problem}")
+    return section
+
+
+def parse_override(text: str) -> tuple[str, str, Any]:
+    """``"ppo.lr=1e-5"`` → ``("ppo", "lr", 1e-5)``; the value is read as TOML, else as a plain string."""
+    if "=" not in text or "." not in text.split("=", 1)[0]:
+        raise ConfigError([f"override {text!r}: expected section.key=value, e.g. ppo.lr=1e-6"])
+    dotted, raw_value = (s.strip() for s in text.split("=", 1))
+    section, key = dotted.split(".", 1)
+    try:
+        value = tomllib.loads(f"v = {raw_value}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw_value  # unquoted strings such as base.model_name=./my-model
+    return section, key, value
+
+
+def build_config(raw: dict[str, Any], source: str = "<config>", overrides: list[str] | tuple = (),
+                 workdir: str | Path = ".") -> RunConfig:
+    """Validate a parsed TOML document (plus overrides) into a RunConfig, or raise ConfigError."""
+    errors: list[str] = []
+    data = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
+    for text in overrides:
+        try:
+            section, key, value = parse_override(text)
+        except ConfigError as e:
+            errors.extend(e.errors)
+            continue
+        data.setdefault(section, {})
+        if isinstance(data[section], dict):
+            data[section][key] = value
+    for name, value in data.items():
+        if name not in SECTIONS:
+            close = difflib.get_close_matches(name, list(SECTIONS), n=1)
+            hint = f" (did you mean [{close[0]}]?)" if close else f" (known sections: {', '.join(SECTIONS)})"
+            errors.append(f"{source}: unknown section [{name}]{hint}")
+        elif not isinstance(value, dict):
+            errors.append(f"{source}: '{name}' must be a [{name}] section, got {value!r}")
+    sections = {n: _build_section(source, n, data.get(n, {}) if isinstance(data.get(n), dict) else {}, errors)
+                for n in SECTIONS}
+    if not errors:
+        errors.extend(f"{source}: {msg}" for msg in _cross_checks(sections))
+    if errors:
+        raise ConfigError(errors)
+    return RunConfig(**sections, source=str(source), workdir=str(Path(workdir).resolve()),
+                     overrides=tuple(overrides))
+
+
+def _cross_checks(s: dict[str, Any]) -> list[str]:
+    """Rules that involve more than one key."""
+    problems = []
+    ppo = s["ppo"]
+    if ppo.rollout_batch % ppo.mini_batch:
+        problems.append(f"[ppo] mini_batch = {ppo.mini_batch}: expected a divisor of rollout_batch "
+                        f"({ppo.rollout_batch})")
+    if ppo.algorithm == "grpo" and ppo.rollout_batch % ppo.num_generations:
+        problems.append(f"[ppo] num_generations = {ppo.num_generations}: expected a divisor of rollout_batch "
+                        f"({ppo.rollout_batch}) for algorithm = 'grpo'")
+    rm, world = s["reward_model"], s["base"].world
+    for key in ("prm_step_label", "answer_reward"):
+        if getattr(rm, key) == "verifier" and world != "arith":
+            problems.append(f"[reward_model] {key} = 'verifier': the step verifier exists only in the arithmetic "
+                            f"world ([base] world = 'arith'; this run has '{world}')")
+    arith = s["arith"]
+    if arith.min_steps > arith.max_steps:
+        problems.append(f"[arith] min_steps = {arith.min_steps}: expected <= max_steps ({arith.max_steps})")
+    return problems
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple = (), workdir: str | Path | None = None) -> RunConfig:
+    """Read and validate ``path``; relative paths in it resolve against ``workdir`` (default: cwd)."""
+    workdir = Path(workdir or Path.cwd())
+    p = Path(path)
+    p = p if p.is_absolute() else workdir / p
+    if not p.exists():
+        raise ConfigError([f"{path}: config file not found (looked in {p.resolve()})"])
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError([f"{path}: not valid TOML: {e}"]) from None
+    return build_config(raw, source=str(path), overrides=overrides, workdir=workdir)
+
+
+# TOML basic strings: quote and backslash escaped, control characters (newline, tab, ...) never raw
+_TOML_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + "".join(_TOML_ESCAPES.get(c) or (f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7F else c)
+                             for c in value) + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def to_toml(cfg: RunConfig) -> str:
+    """The resolved config as TOML (every key, defaults included), as saved in each run directory."""
+    lines = [f"# resolved from {cfg.source}" + (f" with overrides {list(cfg.overrides)}" if cfg.overrides else "")]
+    for name, values in cfg.to_dict().items():
+        lines.append(f"\n[{name}]")
+        lines.extend(f"{k} = {_toml_value(v)}" for k, v in values.items())
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,270 @@
+"""The one place that knows where each artifact lives under ``[base].output_dir``.
+
+Stages read what earlier stages wrote only through these names, so moving a file is a one-line
+change here. The layout is the run directory of DESIGN.md §3. The properties only name paths: writers
+create folders (``write_jsonl``, ``write_json_atomic``, ``save_pretrained`` do), readers never do, so
+reading a run (07, doctor, resume) leaves no empty stage folder behind.
+"""
+
+from __future__ import annotations
+
+import shutil
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from rleif_kit.core.stages import DEDUP, DIAGNOSTICS, EVAL, EVOLVE, PPO, REWARD_MODELS, SFT, STAGES
+
+
+@contextmanager
+def staged_dir(target: Path, replace: bool = True) -> Iterator[Path]:
+    """A fresh sibling folder (``<target>.tmp``) to write a directory artifact into; it takes the place of
+    ``target`` only when the block ends without an error, so a crash never leaves half of it at ``target``.
+    With ``replace=False`` an existing ``target`` must be empty (else OSError, nothing replaced)."""
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    yield tmp
+    if target.exists():
+        if replace:
+            shutil.rmtree(target)
+        else:
+            target.rmdir()  # refuses a directory that is not empty
+    tmp.rename(target)
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Artifact paths of one run: ``output_dir`` holds the artifacts, ``report_dir`` the notebooks
+    (None where only artifacts are read, e.g. a previous iteration of the loop)."""
+
+    output_dir: Path
+    report_dir: Path | None = None
+
+    def stage_dir(self, name: str) -> Path:
+        """``<output_dir>/<stage>/`` (not created)."""
+        if name not in STAGES:
+            raise ValueError(f"unknown stage {name!r}; stages are {', '.join(STAGES)}")
+        return self.output_dir / name
+
+    def stage(self, name: str) -> Path:
+        """``<output_dir>/<stage>/``, created on first use (for writers)."""
+        d = self.stage_dir(name)
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def done_marker(self, stage: str) -> Path:
+        """``<stage>/.done.json``: written by the runner when the stage's notebook finished (resume)."""
+        return self.stage_dir(stage) / ".done.json"
+
+    # run level
+    @property
+    def resolved_config(self) -> Path:
+        return self.output_dir / "config.resolved.toml"
+
+    @property
+    def manifest(self) -> Path:
+        return self.output_dir / "manifest.json"
+
+    @property
+    def metrics(self) -> Path:
+        return self._reports / "metrics.json"
+
+    @property
+    def figures(self) -> Path:
+        d = self._reports / "figures"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    @property
+    def _reports(self) -> Path:
+        if self.report_dir is None:
+            raise ValueError(f"no report directory for the run at {self.output_dir}")
+        return self.report_dir
+
+    # the outer loop ([loop] iterations): iteration k > 1 is a run of its own under iter-k/
+    @property
+    def loop_seeds(self) -> Path:
+        """An iteration's seeds: what the previous iteration kept."""
+        return self.output_dir / "seeds.jsonl"
+
+    @property
+    def loop_summary(self) -> Path:
+        return self._reports / "loop_summary.json"
+
+    # the arithmetic world's fixed splits
+    @property
+    def arith_heldout(self) -> Path:
+        return self.output_dir / "arith" / "heldout.jsonl"
+
+    # 01_evolve
+    @property
+    def evolved(self) -> Path:
+        return self.stage_dir(EVOLVE) / "evolved.jsonl"
+
+    @property
+    def eliminated(self) -> Path:
+        return self.stage_dir(EVOLVE) / "eliminated.jsonl"
+
+    @property
+    def evolve_failed(self) -> Path:
+        return self.stage_dir(EVOLVE) / "failed.jsonl"
+
+    @property
+    def evolve_usage(self) -> Path:
+        return self.stage_dir(EVOLVE) / "usage.json"
+
+    @property
+    def evolve_summary(self) -> Path:
+        return self.stage_dir(EVOLVE) / "summary.json"
+
+    @property
+    def response_cache(self) -> Path:
+        """Every endpoint response of the run (``[evol_instruct] cache``): evolution, answers, judges."""
+        return self.stage_dir(EVOLVE) / "cache.sqlite"
+
+    # 02_dedup
+    @property
+    def dedup_instructions(self) -> Path:
+        return self.stage_dir(DEDUP) / "instructions.jsonl"
+
+    @property
+    def dedup_removed(self) -> Path:
+        return self.stage_dir(DEDUP) / "removed.jsonl"
+
+    @property
+    def dedup_report(self) -> Path:
+        return self.stage_dir(DEDUP) / "dedup_report.json"
+
+    @property
+    def embedding_cache(self) -> Path:
+        return self.stage_dir(DEDUP) / "embeddings.sqlite"
+
+    @property
+    def sft_rows(self) -> Path:
+        """The SFT data 02_dedup builds (instruction/response/source), which 03_sft trains on."""
+        return self.stage_dir(DEDUP) / "sft.jsonl"
+
+    @property
+    def sft_rejected(self) -> Path:
+        return self.stage_dir(DEDUP) / "sft_rejected.jsonl"
+
+    # 03_sft
+    @property
+    def sft_data(self) -> Path:
+        """The SFT examples actually trained on (prompt/completion), as built by the SFT stage."""
+        return self.stage_dir(SFT) / "train.jsonl"
+
+    @property
+    def sft_model(self) -> Path:
+        return self.stage_dir(SFT) / "model"
+
+    @property
+    def sft_checkpoints(self) -> Path:
+        return self.stage_dir(SFT) / "checkpoints"
+
+    @property
+    def sft_log(self) -> Path:
+        return self.stage_dir(SFT) / "log.jsonl"
+
+    @property
+    def sft_result(self) -> Path:
+        """What a notebook with ``[base] launcher = "accelerate"`` reads back from the launched ranks."""
+        return self.stage_dir(SFT) / "result.json"
+
+    def sft_heldout(self, tag: str) -> Path:
+        """Per-problem held-out answers of the untrained (``before``) or trained (``after``) model."""
+        return self.stage_dir(SFT) / f"eval_{tag}.jsonl"
+
+    # 04_reward_models
+    @property
+    def irm_model(self) -> Path:
+        return self.stage_dir(REWARD_MODELS) / "irm"
+
+    @property
+    def prm_model(self) -> Path:
+        return self.stage_dir(REWARD_MODELS) / "prm"
+
+    @property
+    def sft_merged(self) -> Path:
+        """The SFT adapter merged into its base, when a reward model starts from ``"sft"``."""
+        return self.stage_dir(REWARD_MODELS) / "sft_merged"
+
+    @property
+    def irm_fanout(self) -> Path:
+        return self.stage_dir(REWARD_MODELS) / "irm_fanout.jsonl"
+
+    @property
+    def irm_rankings(self) -> Path:
+        return self.stage_dir(REWARD_MODELS) / "irm_rankings.jsonl"
+
+    @property
+    def prm_samples(self) -> Path:
+        return self.stage_dir(REWARD_MODELS) / "prm_samples.jsonl"
+
+    @property
+    def prm_judged(self) -> Path:
+        return self.stage_dir(REWARD_MODELS) / "prm_judged.jsonl"
+
+    def rm_rows(self, which: str) -> Path:
+        """The rows ``which`` (``irm`` / ``prm``) trains on: read by every rank of a launched training."""
+        names = {"irm": "irm_pairs.jsonl", "prm": "prm_steps.jsonl"}
+        return self.stage_dir(REWARD_MODELS) / names[which]
+
+    def rm_model(self, which: str) -> Path:
+        return {"irm": self.irm_model, "prm": self.prm_model}[which]
+
+    def rm_result(self, which: str) -> Path:
+        """What a notebook with ``[base] launcher = "accelerate"`` reads back from the launched training."""
+        return self.rm_model(which) / "result.json"
+
+    # 05_ppo
+    @property
+    def ppo_model(self) -> Path:
+        return self.stage_dir(PPO) / "model"
+
+    @property
+    def ppo_checkpoints(self) -> Path:
+        return self.stage_dir(PPO) / "checkpoints"
+
+    @property
+    def ppo_log(self) -> Path:
+        return self.stage_dir(PPO) / "log.jsonl"
+
+    @property
+    def ppo_gate(self) -> Path:
+        return self.stage_dir(PPO) / "gate.json"
+
+    @property
+    def ppo_result(self) -> Path:
+        return self.stage_dir(PPO) / "result.json"
+
+    @property
+    def grpo_dir(self) -> Path:
+        return self.stage_dir(PPO) / "grpo"
+
+    def ppo_heldout(self, model: str) -> Path:
+        """Per-problem held-out answers of ``sft`` or ``ppo`` in 05's A/B."""
+        return self.stage_dir(PPO) / f"eval_{model}.jsonl"
+
+    # 06_eval
+    @property
+    def eval_dir(self) -> Path:
+        """``06_eval/<model>/<benchmark>.jsonl`` (+ ``.meta.json``) per model and benchmark."""
+        return self.stage_dir(EVAL)
+
+    def eval_model_dir(self, model: str) -> Path:
+        return self.stage_dir(EVAL) / model
+
+    def eval_items(self, model: str, benchmark: str) -> Path:
+        return self.eval_model_dir(model) / f"{benchmark}.jsonl"
+
+    @property
+    def eval_summary(self) -> Path:
+        return self.stage_dir(EVAL) / "summary.json"
+
+    # 07_reward_diagnostics
+    @property
+    def verdicts(self) -> Path:
+        return self.stage_dir(DIAGNOSTICS) / "verdicts.json"

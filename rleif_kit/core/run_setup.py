@@ -1,0 +1,106 @@
+"""``cfg, paths = setup(params_path, overrides, stage=...)`` — the third cell of every notebook.
+
+Loads and validates the run config, fixes the thread count and seeds, writes the resolved config
+and the run manifest (versions, git commit, hardware) into the output directory, and points
+``record(...)`` at ``reports/<run>/metrics.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+from rleif_kit.core import distributed as dist
+from rleif_kit.core.config import RunConfig, load_config, to_toml
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.records import set_target, write_json_atomic
+
+MANIFEST_PACKAGES = ("rleif-kit", "torch", "transformers", "trl", "peft", "bitsandbytes", "accelerate",
+                     "datasets", "tokenizers", "openai", "papermill")
+
+
+def default_workdir() -> Path:
+    """Where relative paths resolve: the current directory, or the project root when a notebook is
+    opened by hand from ``notebooks/`` (Jupyter starts kernels in the notebook's folder)."""
+    cwd = Path.cwd()
+    if cwd.name == "notebooks" and (cwd.parent / "params").is_dir():
+        return cwd.parent
+    return cwd
+
+
+def _git_commit(workdir: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=workdir, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def _versions() -> dict[str, str | None]:
+    out = {}
+    for name in MANIFEST_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def hardware() -> dict:
+    info = {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()}
+    try:
+        import torch
+
+        info["torch_threads"] = torch.get_num_threads()
+        info["cuda"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except ImportError:
+        pass
+    return info
+
+
+def write_manifest(cfg: RunConfig, paths: RunPaths, stage: str) -> None:
+    """Resolved config and manifest; the manifest keeps one entry per stage run."""
+    paths.output_dir.mkdir(parents=True, exist_ok=True)
+    paths.resolved_config.write_text(to_toml(cfg), encoding="utf-8")
+    manifest = json.loads(paths.manifest.read_text()) if paths.manifest.exists() else {}
+    manifest.update({"run_name": cfg.run_name, "params": cfg.source, "overrides": list(cfg.overrides),
+                     "git_commit": _git_commit(Path(cfg.workdir)), "versions": _versions(),
+                     "hardware": hardware()})
+    manifest.setdefault("stages", {})[stage] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    write_json_atomic(paths.manifest, manifest)
+
+
+def apply_threads_and_seed(cfg: RunConfig) -> None:
+    import random
+
+    import numpy as np
+
+    random.seed(cfg.base.seed)
+    np.random.seed(cfg.base.seed % 2**32)
+    try:
+        import torch
+    except ImportError:
+        return
+    if cfg.base.threads:
+        torch.set_num_threads(cfg.base.threads)
+    torch.manual_seed(cfg.base.seed)
+
+
+def setup(params_path: str, overrides: list[str] | tuple = (), stage: str = "00_setup",
+          report_dir: str | None = None, workdir: str | None = None) -> tuple[RunConfig, RunPaths]:
+    """Everything a notebook needs before its first step."""
+    wd = Path(workdir) if workdir else default_workdir()
+    cfg = load_config(params_path, list(overrides or ()), workdir=wd)
+    reports = Path(report_dir) if report_dir else wd / "reports" / cfg.run_name
+    paths = RunPaths(output_dir=cfg.output_dir, report_dir=reports if reports.is_absolute() else wd / reports)
+    paths.report_dir.mkdir(parents=True, exist_ok=True)
+    apply_threads_and_seed(cfg)
+    if dist.is_main():  # under accelerate launch: rank 0 alone
+        write_manifest(cfg, paths, stage)
+    set_target(paths.metrics, stage)
+    return cfg, paths

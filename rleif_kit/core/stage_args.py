@@ -1,0 +1,21 @@
+"""The one argument parser of the stage entry points: ``python -m rleif_kit.<stage> --params FILE [--set ...]``.
+
+Every stage adds its own few flags to this parser, so ``--params``, ``--set`` and ``--settings`` read the
+same everywhere (and as in ``rleif run``).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def stage_parser(stage: str, description: str, settings: bool = False) -> argparse.ArgumentParser:
+    """``--params FILE`` (required), ``--set SECTION.KEY=VALUE`` (repeatable) and, with ``settings``,
+    ``--settings FILE`` (the endpoint settings; optional)."""
+    p = argparse.ArgumentParser(prog=f"python -m rleif_kit.{stage}", description=description)
+    p.add_argument("--params", required=True, help="run config, e.g. params/tiny-cpu.toml")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override a config value (repeatable)")
+    if settings:
+        p.add_argument("--settings", help="endpoint settings (settings.json)")
+    return p

@@ -1,0 +1,297 @@
+"""Stage 07's reading layer: every reward-health check whose artifacts exist, from the run directory.
+
+The checks themselves are pure functions in ``diagnostics.py``; this module finds their inputs:
+
+| check | reads |
+|---|---|
+| `evolve_failures` | `01_evolve/failed.jsonl` (with `evolved.jsonl`, `eliminated.jsonl`) |
+| `duplicate_rate`, `kept_floor` | `02_dedup/dedup_report.json` |
+| `step_format`, `prompt_consistency` | `03_sft/train.jsonl` (else `02_dedup/sft.jsonl`), `06_eval/*/*.meta.json` |
+| `irm_distribution`, `prm_distribution` (check 1) | `04_reward_models/{irm,prm}/`, `prm_samples.jsonl`; `02_dedup/instructions.jsonl` |
+| `low_ra_share` (check 2) | `05_ppo/log.jsonl` (first `low_ra_steps` steps), else the PRM's rA of check 1 |
+| `kl_blowup` | `05_ppo/log.jsonl` (first `kl_steps` steps) |
+| `sft_vs_ppo_<benchmark>` (check 3) | `06_eval/{sft,ppo}/<benchmark>.jsonl`, else `05_ppo/eval_{sft,ppo}.jsonl` |
+
+A check whose artifacts are missing is skipped with a note, so this runs at any point of a run.
+
+    python -m rleif_kit.diagnostics --params params/tiny-cpu.toml [--no-score]
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rleif_kit.checks import verdicts as dg
+from rleif_kit.checks.verdicts import ab_verdict
+from rleif_kit.core.config import RunConfig
+from rleif_kit.core.jsonl import read_jsonl
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.plots import STATUS_COLORS
+from rleif_kit.core.stages import DEDUP, EVAL, EVOLVE, PPO, REWARD_MODELS, SFT
+from rleif_kit.core.verdict import Verdict
+from rleif_kit.reward_scoring.heldout import split_by_question
+from rleif_kit.reward_scoring.irm import irm_score
+from rleif_kit.reward_scoring.load import RM_INFO, load_rm
+from rleif_kit.reward_scoring.prm import answer_scores
+from rleif_kit.worlds.benchmarks import MATH_BENCHMARKS
+
+
+@dataclass
+class Health:
+    """The verdicts, the checks skipped (and why), and what the notebook plots."""
+
+    verdicts: list[Verdict] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    scores: dict[str, list[float]] = field(default_factory=dict)  # histogram title -> scores in [0, 1]
+    ppo_log: list[dict] = field(default_factory=list)
+    accuracy: dict[str, float] = field(default_factory=dict)  # "SFT" / "PPO" (per benchmark when several)
+    per_operator: dict[str, dict[str, int]] = field(default_factory=dict)  # dedup: operator -> in/kept/removed
+
+    def statuses(self) -> dict[str, str]:
+        return {v.check: v.status for v in self.verdicts}
+
+    def number(self, check: str, key: str) -> Any:
+        """One measured number of one check; None when the check did not run."""
+        return next((v.numbers.get(key) for v in self.verdicts if v.check == check), None)
+
+    def ab(self) -> dict[str, dict[str, Any]]:
+        """Check 3 per benchmark: ``{check: {gain, ci95, n}}``."""
+        return {v.check: {k: v.numbers[k] for k in ("gain", "ci95", "n")} for v in self.verdicts
+                if v.check.startswith("sft_vs_ppo")}
+
+    @property
+    def fails(self) -> int:
+        return sum(v.status == "fail" for v in self.verdicts)
+
+    def summary(self) -> str:
+        """"N ok, N warn, N fail" and one line per check skipped."""
+        counts = ", ".join(f"{sum(v.status == s for v in self.verdicts)} {s}" for s in dg.STATUSES)
+        return "\n".join([counts] + [f"skipped {note}" for note in self.skipped])
+
+
+def _rel(paths: RunPaths, path: Path) -> str:
+    return str(path.relative_to(paths.output_dir)) if path.is_relative_to(paths.output_dir) else str(path)
+
+
+# ------------------------------------------------------------------------------ 01, 02: data
+
+def check_evolve(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
+    failed_path = paths.evolve_failed
+    if not paths.evolved.exists():
+        health.skipped.append(f"evolve_failures: {_rel(paths, paths.evolved)} not found (run {EVOLVE})")
+        return
+    decided = {r["id"] for path in (paths.evolved, paths.eliminated) for r in read_jsonl(path)}
+    last_error = {r["id"]: r.get("error") for r in read_jsonl(failed_path) if r["id"] not in decided}
+    causes: dict[str, int] = {}
+    for error in last_error.values():
+        cause = dg.failure_cause(error)
+        causes[cause] = causes.get(cause, 0) + 1
+    health.verdicts.append(dg.check_evolve_failures(causes, len(decided), cfg.diagnostics,
+                                                    concurrency=cfg.evol_instruct.concurrency,
+                                                    source=_rel(paths, failed_path)))
+
+
+def check_dedup(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
+    path = paths.dedup_report
+    if not path.exists():
+        health.skipped.append(f"duplicate_rate, kept_floor: {_rel(paths, path)} not found (run {DEDUP})")
+        return
+    report, ev = json.loads(path.read_text()), cfg.evol_instruct
+    duplicates = sum(n for layer, n in report["removed_by_layer"].items() if not layer.startswith("decontam"))
+    source = _rel(paths, path)
+    health.verdicts += [dg.check_duplicate_rate(report["total"], duplicates, cfg.diagnostics,
+                                                temperature=ev.temperature, dedup_threshold=ev.dedup_threshold,
+                                                up_ratio=ev.evolve_up_ratio, source=source),
+                        dg.check_kept_floor(report["kept"], cfg.dedup.min_kept, ev.evolve_up_ratio, source)]
+    health.per_operator = {op: c for op, c in report.get("per_operator", {}).items() if op != "seed"}
+
+
+# ------------------------------------------------------------------------------ 03: SFT data and prompts
+
+def eval_cot(cfg: RunConfig, paths: RunPaths) -> tuple[bool, str]:
+    """The CoT setting evaluation used (its result files' meta), else the one it will use ([eval])."""
+    for meta in sorted(paths.eval_dir.glob("*/*.meta.json")):
+        data = json.loads(meta.read_text())
+        if data.get("benchmark") in MATH_BENCHMARKS:
+            return bool(data["cot"]), _rel(paths, meta)
+    return cfg.eval.cot_prompt, "[eval] cot_prompt"
+
+
+def check_sft_data(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
+    train, built = paths.sft_data, paths.sft_rows
+    if train.exists():
+        rows = list(read_jsonl(train))
+        responses = [r["completion"] for r in rows if r.get("source") != "open_domain"]
+        prompts = [r["prompt"] for r in rows]
+    elif built.exists():
+        rows = list(read_jsonl(built))
+        responses, prompts = [r["response"] for r in rows if r.get("source") != "open_domain"], []
+    else:
+        health.skipped.append(f"step_format, prompt_consistency: no SFT data yet (run {DEDUP} or {SFT})")
+        return
+    source = _rel(paths, train if train.exists() else built)
+    health.verdicts.append(dg.check_step_format(responses, cfg.diagnostics, seed=cfg.base.seed, source=source))
+    if not prompts:
+        health.skipped.append(f"prompt_consistency: {_rel(paths, train)} not found (run {SFT})")
+    elif not any(b in MATH_BENCHMARKS for b in cfg.eval.benchmarks):
+        health.skipped.append("prompt_consistency: no math benchmark in [eval] benchmarks")
+    else:
+        cot, where = eval_cot(cfg, paths)
+        health.verdicts.append(dg.check_prompt_consistency(prompts, cot, source=f"{source} vs {where}"))
+
+
+# ------------------------------------------------------------------------------ 04: checks 1 (and 2)
+
+def _seeded_sample(rows: list, n: int, seed: int) -> list:
+    rows = list(rows)
+    random.Random(seed).shuffle(rows)
+    return rows[:n]
+
+
+def score_instructions(cfg: RunConfig, paths: RunPaths) -> tuple[list[float], str]:
+    """IRM rI of ``score_sample`` evolved instructions the IRM did not train on (not fanned out in 04)."""
+    pool_path = next(p for p in (paths.dedup_instructions, paths.evolved) if p.exists())
+    pool = [r for r in read_jsonl(pool_path) if r.get("round", 0) > 0] or list(read_jsonl(pool_path))
+    fanned = {r["sibling_group"] for r in read_jsonl(paths.irm_fanout)}
+    pool = [r for r in pool if r["id"] not in fanned] or pool
+    texts = [r["text"] for r in _seeded_sample(pool, cfg.diagnostics.score_sample, cfg.base.seed + 1)]
+    model, tokenizer = _load_rm(cfg, paths, "irm")
+    scores = irm_score(model, tokenizer, texts, max_length=cfg.reward_model.rm_max_len)
+    return scores, f"{_rel(paths, paths.irm_model)} on {len(texts)} instructions of {_rel(paths, pool_path)}"
+
+
+def score_solutions(cfg: RunConfig, paths: RunPaths) -> tuple[list[float], str]:
+    """PRM rA of ``score_sample`` sampled solutions to held-out questions (flagged ones left out)."""
+    rm = cfg.reward_model
+    samples = list(read_jsonl(paths.prm_samples))
+    heldout = split_by_question(samples, rm.rm_heldout_share, cfg.base.seed)[1] or samples
+    picked = _seeded_sample(heldout, cfg.diagnostics.score_sample, cfg.base.seed + 2)
+    model, tokenizer = _load_rm(cfg, paths, "prm")
+    ra = answer_scores(model, tokenizer, [(s["question"], s["solution"]) for s in picked], rm.prm_aggregate,
+                       max_len=rm.rm_max_len)
+    scores = [a for a in ra if a is not None]
+    flagged = len(ra) - len(scores)
+    return scores, (f"{_rel(paths, paths.prm_model)} rA on {len(scores)} solutions of {paths.prm_samples.name} "
+                    f"({flagged} flagged)")
+
+
+def _load_rm(cfg: RunConfig, paths: RunPaths, name: str) -> tuple[Any, Any]:
+    # as PPO loads them: 4-bit beside a QLoRA policy (the 7B recipe), else full precision
+    return load_rm(paths.rm_model(name), load_in_4bit=cfg.sft.finetune == "qlora")
+
+
+def check_reward_models(cfg: RunConfig, paths: RunPaths, health: Health, score: bool = True) -> list[float] | None:
+    """Check 1 for each reward model that exists; returns the PRM's rA scores (for check 2's fallback)."""
+    irm_ready = (paths.irm_model / RM_INFO).exists()
+    prm_ready = (paths.prm_model / RM_INFO).exists() and paths.prm_samples.exists()
+    if not score:
+        health.skipped.append("irm_distribution, prm_distribution: scoring switched off")
+        return None
+    answer = None
+    if irm_ready:
+        scores, source = score_instructions(cfg, paths)
+        health.scores["IRM rI (evolved instructions)"] = scores
+        health.verdicts.append(dg.check_score_distribution("IRM", scores, cfg.diagnostics, source))
+    else:
+        health.skipped.append(f"irm_distribution: {_rel(paths, paths.irm_model)} not found (run {REWARD_MODELS})")
+    if prm_ready:
+        answer, source = score_solutions(cfg, paths)
+        health.scores["PRM rA (sampled solutions)"] = answer
+        health.verdicts.append(dg.check_score_distribution("PRM", answer, cfg.diagnostics, source))
+    else:
+        health.skipped.append(f"prm_distribution: {_rel(paths, paths.prm_model)} or {paths.prm_samples.name} not "
+                              f"found (run {REWARD_MODELS})")
+    return answer
+
+
+# ------------------------------------------------------------------------------ 05: PPO log
+
+def check_ppo_log(cfg: RunConfig, paths: RunPaths, health: Health, answer_scores: list[float] | None) -> None:
+    path = paths.ppo_log
+    log = list(read_jsonl(path)) if path.exists() else []
+    if log:
+        health.ppo_log = log
+        health.verdicts += [dg.check_low_ra_log(log, cfg.diagnostics, _rel(paths, path)),
+                            dg.check_kl_blowup(log, cfg.diagnostics, _rel(paths, path))]
+        return
+    health.skipped.append(f"kl_blowup: {_rel(paths, path)} not found (run {PPO})")
+    if answer_scores is not None:  # check 2 before PPO: the PRM's rA on sampled solutions
+        health.verdicts.append(dg.check_low_ra_share(answer_scores, cfg.diagnostics,
+                                                     f"{_rel(paths, paths.prm_model)} rA on {len(answer_scores)} "
+                                                     "solutions"))
+    else:
+        health.skipped.append(f"low_ra_share: neither {_rel(paths, path)} nor a PRM to score with")
+
+
+# ------------------------------------------------------------------------------ 06: the A/B
+
+def check_sft_vs_ppo(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
+    benches = sorted(p.stem for p in paths.eval_model_dir("sft").glob("*.jsonl")
+                     if not p.name.endswith(".stale.jsonl") and paths.eval_items("ppo", p.stem).exists())
+    pairs = [(f"sft_vs_ppo_{b}", b, paths.eval_items("sft", b), paths.eval_items("ppo", b)) for b in benches]
+    if not pairs and paths.ppo_heldout("ppo").exists():
+        pairs = [("sft_vs_ppo", "arith", paths.ppo_heldout("sft"), paths.ppo_heldout("ppo"))]
+    if not pairs:
+        health.skipped.append(f"sft_vs_ppo: no SFT and PPO results on the same benchmark (run {EVAL})")
+    for check, bench, a, b in pairs:
+        verdict = ab_verdict(list(read_jsonl(a)), list(read_jsonl(b)), cfg.diagnostics,
+                             f"{_rel(paths, a)} vs {_rel(paths, b)}", seed=cfg.base.seed)
+        if verdict is None:
+            health.skipped.append(f"{check}: {_rel(paths, a)} and {_rel(paths, b)} share no item")
+            continue
+        health.verdicts.append(replace(verdict, check=check))
+        suffix = f" {bench}" if len(pairs) > 1 else ""
+        health.accuracy.update({f"SFT{suffix}": verdict.numbers["sft_accuracy"],
+                                f"PPO{suffix}": verdict.numbers["ppo_accuracy"]})
+
+
+# ------------------------------------------------------------------------------ all of them
+
+def run_diagnostics(cfg: RunConfig, paths: RunPaths, score: bool = True) -> Health:
+    """Every check whose artifacts exist, in pipeline order; ``score=False`` skips loading the reward models."""
+    health = Health()
+    check_evolve(cfg, paths, health)
+    check_dedup(cfg, paths, health)
+    check_sft_data(cfg, paths, health)
+    answer = check_reward_models(cfg, paths, health, score)
+    check_ppo_log(cfg, paths, health, answer)
+    check_sft_vs_ppo(cfg, paths, health)
+    return health
+
+
+def collect_verdicts(cfg: RunConfig, paths: RunPaths, settings: Any = None, score: bool = True) -> list[Verdict]:
+    """The verdicts of :func:`run_diagnostics`, printing a note per skipped check. ``settings`` is accepted for the
+    stages' call shape; these checks read files only."""
+    health = run_diagnostics(cfg, paths, score)
+    for note in health.skipped:
+        print(f"skipped {note}")
+    return health.verdicts
+
+
+def write_verdicts(paths: RunPaths, health: Health) -> Path:
+    """``07_reward_diagnostics/verdicts.json``: every verdict and the checks skipped."""
+    path = paths.verdicts
+    path.write_text(json.dumps({"verdicts": [v.to_dict() for v in health.verdicts], "skipped": health.skipped},
+                               indent=2) + "\n")
+    return path
+
+
+def verdicts_html(verdicts: list[Verdict]) -> str:
+    """An HTML table of verdicts, the status cell in its colour, for a notebook's ``display(HTML(...))``."""
+    from html import escape
+
+    def numbers(v: Verdict) -> str:
+        return ", ".join(f"{k}={dg._fmt(x)}" for k, x in v.numbers.items())
+
+    head = "".join(f"<th style='text-align:left'>{h}</th>" for h in ("check", "status", "numbers", "thresholds",
+                                                                      "source", "advice"))
+    rows = "".join(
+        f"<tr><td>{escape(v.check)}</td><td style='background:{STATUS_COLORS[v.status]};color:white;"
+        f"font-weight:bold;text-align:center'>{v.status}</td><td>{escape(numbers(v))}</td>"
+        f"<td>{escape(json.dumps(v.thresholds))}</td><td>{escape(v.source)}</td><td>{escape(v.advice)}</td></tr>"
+        for v in verdicts)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"

@@ -1,0 +1,242 @@
+"""Stage 06: evaluate the SFT and PPO models on GSM8k, MATH, HumanEval and the arithmetic world.
+
+For each model in ``[eval].models`` and each benchmark in ``[eval].benchmarks``: generate with the
+exact training prompt (greedy by default, ``max_new_tokens``, stop strings), check every answer
+strictly (and the flexible / compat readings beside it), and append one row per item to
+``06_eval/<model>/<benchmark>.jsonl`` as soon as its chunk is checked. A rerun skips the items
+already there, so a killed run, or a run with a larger ``limit``, continues where it stopped; rows
+made with other generation settings or by an older copy of the model are moved aside
+(``*.stale.jsonl``), never mixed in. Then the summary (accuracy strict / flexible / compat, pass@k)
+and the SFT-vs-PPO A/B — a paired bootstrap on the items both answered — go to ``summary.json``.
+
+    python -m rleif_kit.evaluation --params params/tiny-cpu.toml [--limit 50]
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from rleif_kit.checks.verdicts import ab_verdict
+from rleif_kit.core.config import RunConfig
+from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.stages import EVAL, PPO, SFT
+from rleif_kit.core.records import write_json_atomic
+from rleif_kit.evaluation.generators import LocalModel, ServedModel
+from rleif_kit.evaluation.scoring import check_code, check_response, summarize
+from rleif_kit.evaluation.vllm_model import VLLMModel
+from rleif_kit.sandbox.runner import describe_sandbox
+from rleif_kit.worlds.benchmarks import load_items, prompt_for
+from rleif_kit.worlds.tiny_corpus import ensure_base_model
+
+STAGE = EVAL
+
+
+@dataclass
+class EvalResult:
+    """What the notebook shows and records; ``summary[model][benchmark]`` holds ``scoring.summarize``."""
+
+    summary: dict = field(default_factory=dict)
+    ab: dict = field(default_factory=dict)  # benchmark -> Verdict (SFT vs PPO)
+    notes: list = field(default_factory=list)  # models skipped, stale results moved aside
+    pending: int = 0  # items a served model failed on after retries: rerun to finish
+    sandbox: str | None = None  # the HumanEval sandbox's protections, when HumanEval ran
+
+    def metric(self, key: str) -> dict[str, dict[str, Any]]:
+        """``{model: {benchmark: value}}`` of one summary figure, where it is defined."""
+        return {m: {b: s[key] for b, s in benches.items() if s.get(key) is not None}
+                for m, benches in self.summary.items()}
+
+    def table(self) -> list[dict[str, Any]]:
+        """One row per model and benchmark, for a DataFrame."""
+        return [{"model": m, "benchmark": b, **s} for m, benches in self.summary.items() for b, s in benches.items()]
+
+
+
+def _rel(paths: RunPaths, path: Path) -> str:
+    return str(path.relative_to(paths.output_dir))
+
+
+def local_generator(path: str | Path, name: str | None, ev: Any, seed: int = 0,
+                    key: str = "[eval] backend") -> LocalModel:
+    """A model on this machine, generated with ``ev.backend``: transformers (the reference) or vLLM."""
+    if ev.backend == "vllm":
+        return VLLMModel(path, name, ev.batch_size, seed=seed, key=key)
+    return LocalModel(path, name, ev.batch_size)
+
+
+def stop_for(benchmark: str, ev: Any) -> tuple[str, ...]:
+    """Math stops at WizardMath's strings; code at EOS only (a stop word may be legal code)."""
+    return () if benchmark == "humaneval" else tuple(ev.stop)
+
+
+def _meta(generator: Any, benchmark: str, ev: Any) -> dict[str, Any]:
+    """Everything that decides a row's text: a result file made under another meta is stale."""
+    meta = {"benchmark": benchmark, "model": generator.fingerprint, "cot": ev.cot_prompt,
+            "max_new_tokens": ev.max_new_tokens, "temperature": ev.temperature, "stop": list(stop_for(benchmark, ev))}
+    if ev.temperature > 0:
+        meta["top_p"] = ev.top_p
+    return meta
+
+
+def _claim(out_path: Path, meta: dict) -> str | None:
+    """Make ``out_path`` safe to resume under ``meta``: stale results are moved aside (with a note)."""
+    meta_path = out_path.with_suffix(".meta.json")
+    old = json.loads(meta_path.read_text()) if meta_path.exists() else None
+    note = None
+    if old is not None and old != meta and out_path.exists():
+        stale = out_path.with_suffix(".stale.jsonl")
+        out_path.replace(stale)
+        changed = sorted(k for k in set(old) | set(meta) if old.get(k) != meta.get(k))
+        note = f"{out_path}: made with other {', '.join(changed)}; moved to {stale.name}, starting over"
+        print(note)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    meta_path.write_text(json.dumps(meta, indent=1) + "\n")
+    return note
+
+
+def _jobs(benchmark: str, items: Sequence[dict], ev: Any) -> list[tuple[str, dict, int]]:
+    """(row id, item, sample index); HumanEval has ``n_samples`` per problem, ids ``<task_id>#<k>``."""
+    if benchmark != "humaneval":
+        return [(it["id"], it, 0) for it in items]
+    return [(f"{it['id']}#{k}", it, k) for it in items for k in range(ev.n_samples)]
+
+
+def _check(benchmark: str, jobs: list, texts: list[str | None], ev: Any) -> list[dict]:
+    """Rows for the generated texts of one chunk (a failed request gets no row: a rerun retries it)."""
+    done = [(job, text) for job, text in zip(jobs, texts) if text is not None]
+    if benchmark != "humaneval":
+        return [{**check_response(benchmark, item, text), "id": rid} for (rid, item, _), text in done]
+    samples = [{"id": rid, "task_id": item["id"], "completion_id": k, "response": text}
+               for (rid, item, k), text in done]
+    problems = {item["id"]: item["problem"] for (_, item, _), _ in done}
+    return check_code(samples, problems, timeout=ev.code_timeout, workers=ev.code_workers or None) if samples else []
+
+
+def evaluate_benchmark(generator: Any, benchmark: str, items: Sequence[dict], out_path: str | Path, ev: Any, *,
+                       progress: bool = True) -> tuple[list[dict], int, str | None]:
+    """Generate and check every item not yet in ``out_path``, appending rows chunk by chunk.
+
+    Returns (the rows of ``items``, in item order, including those of earlier runs; how many are
+    still pending because a request failed; the stale-results note or None).
+    """
+    from tqdm.auto import tqdm
+
+    out_path = Path(out_path)
+    note = _claim(out_path, _meta(generator, benchmark, ev))
+    rows = {r["id"]: r for r in read_jsonl(out_path)}
+    jobs = _jobs(benchmark, items, ev)
+    todo = [j for j in jobs if j[0] not in rows]
+    bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc=f"{generator.name} · {benchmark}",
+               disable=not progress)
+    try:
+        with JsonlWriter(out_path, fsync_every=64) as out:
+            for start in range(0, len(todo), generator.chunk):
+                chunk = todo[start:start + generator.chunk]
+                prompts = [prompt_for(benchmark, item, ev.cot_prompt) for _, item, _ in chunk]
+                texts = generator.complete(prompts, ev, stop_for(benchmark, ev), [k for _, _, k in chunk])
+                for row in _check(benchmark, chunk, texts, ev):
+                    out.write(row)
+                    rows[row["id"]] = row
+                bar.update(len(chunk))
+    finally:
+        bar.close()
+    done = [rows[rid] for rid, _, _ in jobs if rid in rows]
+    return done, len(jobs) - len(done), note
+
+
+def local_model(cfg: RunConfig, path: Any, label: str) -> Any:
+    """A model on this machine, generated with ``[eval] backend``: transformers (the reference) or vLLM."""
+    return local_generator(path, label, cfg.eval, seed=cfg.base.seed)
+
+
+def model_sources(cfg: RunConfig, paths: RunPaths,
+                  settings: Any = None) -> tuple[list[tuple[str, Callable]], list[str]]:
+    """([(label, benchmark -> generator)], notes on the models skipped) for ``[eval].models``."""
+    ev, sources, notes = cfg.eval, [], []
+    local = {"sft": (paths.sft_model, "sft_info.json", SFT), "ppo": (paths.ppo_model, "ppo_info.json", PPO)}
+    for label in ev.models:
+        if label == "base":
+            base = ensure_base_model(cfg)
+            if not Path(base).is_dir():  # a hub id: its snapshot in the Hugging Face cache
+                from huggingface_hub import snapshot_download
+
+                base = snapshot_download(base)
+            model = local_model(cfg, base, "base")
+            sources.append((label, lambda bench, m=model: m))
+        elif label in local:
+            path, marker, stage = local[label]
+            if not (path / marker).exists():
+                notes.append(f"{label}: {path} not found (run {stage} first); skipped")
+                continue
+            model = local_model(cfg, path, label)
+            sources.append((label, lambda bench, m=model: m))
+        else:  # served: one model per role, made on first use
+            if settings is None:
+                raise ValueError("[eval] models includes 'served' but no settings.json was given (settings_path)")
+            served: dict[str, Any] = {}
+
+            def make(bench: str, served=served) -> Any:
+                role = "code_eval" if bench == "humaneval" else "math_eval"
+                if role not in served:
+                    served[role] = ServedModel(settings.endpoint(role), cfg.evol_instruct.concurrency)
+                return served[role]
+            sources.append((label, make))
+    return sources, notes
+
+
+def run_eval(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True,
+             sources: list[tuple[str, Callable]] | None = None) -> EvalResult:
+    """Every model on every benchmark (resumable), then the summary and the SFT-vs-PPO A/B."""
+    ev, result = cfg.eval, EvalResult()
+    if sources is None:
+        sources, result.notes = model_sources(cfg, paths, settings)
+    for note in result.notes:
+        print(note)
+    if not sources:
+        raise FileNotFoundError(f"{STAGE}: nothing to evaluate ({'; '.join(result.notes) or '[eval] models is empty'})")
+    items = {b: load_items(b, settings=settings, cfg=cfg, paths=paths, limit=ev.limit) for b in ev.benchmarks}
+    if "humaneval" in items:
+        result.sandbox = describe_sandbox()
+        print(result.sandbox)
+    rows: dict[tuple[str, str], list[dict]] = {}
+    for label, make in sources:
+        used = []
+        for bench in ev.benchmarks:
+            generator = make(bench)
+            used.append(generator)
+            got, pending, note = evaluate_benchmark(generator, bench, items[bench], paths.eval_items(label, bench),
+                                                    ev, progress=progress)
+            rows[label, bench] = got
+            result.summary.setdefault(label, {})[bench] = summarize(bench, got)
+            result.pending += pending
+            result.notes += [note] if note else []
+        for generator in {id(g): g for g in used}.values():
+            generator.close()
+    for bench in ev.benchmarks:
+        if ("sft", bench) in rows and ("ppo", bench) in rows:
+            verdict = ab_verdict(rows["sft", bench], rows["ppo", bench], cfg.diagnostics,
+                                 f"{_rel(paths, paths.eval_items('sft', bench))} vs "
+                                 f"{_rel(paths, paths.eval_items('ppo', bench))}", seed=cfg.base.seed)
+            if verdict is not None:
+                result.ab[bench] = verdict
+    write_json_atomic(paths.eval_summary, {"summary": result.summary, "notes": result.notes,
+                                               "ab": {b: v.to_dict() for b, v in result.ab.items()},
+                                               "pending": result.pending, "sandbox": result.sandbox})
+    return result
+
+
+def wrong_answers(paths: RunPaths, per_file: int = 3, width: int = 240) -> list[dict[str, Any]]:
+    """The first few wrong rows of every result file, the response's last ``width`` characters shown."""
+    out = []
+    for path in sorted(paths.eval_dir.glob("*/*.jsonl")):
+        if path.name.endswith(".stale.jsonl"):
+            continue
+        wrong = [r for r in read_jsonl(path) if not r.get("correct")][:per_file]
+        out += [{"model": path.parent.name, "benchmark": path.stem, "id": r["id"], "gold": r.get("gold"),
+                 "answer": r.get("answer", r.get("result")), "response": (r.get("response") or "")[-width:]}
+                for r in wrong]
+    return out

@@ -1,0 +1,150 @@
+"""The evolvers behind Evol-Instruct: how one evolution task becomes an outcome.
+
+``ArithEvolver`` edits arithmetic problems programmatically (offline, with injected defects);
+``LLMEvolver`` goes through a chat backend — operator template, evolved text, elimination checks,
+an optional LLM equality judge and an optional step-by-step answer. ``make_evolver`` picks one by
+``[evol_instruct].backend`` with a plain ``if``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from rleif_kit.core.config import RunConfig
+from rleif_kit.evolution.elimination import clean_evolved_text, elimination_reason
+from rleif_kit.evolution.operators import Operator, load_templates, seeded_rng
+from rleif_kit.llm import ChatRequest
+from rleif_kit.llm.endpoint import make_llm_backend
+from rleif_kit.llm.hf_backend import HFBackend
+from rleif_kit.models.loading import load_tokenizer
+from rleif_kit.worlds import arith
+from rleif_kit.worlds.arith_evolver import DefectRates, evolve_arith
+from rleif_kit.worlds.prompts import math_prompt
+
+
+@dataclass(frozen=True)
+class Task:
+    """One evolution to make: ``parent`` evolved by ``operator`` into record ``id``."""
+
+    id: str
+    parent: dict
+    round: int
+    operator: Operator
+
+    @property
+    def root_id(self) -> str:
+        return self.parent.get("root_id", self.parent["id"])
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: str  # "kept", "eliminated", "failed" or "stopped" (a budget cap: not recorded, resumed next run)
+    record: dict
+
+
+def alpaca_prompt(instruction: str) -> str:
+    """What a local model without a chat template is asked: the Alpaca prompt it was fine-tuned on."""
+    return math_prompt(instruction, cot=False)
+
+
+class ArithEvolver:
+    """The offline evolver: structural edits of arithmetic problems, with injected defects."""
+
+    model = "arith-evolver"
+
+    def __init__(self, cfg: RunConfig):
+        base = DefectRates()
+        total = sum(vars(base).values())
+        scale = cfg.evol_instruct.defect_rate / total if total else 0.0
+        self.rates = DefectRates(**{k: v * scale for k, v in vars(base).items()})
+        self.cfg = cfg
+
+    async def evolve(self, task: Task) -> Outcome:
+        parent = arith.Problem.from_record(task.parent["problem"])
+        rng = seeded_rng(self.cfg.base.seed, task.id, "evolve")
+        out = evolve_arith(parent, task.operator.name, rng, rates=self.rates, max_steps=self.cfg.arith.max_steps + 2,
+                           min_steps=self.cfg.arith.min_steps, max_operand=self.cfg.arith.max_operand)
+        record = child_record(task, out.text, self.model, answer=out.answer if self.cfg.evol_instruct.with_answers
+                               else None, extra={"problem": out.problem, "defect": out.defect})
+        reason = elimination_reason(task.parent["text"], out.text, finish_reason=out.finish_reason)
+        return Outcome("eliminated", {**record, "reason": reason}) if reason else Outcome("kept", record)
+
+
+class LLMEvolver:
+    """Evolution through a chat backend: operator template → evolved text → checks → optional answer."""
+
+    def __init__(self, cfg: RunConfig, backend: Any, templates: dict[str, str], judge: bool):
+        self.cfg, self.backend, self.templates, self.judge = cfg, backend, templates, judge
+        self._request = ChatRequest
+        prompts = cfg.resolve(cfg.evol_instruct.prompts_dir)
+        self.answer_template = (prompts / "answer.txt").read_text(encoding="utf-8")
+        self.equality_template = (prompts / "equality.txt").read_text(encoding="utf-8")
+        self.model = backend.model
+
+    def _ask(self, key: str, content: str, temperature: float, max_tokens: int):
+        ev = self.cfg.evol_instruct
+        return self._request(key=key, messages=({"role": "user", "content": content},), temperature=temperature,
+                             top_p=ev.top_p, max_tokens=max_tokens)
+
+    async def evolve(self, task: Task) -> Outcome:
+        ev, usage = self.cfg.evol_instruct, Counter()
+        prompt = self.templates[task.operator.name].replace("{instruction}", task.parent["text"])
+        result = await self.backend.acomplete(self._ask(task.id, prompt, ev.temperature, ev.max_new_tokens))
+        if not result.ok:
+            return self._failure(task, result)
+        usage.update(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens)
+        text = clean_evolved_text(result.text)
+        record = child_record(task, text, self.model, usage=usage)
+        reason = elimination_reason(task.parent["text"], text, finish_reason=result.finish_reason)
+        if reason is None and self.judge:
+            q = self.equality_template.replace("{parent}", task.parent["text"]).replace("{child}", text)
+            verdict = await self.backend.acomplete(self._ask(task.id + "#equal", q, 0.0, 8))
+            if not verdict.ok:
+                return self._failure(task, verdict)
+            usage.update(prompt_tokens=verdict.prompt_tokens, completion_tokens=verdict.completion_tokens)
+            reason = "no_new_information" if verdict.text.strip().lower().startswith("equal") else None
+        if reason:
+            return Outcome("eliminated", {**record, "reason": reason, "usage": dict(usage)})
+        if ev.with_answers:
+            q = self.answer_template.replace("{instruction}", text)
+            answer = await self.backend.acomplete(self._ask(task.id + "#answer", q, 0.0, ev.max_new_tokens))
+            if not answer.ok:
+                return self._failure(task, answer)
+            usage.update(prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens)
+            record["answer"] = answer.text.strip()
+        return Outcome("kept", {**record, "usage": dict(usage)})
+
+    def _failure(self, task: Task, result: Any) -> Outcome:
+        # A budget cap or a rejected endpoint (401/403/404) stops the run: not this record's fault,
+        # so it is not written and costs no retry attempt; the next run picks it up.
+        stopped = getattr(self.backend, "stopped_reason", None) or (result.error or "").startswith("budget")
+        kind = "stopped" if stopped else "failed"
+        return Outcome(kind, {"id": task.id, "root_id": task.root_id, "round": task.round,
+                              "operator": task.operator.name, "error": result.error})
+
+
+def child_record(task: Task, text: str, model: str, answer: str | None = None, usage: Counter | None = None,
+                  extra: dict | None = None) -> dict:
+    rec = {"id": task.id, "parent_id": task.parent["id"], "root_id": task.root_id, "round": task.round,
+           "operator": task.operator.name, "direction": task.operator.direction, "text": text,
+           "answer": answer, "model": model,
+           "usage": dict(usage or {"prompt_tokens": 0, "completion_tokens": 0})}
+    return {**rec, **(extra or {})}
+
+
+def make_evolver(cfg: RunConfig, settings: Any = None) -> Any:
+    """The evolver chosen by ``[evol_instruct].backend`` (a plain ``if``, no registry)."""
+    ev = cfg.evol_instruct
+    if ev.backend == "arith":  # its seeds must be arithmetic problems: run_evolve checks them
+        return ArithEvolver(cfg)
+    templates = load_templates(cfg.resolve(ev.prompts_dir), ev.domain)
+    if ev.backend == "hf":
+        if not ev.hf_model:
+            raise ValueError("[evol_instruct] backend = 'hf' needs hf_model = <local model path>")
+        backend = HFBackend(str(cfg.resolve(ev.hf_model)), load_tokenizer=load_tokenizer, prompt_format=alpaca_prompt)
+        return LLMEvolver(cfg, backend, templates, judge=False)
+    return LLMEvolver(cfg, make_llm_backend(cfg, settings), templates, judge=ev.equality_judge)
+
+

@@ -1,0 +1,55 @@
+"""The IRM's sibling sets: each parent instruction evolved k times with k distinct operators.
+
+Stage 04 ranks these siblings; the evolutions go through the same evolvers and elimination as stage 01.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from rleif_kit.core.config import RunConfig
+from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
+from rleif_kit.evolution.evolvers import Outcome, Task, make_evolver
+from rleif_kit.evolution.operators import distinct_operators, operators_for
+from rleif_kit.llm import run_sync
+from rleif_kit.llm.tasks import run_bounded
+
+
+def fanout_tasks(parents: list[dict], k: int, cfg: RunConfig) -> list[Task]:
+    """k sibling evolutions per parent, each with a different operator (ids ``<root>-f<round>-<op>``)."""
+    ev, operators, tasks = cfg.evol_instruct, operators_for(cfg.evol_instruct.domain), []
+    for parent in parents:
+        round_ = parent.get("round", 0) + 1
+        root = parent.get("root_id", parent["id"])
+        for op in distinct_operators(parent["id"], round_, operators, k, ev.evolve_up_ratio, seed=cfg.base.seed):
+            tasks.append(Task(f"{parent['id']}-f{round_}-{op.name}", {**parent, "root_id": root}, round_, op))
+    return tasks
+
+
+async def run_fanout_async(cfg: RunConfig, out_path: Path, parents: list[dict], k: int, evolver: Any,
+                           progress: bool = True) -> list[dict]:
+    """Evolve each parent into k variants with distinct operators; every outcome (kept or eliminated,
+    with ``sibling_group`` = the parent id) is appended to ``out_path``. Resumable like the rounds."""
+    done = {r["id"]: r for r in read_jsonl(out_path)}
+    tasks = [t for t in fanout_tasks(parents, k, cfg) if t.id not in done]
+    bar = tqdm(total=len(tasks), desc="fan-out", disable=not progress)
+    with JsonlWriter(out_path, fsync_every=cfg.evol_instruct.checkpoint_every) as out:
+        def on_outcome(task: Task, outcome: Outcome, in_flight: int) -> None:
+            bar.update(1)
+            if outcome.kind in ("kept", "eliminated"):
+                record = {**outcome.record, "sibling_group": task.parent["id"], "kept": outcome.kind == "kept"}
+                out.write(record)
+                done[record["id"]] = record
+
+        await run_bounded(tasks, evolver.evolve, on_outcome, 64, lambda: False)
+    bar.close()
+    return list(done.values())
+
+
+def run_fanout(cfg: RunConfig, out_path: Path, parents: list[dict], k: int, settings: Any = None,
+               progress: bool = True) -> list[dict]:
+    """Synchronous :func:`run_fanout_async` with the evolver of ``[evol_instruct].backend``."""
+    return run_sync(run_fanout_async(cfg, out_path, parents, k, make_evolver(cfg, settings), progress))

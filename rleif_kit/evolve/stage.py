@@ -1,0 +1,216 @@
+"""Stage 01: Evol-Instruct — evolve seed instructions up and down for ``[evol_instruct].rounds`` rounds.
+
+Each round, every lineage (one per seed) gets one operator, drawn from its root id and the round, so a
+rerun makes the same choices. The evolved text is checked (``evolution/elimination.py``); a failed evolution
+goes to ``eliminated.jsonl`` with its reason and the lineage keeps its parent for the next round.
+API failures go to ``failed.jsonl`` and are retried by the next run, up to ``retry_failed`` attempts.
+
+Crash safety: every outcome is appended to its JSONL file as soon as it is known (flushed; fsynced
+every ``checkpoint_every`` records). A rerun replays the files, skips every id already decided and
+continues, so a run killed at any moment loses at most the requests in flight.
+
+    python -m rleif_kit.evolve --params params/tiny-cpu.toml [--settings settings.json] [--dry-run]
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from rleif_kit.core.config import RunConfig
+from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.records import write_json_atomic
+from rleif_kit.core.run_setup import setup
+from rleif_kit.core.settings import load_settings
+from rleif_kit.core.stages import EVOLVE
+from rleif_kit.evolution.evolvers import Outcome, Task, child_record, make_evolver
+from rleif_kit.evolution.operators import Operator, child_id, choose_operator, load_templates, operators_for
+from rleif_kit.llm import ChatRequest, run_sync
+from rleif_kit.llm.openai_backend import estimate
+from rleif_kit.llm.tasks import run_bounded
+from rleif_kit.worlds.data import load_seeds
+
+
+@dataclass
+class EvolveResult:
+    kept: int = 0
+    eliminated: int = 0
+    failed: int = 0
+    duplicate_ids: int = 0
+    stopped_reason: str | None = None
+    usage: dict = field(default_factory=dict)
+    per_round: dict = field(default_factory=dict)  # round -> Counter(kept/eliminated/failed)
+    per_operator: dict = field(default_factory=dict)  # operator -> Counter
+    reasons: dict = field(default_factory=dict)  # elimination reason -> count
+
+
+# ---------------------------------------------------------------- the run
+
+
+class EvolveFiles:
+    """The stage's append-only files, and what a previous (possibly killed) run already decided."""
+
+    def __init__(self, paths: RunPaths, fsync_every: int):
+        self.evolved_path, self.eliminated_path, self.failed_path = paths.evolved, paths.eliminated, paths.evolve_failed
+        self.kept = {r["id"]: r for r in read_jsonl(self.evolved_path)}
+        self.eliminated = {r["id"]: r for r in read_jsonl(self.eliminated_path)}
+        self.attempts = Counter(r["id"] for r in read_jsonl(self.failed_path))
+        self.writers = {k: JsonlWriter(p, fsync_every=fsync_every) for k, p in
+                        (("kept", self.evolved_path), ("eliminated", self.eliminated_path),
+                         ("failed", self.failed_path))}
+
+    def write(self, outcome: Outcome) -> None:
+        self.writers[outcome.kind].write(outcome.record)
+        if outcome.kind == "kept":
+            self.kept[outcome.record["id"]] = outcome.record
+        elif outcome.kind == "eliminated":
+            self.eliminated[outcome.record["id"]] = outcome.record
+        else:
+            self.attempts[outcome.record["id"]] += 1
+
+    def close(self) -> None:
+        for w in self.writers.values():
+            w.close()
+
+
+def plan_round(lineages: dict[str, dict], round_: int, files: EvolveFiles, cfg: RunConfig,
+               operators: tuple[Operator, ...]) -> list[Task]:
+    """Advance lineages already decided this round (from the files); return the tasks still to run."""
+    ev, tasks = cfg.evol_instruct, []
+    for root, current in list(lineages.items()):
+        if current is None:
+            continue  # blocked by an API failure earlier in this run: resumes next run
+        op = choose_operator(root, round_, operators, ev.evolve_up_ratio, seed=cfg.base.seed)
+        cid = child_id(root, round_, op.name)
+        if cid in files.kept:
+            lineages[root] = files.kept[cid]
+        elif cid in files.eliminated:
+            continue  # keeps its parent
+        elif files.attempts[cid] >= ev.retry_failed:
+            files.write(Outcome("eliminated", {**child_record(Task(cid, current, round_, op), "", "-"),
+                                               "reason": "api_error"}))
+        else:
+            tasks.append(Task(cid, current, round_, op))
+    return tasks
+
+
+def summarize(files: EvolveFiles) -> dict:
+    """Counts per round and per operator, and the elimination reasons (what 02_dedup and diagnostics read)."""
+    per_round: dict[int, Counter] = {}
+    per_operator: dict[str, Counter] = {}
+    for kind, records in (("kept", files.kept.values()), ("eliminated", files.eliminated.values())):
+        for r in records:
+            per_round.setdefault(r["round"], Counter())[kind] += 1
+            per_operator.setdefault(r["operator"], Counter())[kind] += 1
+    reasons = Counter(r.get("reason", "?") for r in files.eliminated.values())
+    return {"per_round": {k: dict(v) for k, v in sorted(per_round.items())},
+            "per_operator": {k: dict(v) for k, v in sorted(per_operator.items())},
+            "reasons": dict(reasons.most_common())}
+
+
+def _count_duplicate_ids(*paths: Path) -> int:
+    ids = [r["id"] for p in paths for r in read_jsonl(p)]
+    return len(ids) - len(set(ids))
+
+
+async def run_evolve_async(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True,
+                           evolver: Any = None) -> EvolveResult:
+    """Evolve every seed lineage for ``rounds`` rounds, resuming from what the files already hold."""
+    ev = cfg.evol_instruct
+    evolver = evolver or make_evolver(cfg, settings)
+    operators = operators_for(ev.domain)
+    files = EvolveFiles(paths, ev.checkpoint_every)
+    lineages = {s["root_id"]: s for s in load_seeds(cfg, paths)}
+    if ev.backend == "arith" and not all(s.get("problem") for s in lineages.values()):
+        raise ValueError("[evol_instruct] backend = 'arith' needs arithmetic seeds: seeds = 'arith:N', or JSONL "
+                         "records with a 'problem' (as a loop iteration's seeds.jsonl has)")
+    backend = getattr(evolver, "backend", None)
+    stopped = lambda: bool(backend is not None and getattr(backend, "stopped_reason", None))  # noqa: E731
+    max_live = 2 * ev.concurrency if backend is not None else 64  # a little queue ahead of the semaphore
+    bar = tqdm(total=len(lineages) * ev.rounds, desc="evolve", disable=not progress)
+    try:
+        for round_ in range(1, ev.rounds + 1):
+            tasks = plan_round(lineages, round_, files, cfg, operators)
+            bar.update(len(lineages) - len(tasks))
+
+            def on_outcome(task: Task, outcome: Outcome, in_flight: int) -> None:
+                if outcome.kind != "stopped":
+                    files.write(outcome)
+                if outcome.kind == "kept":
+                    lineages[task.root_id] = outcome.record
+                elif outcome.kind in ("failed", "stopped"):
+                    lineages[task.root_id] = None  # this lineage waits for the next run
+                bar.update(1)
+                bar.set_postfix(kept=len(files.kept), eliminated=len(files.eliminated),
+                                failed=sum(files.attempts.values()), in_flight=in_flight, refresh=False)
+
+            await run_bounded(tasks, evolver.evolve, on_outcome, max_live, stopped)
+            if stopped():
+                break
+    finally:
+        bar.close()
+        files.close()
+        if backend is not None and hasattr(backend, "aclose"):
+            await backend.aclose()
+    return _result(files, evolver, paths)
+
+
+def _result(files: EvolveFiles, evolver: Any, paths: RunPaths) -> EvolveResult:
+    backend = getattr(evolver, "backend", None)
+    usage = backend.usage.to_dict() if backend is not None else {"requests": 0, "cost_usd": 0.0}
+    stopped_reason = getattr(backend, "stopped_reason", None)
+    usage.update(model=evolver.model, stopped_reason=stopped_reason)
+    write_json_atomic(paths.evolve_usage, usage)
+    summary = summarize(files)
+    write_json_atomic(paths.evolve_summary, summary)
+    failed_now = [i for i, n in files.attempts.items() if i not in files.kept and i not in files.eliminated]
+    return EvolveResult(kept=len(files.kept), eliminated=len(files.eliminated), failed=len(failed_now),
+                        duplicate_ids=_count_duplicate_ids(files.evolved_path, files.eliminated_path),
+                        stopped_reason=stopped_reason, usage=usage, per_round=summary["per_round"],
+                        per_operator=summary["per_operator"], reasons=summary["reasons"])
+
+
+def run_evolve(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True) -> EvolveResult:
+    """Synchronous entry point (works inside Jupyter's running event loop too)."""
+    return run_sync(run_evolve_async(cfg, paths, settings, progress))
+
+
+def estimate_evolve(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> dict:
+    """Dry run: requests, tokens and cost of a full run, before anything is sent."""
+    ev = cfg.evol_instruct
+    seeds = list(load_seeds(cfg, paths))
+    if ev.backend == "arith":
+        return {"requests": 0, "prompt_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "seeds": len(seeds),
+                "rounds": ev.rounds, "note": "the arith backend is programmatic: it sends no request"}
+    templates = load_templates(cfg.resolve(ev.prompts_dir), ev.domain)
+    per_call = 1 + int(ev.equality_judge and ev.backend == "openai") + int(ev.with_answers)
+    requests = (_dry_request(templates, s, i) for s in seeds for i in range(ev.rounds * per_call))
+    price = settings.price(settings.endpoint("evolve").name) if settings is not None else None
+    out = estimate(requests, price, expected_output_tokens=min(ev.max_new_tokens, 256))
+    out.update(seeds=len(seeds), rounds=ev.rounds, requests_per_evolution=per_call)
+    return out
+
+
+def _dry_request(templates: dict[str, str], seed: dict, i: int):
+    template = next(iter(templates.values()), "{instruction}")
+    return ChatRequest(key=f"{seed['id']}#{i}",
+                       messages=({"role": "user", "content": template.replace("{instruction}", seed["text"])},))
+
+
+def evolve_command(params: str, overrides: list[str], settings_path: str | None, dry_run: bool) -> int:
+    """``rleif evolve`` and ``python -m rleif_kit.evolve``: the stage alone, or its cost (``dry_run``)."""
+    cfg, paths = setup(params, overrides, stage=EVOLVE)
+    settings = load_settings(settings_path) if settings_path else None
+    if dry_run:
+        print(json.dumps(estimate_evolve(cfg, paths, settings), indent=2))
+        return 0
+    result = run_evolve(cfg, paths, settings)
+    print(f"kept {result.kept}, eliminated {result.eliminated}, failed {result.failed}"
+          + (f"; stopped: {result.stopped_reason} (rerun to continue)" if result.stopped_reason else ""))
+    return 0

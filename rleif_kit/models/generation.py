@@ -1,0 +1,65 @@
+"""Batched generation with a local transformers model (greedy by default)."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any, Sequence
+
+
+def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int, batch_size: int = 16,
+             desc: str = "generating", do_sample: bool = False, temperature: float = 1.0,
+             top_p: float = 1.0, progress: bool = True, stop: Sequence[str] = ()) -> list[str]:
+    """One completion per prompt, decoded without the prompt and without special tokens.
+
+    Prompts are left-padded so every row's new tokens start at the same column; generation stops at
+    EOS, or at the first of the ``stop`` strings (a row stops there; the text is cut before it, as
+    vLLM and OpenAI-compatible servers do, so local and served results read the same). The model's
+    train/eval mode is restored afterwards.
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    was_training = model.training
+    model.eval()
+    tokenizer.padding_side = "left"
+    device = next(model.parameters()).device
+    outputs: list[str] = []
+    sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p} if do_sample else {"do_sample": False}
+    stop = [s for s in stop if s]
+    if stop:
+        sampling.update(stop_strings=stop, tokenizer=tokenizer)
+    bar = tqdm(total=len(prompts), desc=desc, disable=not progress)
+    try:
+        for start in range(0, len(prompts), batch_size):
+            batch = list(prompts[start:start + batch_size])
+            enc = tokenizer(batch, return_tensors="pt", padding=True).to(device)
+            with torch.no_grad():
+                out = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                                     eos_token_id=tokenizer.eos_token_id, **sampling)
+            new = out[:, enc["input_ids"].shape[1]:]
+            outputs.extend(cut_at_stop(text, stop) for text in tokenizer.batch_decode(new, skip_special_tokens=True))
+            bar.update(len(batch))
+    finally:
+        bar.close()
+        model.train(was_training)
+    return outputs
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> str:
+    """``text`` up to the earliest of the ``stop`` strings (all of it when none occurs)."""
+    cuts = [i for i in (text.find(s) for s in stop if s) if i >= 0]
+    return text[: min(cuts)] if cuts else text
+
+
+MISSING = ("{key} = 'vllm' needs the vllm package, which is not installed here: pip install vllm on a CUDA machine "
+           "(it brings its own torch), or use the transformers backend")
+
+
+class VLLMMissing(RuntimeError):
+    """vLLM was asked for and is not installed (a user error: the message says what to do)."""
+
+
+def require_vllm(key: str = "[eval] backend") -> None:
+    """One clear line when vLLM is asked for and missing (checked where the setting is used)."""
+    if importlib.util.find_spec("vllm") is None:
+        raise VLLMMissing(MISSING.format(key=key))

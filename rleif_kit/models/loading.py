@@ -1,0 +1,187 @@
+"""Load a base model and tokenizer, and wrap it for QLoRA, LoRA or full fine-tuning.
+
+Model names resolve as a local directory first, then as a hub id already in the Hugging Face
+cache, then (only when the hub is reachable and not switched off with HF_HUB_OFFLINE) as a hub id.
+A name that resolves nowhere is one clear error before any work starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from rleif_kit.core import distributed as dist
+from rleif_kit.core.config import RunConfig
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.sections import SFTConfig
+
+
+class ModelNotFound(ValueError):
+    pass
+
+
+def _in_hf_cache(repo_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - transformers always brings it
+        return False
+    found = try_to_load_from_cache(repo_id, "config.json")
+    return isinstance(found, str)
+
+
+def _on_hub(repo_id: str) -> bool:
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        return False
+    try:
+        from huggingface_hub import file_exists
+
+        return bool(file_exists(repo_id, "config.json"))
+    except Exception:  # no network, bad id, gated repo without a token: not resolvable from here
+        return False
+
+
+def resolve_model_name(name: str, cfg: RunConfig, key: str = "[base] model_name") -> str:
+    """A loadable location for ``name``: an absolute local directory, or a hub id."""
+    local = cfg.resolve(name)
+    if local.is_dir():
+        if not (local / "config.json").exists():
+            raise ModelNotFound(f"{cfg.source}: {key} = {name!r}: {local} exists but has no config.json")
+        return str(local)
+    looks_like_id = name.count("/") == 1 and not name.startswith((".", "/", "~"))
+    if looks_like_id and (_in_hf_cache(name) or _on_hub(name)):
+        return name
+    if tiny_build_target(cfg) == local:
+        return str(local)  # built on first use by ensure_base_model
+    raise ModelNotFound(
+        f"{cfg.source}: {key} = {name!r} resolves nowhere: no directory {local}, and no hub id "
+        f"'{name}' in the Hugging Face cache. Download the weights (e.g. `huggingface-cli download "
+        f"meta-llama/Llama-2-7b-hf --local-dir ./models/Llama-2-7b-hf`) and set {key} to that path."
+    )
+
+
+def tiny_build_target(cfg: RunConfig) -> Path | None:
+    """Where the tiny model is built, when the preset asks for one (``[tiny].build``)."""
+    return cfg.resolve(cfg.base.model_name) if cfg.tiny.build else None
+
+
+def sft_info(path: str | Path) -> dict:
+    """``sft_info.json`` of a model directory (an SFT adapter names its base there); full weights without one."""
+    info_file = Path(path) / "sft_info.json"
+    return json.loads(info_file.read_text()) if info_file.exists() else {"finetune": "full"}
+
+
+def load_merged(path: str | Path, inference: bool = False) -> tuple[Any, Any]:
+    """(model, tokenizer) of a model directory: full weights, or the base named in its ``sft_info.json`` with
+    this adapter merged in. ``inference``: on the best device (bf16 on a GPU that has it), in eval mode;
+    otherwise fp32 on the CPU, as a base for merging or further training."""
+    import torch  # heavy: kept off the CLI's start-up path
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    path = Path(path)
+    device = "cuda" if inference and torch.cuda.is_available() else "cpu"
+    dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
+    info = sft_info(path)
+    if info.get("finetune") == "full":
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    else:
+        base = AutoModelForCausalLM.from_pretrained(info["base_model"], dtype=dtype)
+        model = PeftModel.from_pretrained(base, path).merge_and_unload()
+    if inference:
+        model = model.to(device).eval()
+    return model, load_tokenizer(str(path))
+
+
+def use_bf16(requested: bool) -> bool:
+    """bf16 only where a GPU supports it; otherwise fp32 with one warning line."""
+    import torch
+
+    if not requested:
+        return False
+    if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+        return True
+    print("warning: bf16 requested but this machine has no bf16-capable GPU: training in fp32", file=sys.stderr)
+    return False
+
+
+def load_tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token  # Llama-2 has no pad token; EOS is the usual stand-in
+    return tok
+
+
+def nf4_config(compute_dtype: Any) -> Any:
+    """The QLoRA quantisation every 4-bit load in the kit uses: NF4 with double quantisation."""
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=compute_dtype)
+
+
+def load_for_training(path: str, sft: SFTConfig, bf16: bool) -> Any:
+    """The model ready for training: 4-bit + LoRA (qlora), LoRA, or all weights trainable (full)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    kwargs: dict[str, Any] = {"dtype": dtype}
+    if sft.finetune == "qlora":
+        kwargs["quantization_config"] = nf4_config(dtype)
+    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    if sft.finetune == "full":
+        return model
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+    if sft.finetune == "qlora":
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=sft.gradient_checkpointing)
+    lora = LoraConfig(r=sft.lora_r, lora_alpha=sft.lora_alpha, lora_dropout=sft.lora_dropout,
+                      target_modules=list(sft.lora_targets), task_type="CAUSAL_LM", bias="none")
+    return get_peft_model(model, lora)
+
+
+def trainable_parameters(model) -> dict[str, Any]:
+    """Name → detached copy of every trainable parameter (tests compare before and after)."""
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def report_to(requested: list[str]) -> list[str]:
+    """`report_to` for a transformers Trainer: the requested integrations, TensorBoard left out with a note when it
+    is not installed; ["none"] when nothing is left."""
+    import importlib.util
+
+    out = []
+    for name in requested:
+        if name == "tensorboard" and importlib.util.find_spec("tensorboard") is None:
+            print("note: report_to tensorboard skipped: tensorboard is not installed")
+            continue
+        out.append(name)
+    return out or ["none"]
+
+
+def resolve_rm_base(cfg: RunConfig, paths: RunPaths, name: str, key: str) -> str:
+    """``"sft"`` → the SFT model as full weights (adapter merged once); else a path or hub id."""
+    if name != "sft":
+        return resolve_model_name(name, cfg, key=key)
+    info_path = paths.sft_model / "sft_info.json"
+    if not info_path.exists():
+        raise FileNotFoundError(f"{key} = 'sft' needs the SFT model at {paths.sft_model}: run 03_sft first")
+    if json.loads(info_path.read_text())["finetune"] == "full":
+        return str(paths.sft_model)
+    merged = paths.sft_merged
+    with dist.main_first():  # under accelerate launch rank 0 merges, the others read its copy
+        if not (merged / "config.json").exists():
+            model, tokenizer = load_merged(paths.sft_model)
+            model.save_pretrained(merged)
+            tokenizer.save_pretrained(merged)
+    return str(merged)
+
+
+def rm_report_to(cfg: RunConfig) -> list[str]:
+    """``[sft].report_to`` passes through to the reward-model trainers (TensorBoard when installed)."""
+    return report_to(list(cfg.sft.report_to))

@@ -1,0 +1,133 @@
+"""One cheap round trip per configured role, before a run spends hours on the API.
+
+Why: a wrong model name, an unexported key or a dead tunnel otherwise surfaces deep inside a
+stage, after the notebook has already burnt time (and money) on the roles that did work.  This
+check fails fast and shows *every* role's status at once.
+
+Every detail string passes through :func:`rleif_kit.core.api_keys.redact`, because servers quote the
+rejected key back in 401 messages and these rows end up in notebook outputs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterable
+
+from rleif_kit.core.api_keys import known_secrets, make_client, read_api_key, redact
+from rleif_kit.core.settings import ROLES, Endpoint, Settings, SettingsError, load_settings
+
+__all__ = ["CheckRow", "check_api", "check_endpoint", "check_settings_file", "format_check_table"]
+
+DETAIL_WIDTH = 60
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """The outcome of one role's round trip.  ``latency_s`` is None when no request was sent."""
+
+    role: str
+    model: str
+    base_url: str
+    ok: bool
+    latency_s: float | None
+    detail: str
+
+
+def check_api(
+    settings: Settings,
+    roles: Iterable[str] | None = None,
+    prompt: str = "Reply with the single word: ok",
+    max_tokens: int = 16,
+) -> list[CheckRow]:
+    """Check ``roles`` (default: every configured role, in pipeline order); never raises for a
+    role's failure, which becomes a row with ``ok=False``.  Unknown/unconfigured role names
+    still raise :class:`SettingsError`, since that is a bug in the caller, not in the endpoint."""
+    if roles is None:
+        roles = [role for role in ROLES if role in settings.models]
+    endpoints = [settings.endpoint(role) for role in roles]
+    secrets = known_secrets(settings)
+    return [check_endpoint(ep, prompt=prompt, max_tokens=max_tokens, secrets=secrets) for ep in endpoints]
+
+
+def check_endpoint(
+    endpoint: Endpoint, prompt: str = "Reply with the single word: ok", max_tokens: int = 16, secrets: Iterable[str] = ()
+) -> CheckRow:
+    """One chat completion with retries off: the point is to see the first answer, not to hide it.
+
+    The endpoint's own key is always redacted, on top of ``secrets``.
+    """
+    secrets = list(secrets) + _own_key(endpoint)
+
+    def row(ok: bool, latency: float | None, detail: str) -> CheckRow:
+        clean = redact(" ".join(detail.split()), secrets)
+        return CheckRow(endpoint.role, endpoint.name, redact(endpoint.base_url, secrets), ok, latency, clean)
+
+    try:
+        client = make_client(endpoint, max_retries=0)
+    except SettingsError as exc:  # missing key variable: a failed row, not a crash
+        return row(False, None, str(exc))
+    start = time.perf_counter()
+    try:
+        with client:
+            reply = client.chat.completions.create(
+                model=endpoint.name,
+                messages=[{"role": "user", "content": prompt}],
+                max_tokens=max_tokens,
+                temperature=0,
+            )
+    except Exception as exc:  # any failure is the row's verdict
+        return row(False, time.perf_counter() - start, f"{type(exc).__name__}: {exc}")
+    latency = time.perf_counter() - start
+    return row(True, latency, _reply_text(reply))
+
+
+def _own_key(endpoint: Endpoint) -> list[str]:
+    if endpoint.api_key_env is None:
+        return []  # the keyless placeholder is not a secret
+    try:
+        return [read_api_key(endpoint)]
+    except SettingsError:
+        return []
+
+
+def _reply_text(reply) -> str:
+    """The reply content, or a note saying why there is none (e.g. a reasoning model hit max_tokens)."""
+    if not reply.choices:
+        return "(no choices in reply)"
+    choice = reply.choices[0]
+    content = (choice.message.content or "").strip()
+    return content or f"(empty reply, finish_reason={choice.finish_reason})"
+
+
+def format_check_table(rows: Iterable[CheckRow]) -> str:
+    """A fixed-width text table, one line per row, for printing in a notebook or a terminal."""
+    header = ("role", "model", "status", "latency_ms", "detail")
+    lines = [header] + [
+        (
+            r.role,
+            r.model,
+            "ok" if r.ok else "error",
+            "-" if r.latency_s is None else f"{r.latency_s * 1000:.0f}",
+            _truncate(r.detail, DETAIL_WIDTH),
+        )
+        for r in rows
+    ]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
+    out = []
+    for line in lines:
+        cells = [cell.rjust(w) if i == 3 else cell.ljust(w) for i, (cell, w) in enumerate(zip(line, widths))]
+        out.append("  ".join(cells + [line[-1]]).rstrip())
+    return "\n".join(out)
+
+
+def _truncate(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def check_settings_file(path: str | None) -> tuple[list[CheckRow], str]:
+    """Check every role of a settings file; without one, say the run uses local backends only."""
+    if not path:
+        return [], "no settings.json given: local backends only, no endpoint to check"
+    rows = check_api(load_settings(path))
+    return rows, format_check_table(rows)

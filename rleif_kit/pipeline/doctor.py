@@ -1,0 +1,158 @@
+"""``rleif doctor PARAMS [--settings FILE]``: the ten-minute check before a ten-hour run.
+
+In order: the config is valid; the settings file is valid, each API key the run needs is in the
+environment and each configured role's endpoint answers one chat round trip (``check_api``); the base
+models resolve (``models.resolve_model_name``); the evolution temperature; a sample of the SFT data has
+explicit steps; then every reward-health check whose artifacts already exist (``health.run_diagnostics``).
+Each is a :class:`Verdict`; any fail makes the command exit non-zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rleif_kit.checks import verdicts as dg
+from rleif_kit.core.api_keys import known_secrets, read_api_key
+from rleif_kit.core.config import ConfigError, load_config
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.settings import SettingsError, load_settings
+from rleif_kit.core.verdict import Verdict
+from rleif_kit.diagnostics.stage import run_diagnostics
+from rleif_kit.models.loading import ModelNotFound, resolve_model_name
+from rleif_kit.pipeline.check_api import check_endpoint
+from rleif_kit.worlds import arith
+from rleif_kit.worlds.benchmarks import MATH_BENCHMARKS
+from rleif_kit.worlds.data import DataError, arith_size, load_instructions
+
+
+@dataclass
+class DoctorReport:
+    verdicts: list[Verdict] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(v.status == "fail" for v in self.verdicts)
+
+    def table(self) -> str:
+        counts = {s: sum(v.status == s for v in self.verdicts) for s in dg.STATUSES}
+        lines = [dg.format_verdict_table(self.verdicts)]
+        lines += [f"skipped {note}" for note in self.skipped]
+        lines.append(", ".join(f"{n} {s}" for s, n in counts.items()))
+        return "\n".join(lines)
+
+
+def needed_roles(cfg: Any) -> list[str]:
+    """The settings.json roles this run will call (the tiny preset: none)."""
+    ev, rm = cfg.evol_instruct, cfg.reward_model
+    roles = []
+    if ev.backend == "openai" or cfg.sft.build == "regenerate" and not cfg.sft.dataset.startswith("arith:"):
+        roles.append("evolve")
+    if ev.backend != "arith":  # the arithmetic world ranks IRM siblings itself
+        roles.append("irm_judge")
+    if rm.prm_step_label == "chatgpt_judged":
+        roles.append("prm_judge")
+    if "served" in cfg.eval.models:
+        roles += (["math_eval"] if any(b in MATH_BENCHMARKS for b in cfg.eval.benchmarks) else [])
+        roles += (["code_eval"] if "humaneval" in cfg.eval.benchmarks else [])
+    return roles
+
+
+def check_endpoints(cfg: Any, settings_path: str | None) -> list[Verdict]:
+    """Settings valid, each key the roles need present, each configured role's endpoint answering."""
+    needed = needed_roles(cfg)
+    if not settings_path:
+        if not needed:
+            return []
+        return [Verdict("settings", "fail", {"roles_needed": needed}, advice="this run calls an endpoint: pass "
+                        "--settings settings.json with models." + ", models.".join(needed), source=cfg.source)]
+    try:
+        settings = load_settings(settings_path)
+    except (SettingsError, FileNotFoundError) as e:
+        return [Verdict("settings", "fail", advice="; ".join(str(e).splitlines()), source=settings_path)]
+    missing = [r for r in needed if r not in settings.models]
+    out = [Verdict("settings", "fail" if missing else "ok", {"roles": list(settings.models), "roles_needed": needed},
+                   advice=f"add models.{', models.'.join(missing)}" if missing else "", source=settings_path)]
+    secrets = known_secrets(settings)
+    for role, endpoint in settings.models.items():
+        needs = role in needed
+        try:
+            read_api_key(endpoint)
+        except SettingsError as e:
+            out.append(Verdict(f"key_{role}", "fail" if needs else "warn", {"variable": endpoint.api_key_env},
+                               advice=str(e), source=settings_path))
+            continue
+        row = check_endpoint(endpoint, secrets=secrets)
+        numbers = {"model": row.model, "latency_ms": None if row.latency_s is None else round(row.latency_s * 1000)}
+        status = "ok" if row.ok else "fail" if needs else "warn"
+        out.append(Verdict(f"endpoint_{role}", status, numbers, advice="" if row.ok else row.detail,
+                           source=row.base_url))
+    return out
+
+
+def check_models(cfg: Any) -> list[Verdict]:
+    """The base model and the reward models' bases resolve (a local directory, the HF cache or the hub)."""
+    keys = [("base_model", "[base] model_name", cfg.base.model_name),
+            ("irm_base", "[reward_model] irm_base", cfg.reward_model.irm_base),
+            ("prm_base", "[reward_model] prm_base", cfg.reward_model.prm_base)]
+    if cfg.evol_instruct.backend == "hf":
+        keys.append(("evolve_model", "[evol_instruct] hf_model", cfg.evol_instruct.hf_model))
+    out = []
+    for check, key, name in keys:
+        if name == "sft":
+            out.append(Verdict(check, "ok", {"model": "sft"}, source=f"{key} (this run's SFT model, made by 03_sft)"))
+            continue
+        try:
+            out.append(Verdict(check, "ok", {"resolved": resolve_model_name(name, cfg, key=key)}, source=key))
+        except ModelNotFound as e:
+            out.append(Verdict(check, "fail", {"model": name}, advice=str(e), source=key))
+    return out
+
+
+def step_format_sample(cfg: Any) -> Verdict | str:
+    """The step-format check on a sample of ``[sft].dataset`` before SFT has run (a note when it cannot)."""
+    d = cfg.diagnostics
+    k = d.step_marker_sample or 10
+    n = arith_size(cfg.sft.dataset)
+    if n is not None:
+        a = cfg.arith
+        problems = arith.generate_problems(k, seed=cfg.base.seed, min_steps=a.min_steps, max_steps=a.max_steps,
+                                           max_operand=a.max_operand)
+        return dg.check_step_format([p["solution"] for p in problems], d, seed=cfg.base.seed,
+                                    source=f"[sft] dataset = {cfg.sft.dataset}")
+    try:
+        rows = load_instructions(cfg.resolve(cfg.sft.dataset), "[sft] dataset")
+    except DataError:
+        return f"step_format: [sft] dataset {cfg.sft.dataset} is not built yet (02_dedup builds it); checked after"
+    return dg.check_step_format([r["response"] for r in rows], d, seed=cfg.base.seed,
+                                source=f"[sft] dataset = {cfg.sft.dataset}")
+
+
+def run_doctor(params_path: str, overrides: list[str] | tuple = (), settings_path: str | None = None,
+               score: bool = True, workdir: str | Path | None = None) -> DoctorReport:
+    """Every check, in the order a run would trip over them; a bad config stops after its own row."""
+    wd = Path(workdir) if workdir else Path.cwd()
+    report = DoctorReport()
+    try:
+        cfg = load_config(params_path, list(overrides), workdir=wd)
+    except (ConfigError, FileNotFoundError) as e:
+        report.verdicts.append(Verdict("config", "fail", advice="; ".join(str(e).splitlines()), source=params_path))
+        return report
+    report.verdicts.append(Verdict("config", "ok", {"run": cfg.run_name}, source=params_path))
+    report.verdicts += check_endpoints(cfg, settings_path)
+    report.verdicts += check_models(cfg)
+    report.verdicts.append(dg.check_evolve_temperature(cfg.evol_instruct.temperature, cfg.diagnostics))
+    paths = RunPaths(output_dir=cfg.output_dir, report_dir=wd / "reports" / cfg.run_name)  # nothing is written
+    sft_data = (cfg.output_dir / "03_sft" / "train.jsonl", cfg.output_dir / "02_dedup" / "sft.jsonl")
+    if not any(p.exists() for p in sft_data):  # else health's step_format reads them
+        sample = step_format_sample(cfg)
+        if isinstance(sample, Verdict):
+            report.verdicts.append(sample)
+        else:
+            report.skipped.append(sample)
+    health = run_diagnostics(cfg, paths, score=score)
+    report.verdicts += health.verdicts
+    report.skipped += health.skipped
+    return report

@@ -1,0 +1,122 @@
+"""Run-level resume: which stages of ``rleif run`` are complete, unchanged, and can be skipped.
+
+When a stage's notebook finishes, the runner writes ``<output_dir>/<stage>/.done.json``: the resolved
+config keys the stage depends on (and their hash), the executed notebook and when it ran. On the next
+``rleif run`` a stage is skipped when its marker is there, its executed notebook is still in the report
+folder and those keys are unchanged. A changed key makes the stage stale, and with it every later
+stage (the runner deletes their markers as soon as an earlier stage reruns). ``--force`` reruns.
+
+Which keys a stage depends on: every key whose *first reader* is that stage or an earlier one
+(``FIRST_READER`` below; a section not listed counts as read by 00_setup, the safe side). So a new
+``[ppo] lr`` reruns 05_ppo onward but not the SFT; a new ``[evol_instruct]`` key reruns from 01_evolve.
+Keys that change where things go, not what they are (``base.output_dir``, ``base.run_name``) and the
+``[loop]`` section (which repeats stages, it does not change them) are left out, and so is the
+settings file (it says where the endpoints are; after switching endpoint models, ``--force``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.stages import DEDUP, EVAL, EVOLVE, PPO, REWARD_MODELS, SETUP, STAGES
+from rleif_kit.core.records import write_json_atomic
+
+MARKER = RunPaths(Path(".")).done_marker(SETUP).name  # ".done.json"
+
+# section (or section.key, which wins) -> the first stage that reads it. Checked against the stage
+# modules' reads of cfg.<section>; when a stage starts reading an earlier-unused key, move it here.
+FIRST_READER = {
+    "base": SETUP, "tiny": SETUP, "arith": SETUP,
+    "sft.open_domain_path": SETUP,  # part of the tiny tokenizer's corpus
+    "arith.teacher_early_stop": DEDUP,  # only the SFT rows
+    "evol_instruct": EVOLVE,
+    "sft": DEDUP, "dedup": DEDUP, "diagnostics": DEDUP,
+    "eval": DEDUP,  # cot_prompt, max_new_tokens, batch_size: the SFT rows, SFT/PRM/PPO generation
+    **{f"eval.{k}": EVAL for k in ("benchmarks", "models", "limit", "temperature", "top_p", "n_samples",
+                                         "stop", "code_timeout", "code_workers", "backend")},
+    "reward_model": REWARD_MODELS,
+    "ppo": PPO,
+}
+IGNORED = {"base.output_dir", "base.run_name", "base.launcher", "base.accelerate_config"}  # where / how it runs
+IGNORED_SECTIONS = {"loop"}
+
+
+def stage_config(cfg, stage: str) -> dict[str, Any]:
+    """The flattened ``section.key -> value`` of every config key ``stage`` depends on."""
+    rank = STAGES.index(stage)
+    out = {}
+    for section, values in cfg.to_dict().items():
+        if section in IGNORED_SECTIONS:
+            continue
+        for key, value in values.items():
+            name = f"{section}.{key}"
+            reader = FIRST_READER.get(name, FIRST_READER.get(section, SETUP))
+            if name not in IGNORED and STAGES.index(reader) <= rank:
+                out[name] = value
+    return out
+
+
+def config_hash(values: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def marker_path(output_dir: Path, stage: str) -> Path:
+    return RunPaths(Path(output_dir)).done_marker(stage)
+
+
+def _changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    missing = object()
+    out = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key, missing), new.get(key, missing)
+        if a != b:
+            out.append(f"{key} {'(new)' if a is missing else json.dumps(a)} -> "
+                       f"{'(gone)' if b is missing else json.dumps(b)}")
+    return out
+
+
+def check_stage(cfg, stage: str, notebook: Path) -> tuple[bool, str]:
+    """(complete and unchanged?, why) for ``stage`` of the run ``cfg`` reporting into ``notebook``."""
+    path = marker_path(cfg.output_dir, stage)
+    if not path.exists():
+        return False, "not run yet" if not RunPaths(cfg.output_dir).stage_dir(stage).exists() else "no completion marker"
+    try:
+        done = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False, f"unreadable marker {path}"
+    if Path(done.get("notebook", "")) != Path(notebook) or not Path(notebook).exists():
+        return False, f"no executed notebook at {notebook}"
+    values = stage_config(cfg, stage)
+    if done.get("config_hash") != config_hash(values):
+        changes = _changes(done.get("config", {}), values)
+        return False, "config changed: " + ("; ".join(changes) if changes else "(keys not recorded)")
+    return True, f"complete and config unchanged ({stage}/{MARKER} of {done.get('finished', '?')})"
+
+
+def mark_done(cfg, stage: str, notebook: Path, seconds: float) -> Path:
+    values = stage_config(cfg, stage)
+    path = marker_path(cfg.output_dir, stage)
+    write_json_atomic(path, {"stage": stage, "config_hash": config_hash(values), "config": values,
+                             "notebook": str(notebook), "seconds": round(seconds, 1),
+                             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    return path
+
+
+def invalidate(output_dir: Path, stage: str) -> None:
+    marker_path(output_dir, stage).unlink(missing_ok=True)
+
+
+def incomplete_reason(cfg, stage: str, metrics: dict[str, Any]) -> str | None:
+    """Why a stage that finished without an error is still not complete (a rerun continues it), else None."""
+    if stage == EVOLVE:
+        usage = RunPaths(cfg.output_dir).evolve_usage
+        stopped = json.loads(usage.read_text()).get("stopped_reason") if usage.exists() else None
+        return f"evolution stopped early ({stopped})" if stopped else None
+    if stage == EVAL and metrics.get("pending"):
+        return f"{metrics['pending']} evaluation item(s) pending"
+    return None

@@ -1,0 +1,174 @@
+"""Run the numbered notebooks headless, in order, with papermill: ``rleif run params/<run>.toml``.
+
+Each executed notebook lands in ``reports/<run>/NN_stage.ipynb`` with its outputs; the recorded
+figures go to ``reports/<run>/metrics.json``. The config is validated (and the base model
+resolved) before the first notebook starts, so a typo costs seconds, not a training run. On
+failure the error names the notebook, the cell and the exception, and the executed copy keeps
+the full traceback.
+
+A rerun skips the stages that are complete with an unchanged config (``resume.py``; ``--force``
+reruns them), repeats 01-06 per ``[loop]`` iteration (``loop.py``) and ends with
+``reports/<run>/index.html`` (``report.py``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rleif_kit.core.config import load_config
+from rleif_kit.core.paths import STAGES
+from rleif_kit.core.records import read_records, write_json_atomic
+from rleif_kit.core.settings import load_settings
+from rleif_kit.models.loading import resolve_model_name
+from rleif_kit.pipeline import resume
+from rleif_kit.pipeline.loop import iteration_dir, iteration_overrides, plan_steps, summarize_loop
+from rleif_kit.pipeline.report import write_report
+
+NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+class StageFailed(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class StageRun:
+    stage: str
+    output: Path
+    seconds: float
+
+
+def notebook_dir() -> Path:
+    """The notebooks shipped with the kit (a source checkout's ``notebooks/``)."""
+    if not NOTEBOOK_DIR.is_dir():
+        raise FileNotFoundError(f"notebooks folder not found at {NOTEBOOK_DIR}; run rleif from a source checkout")
+    return NOTEBOOK_DIR
+
+
+def available_stages() -> list[str]:
+    present = {p.stem for p in notebook_dir().glob("[0-9][0-9]_*.ipynb")}
+    return [s for s in STAGES if s in present]
+
+
+def select_stages(requested: str | None) -> list[str]:
+    """``"03_sft,05_ppo"`` or ``"sft"`` → stage names in pipeline order; None → every available stage."""
+    stages = available_stages()
+    if not requested:
+        return stages
+    chosen = []
+    for item in (s.strip() for s in requested.split(",") if s.strip()):
+        match = [s for s in stages if s == item or s.split("_", 1)[1] == item or s[:2] == item]
+        if not match:
+            raise ValueError(f"unknown stage {item!r}; available: {', '.join(stages)}")
+        chosen.extend(match)
+    return [s for s in stages if s in chosen]
+
+
+def _failure_summary(stage: str, output: Path, err: Exception) -> str:
+    cell = getattr(err, "cell_index", None)
+    ename, evalue = getattr(err, "ename", type(err).__name__), getattr(err, "evalue", str(err))
+    where = f"cell {cell}" if cell is not None else "the kernel"
+    lines = [f"{stage} failed in {where}: {ename}: {evalue}".strip(),
+             f"executed notebook with the full traceback: {output}"]
+    return "\n".join(lines)
+
+
+def run_stage(stage: str, params_path: str, overrides: list[str], report_dir: Path, workdir: Path,
+              settings_path: str | None) -> StageRun:
+    import papermill as pm
+
+    source = notebook_dir() / f"{stage}.ipynb"
+    output = report_dir / f"{stage}.ipynb"
+    parameters = {"params_path": str(params_path), "overrides": list(overrides), "report_dir": str(report_dir),
+                  "workdir": str(workdir), "settings_path": settings_path or ""}
+    start = time.perf_counter()
+    try:
+        pm.execute_notebook(str(source), str(output), parameters=parameters, cwd=str(workdir),
+                            progress_bar=sys.stderr.isatty(), kernel_name="python3", log_output=False)
+    except Exception as err:  # papermill's PapermillExecutionError and kernel deaths alike
+        raise StageFailed(_failure_summary(stage, output, err)) from err
+    return StageRun(stage, output, time.perf_counter() - start)
+
+
+def _clear_metrics(report_dir: Path, stage: str) -> None:
+    """Drop a stage's recorded figures before it reruns, so none of the old run's survive its new one."""
+    metrics = report_dir / "metrics.json"
+    data = read_records(metrics)
+    if data.pop(stage, None) is not None:
+        write_json_atomic(metrics, data)
+
+
+def _decide(cfg, stage: str, notebook: Path, force: bool, reran: str | None) -> tuple[bool, str]:
+    """(run it?, why): skip only a stage complete with an unchanged config and no earlier stage rerun."""
+    if force:
+        return True, "--force"
+    done, why = resume.check_stage(cfg, stage, notebook)
+    if done and not reran:
+        return False, why
+    return True, f"stale: {reran} reran before it" if reran and why != "not run yet" else why
+
+
+def _execute(cfg, stage: str, params_path: str, overrides: list[str], out_dir: Path, workdir: Path,
+             settings_path: str | None, later: list[tuple[Path, str]], tag: str) -> StageRun:
+    """Run one stage; until it finishes it and every ``later`` (output_dir, stage) are stale."""
+    for output_dir, name in later:
+        resume.invalidate(output_dir, name)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _clear_metrics(out_dir, stage)
+    run = run_stage(stage, params_path, overrides, out_dir, workdir, settings_path)
+    print(f"{tag} {stage} done in {run.seconds:.0f}s -> {run.output}", flush=True)
+    incomplete = resume.incomplete_reason(cfg, stage, read_records(out_dir / "metrics.json").get(stage, {}))
+    if incomplete:
+        print(f"{tag} {stage}: {incomplete}; not marked complete (rerun to continue)", flush=True)
+    else:
+        resume.mark_done(cfg, stage, run.output, run.seconds)
+    return run
+
+
+def run_pipeline(params_path: str, stages: str | None = None, overrides: list[str] | None = None,
+                 settings_path: str | None = None, report_dir: str | None = None,
+                 force: bool = False) -> list[StageRun]:
+    """Validate, then execute each selected notebook in order (01-06 once per ``[loop]`` iteration),
+    skipping stages that are complete with an unchanged config (unless ``force``); stop at the first
+    failure. ``reports/<run>/index.html`` is written at the end, also after a failure."""
+    overrides = list(overrides or [])
+    workdir = Path.cwd()
+    cfg = load_config(params_path, overrides, workdir=workdir)  # ConfigError before any work
+    resolve_model_name(cfg.base.model_name, cfg)  # ModelNotFound before any work
+    if settings_path:
+        load_settings(settings_path)
+    n = cfg.loop.iterations
+    steps = plan_steps(select_stages(stages), n)
+    every_step = plan_steps(available_stages(), n)  # what a rerun makes stale, selected or not
+    reports = (Path(report_dir) if report_dir else workdir / "reports" / cfg.run_name).resolve()
+    reports.mkdir(parents=True, exist_ok=True)
+    runs, reran, iteration = [], None, {1: (cfg, overrides)}
+    try:
+        for i, (k, stage) in enumerate(steps, 1):
+            tag = f"[{i}/{len(steps)}]" + (f" iteration {k}/{n}" if n > 1 else "")
+            if k not in iteration:  # seeded from iteration k - 1, now that it has run
+                extra, notes = iteration_overrides(cfg.output_dir, k)
+                print("\n".join(notes), flush=True)
+                iteration[k] = (load_config(params_path, overrides + extra, workdir=workdir), overrides + extra)
+            run_cfg, run_overrides = iteration[k]
+            out_dir = iteration_dir(reports, k)
+            run_it, why = _decide(run_cfg, stage, out_dir / f"{stage}.ipynb", force, reran)
+            if not run_it:
+                print(f"{tag} {stage} skipped: {why}; --force reruns it", flush=True)
+                continue
+            reran = reran or stage + (f" (iteration {k})" if n > 1 else "")
+            print(f"{tag} {stage} ... ({why})", flush=True)
+            later = [(iteration_dir(cfg.output_dir, lk), ls) for lk, ls in every_step[every_step.index((k, stage)):]]
+            runs.append(_execute(run_cfg, stage, params_path, run_overrides, out_dir, workdir, settings_path, later,
+                                 tag))
+        if n > 1:
+            print(f"loop summary: {summarize_loop(reports, cfg.output_dir, n)}", flush=True)
+    finally:
+        try:
+            print(f"report: {write_report(reports)}", flush=True)
+        except Exception as err:  # never hide the stage's own error behind the report's
+            print(f"report not written: {type(err).__name__}: {err}", file=sys.stderr)
+    return runs

@@ -1,0 +1,95 @@
+"""``[ppo].algorithm = "grpo"``: TRL's GRPOTrainer with the RLEIF reward, as an alternative to our PPO loop.
+
+TRL sums the outputs of several reward functions, so ``r = rI * rA`` (or any ``reward_formula``) must be
+computed inside ONE callable: :class:`RLEIFReward` calls the same :class:`rleif_kit.ppo.rewards.RewardScorer`
+the PPO loop uses. GRPO needs no value head: each prompt's ``num_generations`` responses are their own
+baseline. Mapping of our keys: one step = ``rollout_batch`` responses (``rollout_batch /
+num_generations`` prompts), updated in ``mini_batch`` slices, ``ppo_epochs`` times (TRL's
+``num_iterations``); ``kl_coef`` is TRL's ``beta``, ``clip_range`` its ``epsilon``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Sequence
+
+from rleif_kit.core.config import RunConfig
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.models.generation import require_vllm
+from rleif_kit.models.loading import load_tokenizer, resolve_rm_base, rm_report_to, use_bf16
+from rleif_kit.ppo.trainer import PPOResult
+from rleif_kit.worlds.prompts import math_prompt
+
+
+class RLEIFReward:
+    """The callable TRL calls with (prompts, completions); keeps rI / rA statistics for the log."""
+
+    __name__ = "rleif_reward"  # TRL names the logged reward column after the function
+
+    def __init__(self, scorer: Any, by_prompt: dict[str, dict]):
+        self.scorer, self.by_prompt, self.pending = scorer, by_prompt, []
+
+    def __call__(self, prompts: Sequence[str], completions: Sequence[str], **_: Any) -> list[float]:
+        records = [self.by_prompt[p] for p in prompts]
+        scores = self.scorer(records, [c.strip() for c in completions])
+        self.pending.append(scores)
+        return scores["reward"]
+
+    def drain(self) -> dict[str, float]:
+        """Mean rI, rA and share of rA < 0.5 over the calls since the last drain."""
+        ri = [x for s in self.pending for x in s["rI"]]
+        ra = [x for s in self.pending for x in s["rA"]]
+        self.pending = []
+        if not ra:
+            return {}
+        return {"rI_mean": statistics.fmean(ri), "rA_mean": statistics.fmean(ra),
+                "low_rA_share": sum(a < 0.5 for a in ra) / len(ra)}
+
+
+def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any, progress: bool = True):
+    """Train with GRPO; returns (model with the adapter, tokenizer, PPOResult-shaped log)."""
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    ppo = cfg.ppo
+    sft_path = resolve_rm_base(cfg, paths, "sft", "[ppo] policy")
+    by_prompt = {math_prompt(r["text"], cot=cfg.eval.cot_prompt): r for r in pool}  # the SFT prompt format
+    reward = RLEIFReward(scorer, by_prompt)
+    log: list[dict] = []
+
+    class ToLog(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "reward" in logs:
+                log.append({"step": len(log), "reward_mean": logs["reward"], "reward_std": logs.get("reward_std", 0.0),
+                            "kl": logs.get("kl", 0.0), "entropy": logs.get("entropy", 0.0),
+                            "response_len": logs.get("completions/mean_length", 0.0), **reward.drain()})
+
+    per_step = ppo.rollout_batch // ppo.mini_batch * ppo.ppo_epochs  # optimizer steps per rollout
+    if ppo.generation_backend == "vllm":  # TRL runs vLLM beside the trainer and syncs the weights each step
+
+        require_vllm("[ppo] generation_backend")
+    bf16 = use_bf16(cfg.base.bf16)
+    args = GRPOConfig(output_dir=str(paths.grpo_dir), learning_rate=ppo.lr,
+                      max_steps=ppo.total_steps * per_step, per_device_train_batch_size=ppo.mini_batch,
+                      steps_per_generation=ppo.rollout_batch // ppo.mini_batch, num_generations=ppo.num_generations,
+                      num_iterations=ppo.ppo_epochs, max_completion_length=ppo.max_new_tokens,
+                      temperature=ppo.temperature, beta=ppo.kl_coef, epsilon=ppo.clip_range,
+                      max_grad_norm=ppo.max_grad_norm, logging_steps=per_step, save_strategy="no",
+                      report_to=rm_report_to(cfg), use_cpu=not torch.cuda.is_available(), bf16=bf16,
+                      seed=cfg.base.seed, disable_tqdm=not progress,
+                      use_vllm=ppo.generation_backend == "vllm", vllm_mode="colocate")
+    lora = LoraConfig(r=ppo.lora_r, lora_alpha=ppo.lora_alpha, target_modules=list(cfg.sft.lora_targets),
+                      task_type="CAUSAL_LM", bias="none")
+    tokenizer = load_tokenizer(sft_path)
+    tokenizer.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(sft_path, dtype=torch.bfloat16 if bf16 else torch.float32)
+    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args,
+                          train_dataset=Dataset.from_list([{"prompt": p} for p in by_prompt]),
+                          processing_class=tokenizer, peft_config=lora, callbacks=[ToLog()])
+    start = time.perf_counter()
+    trainer.train()
+    return trainer.model, tokenizer, PPOResult(len(log), log, runtime_s=time.perf_counter() - start)

@@ -1,0 +1,96 @@
+"""The RLEIF reward for PPO and GRPO: rI from the IRM, rA from the PRM (or the step verifier), combined by
+``[ppo].reward_formula`` — and the error the reward-health gate raises when that reward is broken."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from rleif_kit.core.config import RunConfig
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.reward_math import parse_reward_formula
+from rleif_kit.core.verdict import Verdict
+from rleif_kit.reward_scoring.irm import irm_score
+from rleif_kit.reward_scoring.load import load_rm
+from rleif_kit.reward_scoring.prm import answer_scores
+from rleif_kit.worlds import arith
+from rleif_kit.worlds.step_labels import verifier_labels
+
+
+class RewardGateFailed(RuntimeError):
+    def __init__(self, verdicts: Sequence[Verdict]):
+        self.verdicts = list(verdicts)
+        bad = "; ".join(f"{v.check}: {v.advice}" for v in self.verdicts if v.status == "fail")
+        super().__init__(f"the reward-health gate failed, PPO not started (set [ppo] force = true to override): {bad}")
+
+
+def raise_if_failed(gate: Sequence[Verdict], force: bool) -> None:
+    """The gate's decision, wherever PPO or GRPO starts: any fail stops it unless ``[ppo].force``."""
+    if any(v.status == "fail" for v in gate) and not force:
+        raise RewardGateFailed(gate)
+
+
+def save_gate(path: Path, gate: Sequence[Verdict]) -> None:
+    """``05_ppo/gate.json``: the gate's verdicts (also how the notebook hands its gate to launched ranks)."""
+    path.write_text(json.dumps([v.to_dict() for v in gate], indent=2) + "\n")
+
+
+def load_gate(path: Path) -> list[Verdict]:
+    return [Verdict(**v) for v in json.loads(Path(path).read_text())]
+
+
+class RewardScorer:
+    """rI, rA and r for (instruction, response) pairs, from the stage-04 reward models."""
+
+    def __init__(self, cfg: RunConfig, paths: RunPaths, irm: tuple[Any, Any] | None = None,
+                 prm: tuple[Any, Any] | None = None):
+        quantized = cfg.reward_model.rm_finetune == "qlora"  # 7B recipe: the reward models sit in 4-bit
+        self.cfg = cfg
+        self.irm = irm or load_rm(paths.irm_model, load_in_4bit=quantized, bf16=cfg.base.bf16)
+        self.prm = None
+        if cfg.reward_model.answer_reward == "prm":
+            self.prm = prm or load_rm(paths.prm_model, load_in_4bit=quantized, bf16=cfg.base.bf16)
+        self.formula = parse_reward_formula(cfg.ppo.reward_formula)
+        self._ri: dict[str, float] = {}
+
+    def instruction_scores(self, instructions: Sequence[dict]) -> list[float]:
+        new = [r for r in {r["id"]: r for r in instructions}.values() if r["id"] not in self._ri]
+        if new:
+            scores = irm_score(self.irm[0], self.irm[1], [r["text"] for r in new], batch_size=self.cfg.ppo.gen_batch,
+                               max_length=self.cfg.reward_model.rm_max_len)
+            self._ri.update(zip((r["id"] for r in new), scores))
+        return [self._ri[r["id"]] for r in instructions]
+
+    def answer_scores(self, instructions: Sequence[dict], responses: Sequence[str]) -> list[float | None]:
+        """rA per response; None where the PRM finds no steps (the caller scores those 0 and counts them)."""
+        if self.prm is None:
+            out: list[float | None] = []
+            for r, text in zip(instructions, responses):
+                labels = verifier_labels(r["text"], text, arith.Problem.from_record(r["problem"]).answer())
+                out.append(float(all(labels)) if labels else None)
+            return out
+
+        rm = self.cfg.reward_model
+        # scored gen_batch at a time, the micro-batch that already bounds rollout memory: on one H200 the
+        # reward models' default batches (64 / 32) peaked at 28 GiB in the 24 GB preset
+        return answer_scores(self.prm[0], self.prm[1], [(r["text"], t) for r, t in zip(instructions, responses)],
+                             rm.prm_aggregate, batch_size=self.cfg.ppo.gen_batch, max_len=rm.rm_max_len)
+
+    def close(self) -> None:
+        """Free both reward models (before launched ranks load their own copies on the same GPUs)."""
+        import gc
+
+        import torch
+
+        self.irm = self.prm = None
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def __call__(self, instructions: Sequence[dict], responses: Sequence[str]) -> dict[str, list]:
+        ri = self.instruction_scores(instructions)
+        ra_raw = self.answer_scores(instructions, responses)
+        ra = [0.0 if a is None else a for a in ra_raw]
+        return {"rI": ri, "rA": ra, "flagged": [a is None for a in ra_raw],
+                "reward": [self.formula(i, a) for i, a in zip(ri, ra)]}

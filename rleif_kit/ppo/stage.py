@@ -1,0 +1,107 @@
+"""Stage 05 around the loop: the choice of algorithm (our PPO or TRL's GRPO, both behind the reward-health
+gate of ``ppo.reward_gate``, re-exported here for the notebook), the SFT-vs-PPO A/B on held-out problems,
+the export with a model card, and ``python -m rleif_kit.ppo``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from rleif_kit.checks.verdicts import check_ab
+from rleif_kit.core import distributed as dist
+from rleif_kit.core.config import RunConfig
+from rleif_kit.core.jsonl import write_jsonl
+from rleif_kit.core.launch import load_result, maybe_launch, should_launch
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.verdict import Verdict
+from rleif_kit.ppo.grpo import run_grpo
+from rleif_kit.ppo.policy import Policy, export_policy, last_checkpoint, load_checkpoint
+from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
+from rleif_kit.ppo.trainer import STAGE, PPOResult, reward_gate, run_ppo
+from rleif_kit.worlds.arith_bench import evaluate_arith
+from rleif_kit.worlds.data import heldout_problems
+
+
+def needs_gate(paths: RunPaths) -> bool:
+    """The gate runs before the first update only: not when resuming from a checkpoint."""
+    return last_checkpoint(paths.ppo_checkpoints) is None
+
+
+def export(cfg: RunConfig, paths: RunPaths, policy: Policy, result: PPOResult, extra: str = "") -> Path:
+    """Write the PPO policy as standalone weights with a model card; the Policy is merged (unusable) after."""
+    ppo, last = cfg.ppo, (result.log[-1] if result.log else {})
+    out = paths.ppo_model
+    if not dist.is_main():
+        return out
+    card = (f"# PPO policy (RLEIF)\n\nThe SFT model after {result.steps} PPO steps (reward `{ppo.reward_formula}`, "
+            f"rA from {cfg.reward_model.answer_reward}, aggregate {cfg.reward_model.prm_aggregate}); adapter r="
+            f"{ppo.lora_r} merged. lr {ppo.lr}, kl_coef {ppo.kl_coef}, clip {ppo.clip_range}, rollout {ppo.rollout_batch}, "
+            f"mini-batch {ppo.mini_batch}, {ppo.ppo_epochs} epochs per batch.\nLast step: reward "
+            f"{last.get('reward_mean', float('nan')):.3f}, KL {last.get('kl', float('nan')):.2f}.\n{extra}")
+    export_policy(policy, out, card)
+    (out / "ppo_info.json").write_text(json.dumps({"steps": result.steps, "stopped": result.stopped}) + "\n")
+    result.model_dir = out
+    return out
+
+
+def train(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: RewardScorer, policy: Policy,
+          gate: list[Verdict] | None = None, progress: bool = True) -> tuple[Policy, PPOResult]:
+    """``[ppo].algorithm``: our PPO loop, or TRL's GRPOTrainer with the same reward (behind the same gate).
+    With ``[base].launcher = "accelerate"`` the loop runs in launched processes, which read the pool and the
+    reward models from the run's files as ``python -m rleif_kit.ppo`` does (``pool`` is not passed on and
+    ``scorer`` frees its models first), and ``policy`` gets its trained adapter from the last checkpoint."""
+    if should_launch(cfg):
+        scorer.close()  # the launched ranks load their own reward models
+        return _launched(cfg, paths, policy, gate)
+    if cfg.ppo.algorithm == "ppo":
+        return run_ppo(cfg, paths, pool, scorer, policy, gate, progress)
+
+    gate = gate if gate is not None else reward_gate(cfg, policy, scorer, pool)
+    raise_if_failed(gate, cfg.ppo.force)
+    model, tokenizer, result = run_grpo(cfg, paths, pool, scorer, progress)
+    result.gate = gate
+    if dist.is_main():
+        write_jsonl(paths.ppo_log, result.log)
+    return Policy(model, None, tokenizer), result
+
+
+def _launched(cfg: RunConfig, paths: RunPaths, policy: Policy, gate: list[Verdict] | None) -> tuple[Policy, PPOResult]:
+    """``python -m rleif_kit.ppo`` under accelerate launch (the notebook's gate passed on, no export: the
+    notebook exports), then the trained adapter of the last checkpoint into ``policy``."""
+    if cfg.ppo.algorithm != "ppo":
+        raise ValueError("[base] launcher = \"accelerate\" runs our PPO loop only; for GRPO run "
+                         "`accelerate launch -m rleif_kit.ppo --params FILE` from a shell (TRL handles the ranks)")
+    args = ["--no-export"]
+    raise_if_failed(gate or [], cfg.ppo.force)
+    if gate:
+        save_gate(paths.ppo_gate, gate)
+        args += ["--gate", str(paths.ppo_gate)]
+    maybe_launch(cfg, "rleif_kit.ppo", args=args)
+    result = load_result(PPOResult, paths.ppo_result)
+    good = last_checkpoint(paths.ppo_checkpoints)
+    if good is not None:
+        load_checkpoint(policy, None, good)
+    return policy, result
+
+
+def heldout_ab(cfg: RunConfig, paths: RunPaths, policy: Policy) -> dict[str, Any]:
+    """SFT (adapter off) and PPO policy, greedy, on the first ``[ppo].eval_samples`` held-out arithmetic
+    problems: per-item correctness of each, and the A/B verdict (paired bootstrap)."""
+    problems = heldout_problems(cfg, paths)[: cfg.ppo.eval_samples]
+    kw = dict(cot=cfg.eval.cot_prompt, max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size)
+    with policy.model.disable_adapter():
+        sft = evaluate_arith(policy.model, policy.tokenizer, problems, out_path=paths.ppo_heldout("sft"),
+                             desc="held-out (SFT)", **kw)
+    ppo = evaluate_arith(policy.model, policy.tokenizer, problems, out_path=paths.ppo_heldout("ppo"),
+                         desc="held-out (PPO)", **kw)
+    verdict = check_ab([r["correct"] for r in sft["rows"]], [r["correct"] for r in ppo["rows"]], cfg.diagnostics,
+                       f"{STAGE}/{paths.ppo_heldout('sft').name} vs {paths.ppo_heldout('ppo').name}", seed=cfg.base.seed)
+    return {"n": len(problems), "sft_accuracy": sft["accuracy"], "ppo_accuracy": ppo["accuracy"], "verdict": verdict}
+
+
+def fifth_means(log: Sequence[dict], key: str = "reward_mean") -> tuple[float, float]:
+    """Mean of ``key`` over the first and the last fifth of the steps (at least one step each)."""
+    k = max(1, len(log) // 5)
+    first, last = [r[key] for r in log[:k]], [r[key] for r in log[-k:]]
+    return sum(first) / len(first), sum(last) / len(last)

@@ -1,0 +1,356 @@
+"""Stage 05: PPO with the RLEIF reward r = rI * rA — a small loop meant to be read top to bottom.
+
+TRL 1.16 has no PPOTrainer, and no peer combines two reward models into one reward, so the loop is
+ours. One step:
+
+1. **Rollout.** ``rollout_batch`` evolved instructions → sampled responses (``gen_batch`` at a time)
+   → log-probs under the policy and the reference (adapter off), and values, without gradients.
+2. **Reward.** ``rI`` = IRM score of the instruction, ``rA`` = PRM aggregate of the response (or the
+   arithmetic verifier, a perfect PRM, with ``[reward_model].answer_reward = "verifier"``); the scalar
+   ``[ppo].reward_formula`` goes on the last response token, ``-kl_coef * KL`` on every token.
+3. **Advantages.** GAE with ``gamma``, ``lam``; whitened.
+4. **Updates.** ``ppo_epochs`` passes in ``mini_batch`` slices: clipped policy loss + ``vf_coef`` × clipped
+   value loss, gradient clipping.
+5. **Log, guard, checkpoint.** One JSONL row per step; the KL guard stops the run when the KL passes
+   ``kl_limit`` or anything is not finite, keeping the last good checkpoint.
+
+Under ``accelerate launch`` (``distributed.py``) each rank takes its slice of the rollout batch, DDP
+averages the gradients, the log row's figures are those of the whole batch (so every rank takes the same
+guard decision), and only rank 0 writes files. On one process all of this is a no-op.
+
+Before the first update, the reward-health gate scores a sample with both reward models and refuses to
+start on a broken reward unless ``[ppo].force`` (``reward_gate``). The math lives in ``ppo_math.py``, the
+policy in ``ppo_policy.py``, the reward in ``ppo_rewards.py``; the A/B and export in ``ppo_stage.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from rleif_kit.checks.verdicts import check_low_ra_share, check_score_distribution
+from rleif_kit.core import distributed as dist
+from rleif_kit.core.config import RunConfig
+from rleif_kit.core.jsonl import write_jsonl
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.verdict import Verdict
+from rleif_kit.ppo import ppo_math as pm
+from rleif_kit.ppo.policy import (
+    Policy,
+    forward,
+    last_checkpoint,
+    load_checkpoint,
+    load_policy,
+    prepare,
+    save_checkpoint,
+)
+from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
+from rleif_kit.worlds.data import instruction_pool
+from rleif_kit.worlds.prompts import math_prompt
+from rleif_kit.core.stages import PPO
+
+if TYPE_CHECKING:
+    from rleif_kit.ppo.rewards import RewardScorer
+
+STAGE = PPO
+RANK_MEANS = ("kl", "kl_after", "entropy", "response_len", "policy_loss", "value_loss", "clip_frac")  # per-rank means
+KL_ADVICE = ("lower [ppo] lr (1e-6 for 7B), raise kl_coef (0.1), keep clip_range 0.2, and use rollout_batch >= 64 "
+             "for 7B")
+
+
+# ------------------------------------------------------------------------- rollout
+
+@dataclass
+class Rollout:
+    input_ids: Any  # [B, P + T]: left-padded prompt, then the response, right-padded
+    attention_mask: Any
+    response_mask: Any  # [B, T]: 1 on response tokens (EOS included), 0 on padding
+    prompt_width: int
+    responses: list[str]
+    logp: Any = None
+    ref_logp: Any = None
+    values: Any = None
+    entropy: float = 0.0
+    temperature: float = 1.0  # the sampling temperature: log-probs are taken at the same one
+
+
+def _response_tokens(row: list[int], eos_id: int) -> list[int]:
+    """The sampled tokens up to and including the first EOS (all of them when there is none)."""
+    return row[: row.index(eos_id) + 1] if eos_id in row else row
+
+
+def generate_rollout(policy: Policy, prompts: Sequence[str], cfg: RunConfig) -> Rollout:
+    """Sample one response per prompt, ``gen_batch`` prompts at a time, and lay them out as one batch."""
+    import torch
+
+    tok, ppo = policy.tokenizer, cfg.ppo
+    tok.padding_side = "left"
+    device = next(policy.model.parameters()).device
+    prompt_ids, response_ids = [], []
+    policy.model.eval()
+    for start in range(0, len(prompts), ppo.gen_batch):
+        chunk = list(prompts[start:start + ppo.gen_batch])
+        enc = tok(chunk, return_tensors="pt", padding=True).to(device)
+        with torch.no_grad():
+            out = policy.model.generate(**enc, do_sample=True, temperature=ppo.temperature, top_p=1.0, top_k=0,
+                                        max_new_tokens=ppo.max_new_tokens, pad_token_id=tok.pad_token_id,
+                                        eos_token_id=tok.eos_token_id)
+        width = enc["input_ids"].shape[1]
+        for i in range(len(chunk)):
+            prompt_ids.append(enc["input_ids"][i][enc["attention_mask"][i].bool()].tolist())
+            response_ids.append(_response_tokens(out[i, width:].tolist(), tok.eos_token_id))
+    P, T = max(map(len, prompt_ids)), max(1, max(map(len, response_ids)))
+    pad = tok.pad_token_id
+    ids = torch.tensor([[pad] * (P - len(p)) + p + r + [pad] * (T - len(r)) for p, r in zip(prompt_ids, response_ids)])
+    attn = torch.tensor([[0] * (P - len(p)) + [1] * (len(p) + len(r)) + [0] * (T - len(r))
+                         for p, r in zip(prompt_ids, response_ids)])
+    resp_mask = torch.tensor([[1.0] * len(r) + [0.0] * (T - len(r)) for r in response_ids])
+    texts = [tok.decode(r, skip_special_tokens=True).strip() for r in response_ids]
+    return Rollout(ids.to(device), attn.to(device), resp_mask.to(device), P, texts, temperature=ppo.temperature)
+
+
+def response_view(policy: Policy, ids, attn, prompt_width: int, reference: bool = False, with_values: bool = True,
+                  temperature: float = 1.0):
+    """(log-probs of the response tokens, values, logits), each [B, T, ...].
+
+    The logits are divided by the sampling ``temperature``, so the log-probs are those of the distribution
+    the rollout was sampled from (policy and reference alike): PPO's ratio and the KL stay on-policy.
+    """
+    logits, values = forward(policy, ids, attn, with_values=with_values and not reference, reference=reference)
+    T = ids.shape[1] - prompt_width
+    logits = logits[:, prompt_width - 1: prompt_width - 1 + T] / temperature  # position t predicts token t + 1
+    logp = pm.token_logprobs(logits, ids[:, prompt_width:])
+    vals = values[:, prompt_width - 1: prompt_width - 1 + T] if values is not None else None
+    return logp, vals, logits
+
+
+def _slices(roll: Rollout, mini_batch: int) -> list[slice]:
+    return [slice(s, s + mini_batch) for s in range(0, roll.input_ids.shape[0], mini_batch)]
+
+
+def _view(policy: Policy, roll: Rollout, rows, **kw):
+    """``response_view`` of the rollout's ``rows`` (a slice or an index tensor) at its sampling temperature."""
+    return response_view(policy, roll.input_ids[rows], roll.attention_mask[rows], roll.prompt_width,
+                         temperature=roll.temperature, **kw)
+
+
+def score_rollout(policy: Policy, roll: Rollout, mini_batch: int) -> None:
+    """Fill in the rollout's log-probs (policy and reference), values and mean entropy, without gradients."""
+    import torch
+
+    logps, refs, vals, ents = [], [], [], []
+    with torch.no_grad():
+        for sl in _slices(roll, mini_batch):
+            logp, values, logits = _view(policy, roll, sl)
+            ref, _, _ = _view(policy, roll, sl, reference=True)
+            logps.append(logp), refs.append(ref), vals.append(values), ents.append(pm.entropy_from_logits(logits))
+    roll.logp, roll.ref_logp, roll.values = torch.cat(logps), torch.cat(refs), torch.cat(vals)
+    roll.entropy = pm.masked_mean(torch.cat(ents), roll.response_mask).item()
+
+
+# ------------------------------------------------------------------------- the loop
+
+@dataclass
+class PPOResult:
+    steps: int  # steps completed (including resumed ones)
+    log: list[dict]
+    gate: list[Verdict] = field(default_factory=list)
+    stopped: str = ""  # why the KL guard stopped the run ('' when it ran to the end)
+    model_dir: Path | None = None
+    resumed_from: int = 0
+    runtime_s: float = 0.0
+
+
+def _batch_for_step(pool: Sequence[dict], step: int, size: int, seed: int) -> list[dict]:
+    """The instructions of step ``step``: a seeded shuffle of the pool per epoch over it, so a resumed
+    run draws exactly the batches it would have drawn."""
+    per_epoch = max(1, len(pool) // size)
+    epoch, k = divmod(step, per_epoch)
+    order = list(pool)
+    random.Random(seed * 1000 + epoch).shuffle(order)
+    return order[k * size:(k + 1) * size] if len(order) >= size else [order[i % len(order)] for i in range(size)]
+
+
+def ppo_step(policy: Policy, optimizer: Any, roll: Rollout, scores: dict, cfg: RunConfig, kl_coef: float) -> dict:
+    """Advantages from the rollout's rewards, then ``ppo_epochs`` clipped updates; returns the step's stats."""
+    import torch
+
+    ppo, mask = cfg.ppo, roll.response_mask
+    score = torch.tensor(scores["reward"], dtype=torch.float32, device=mask.device)
+    kl_tokens = roll.logp - roll.ref_logp
+    rewards = pm.token_rewards(score, kl_tokens, kl_coef, mask)
+    adv, returns = pm.gae(rewards, roll.values, mask, ppo.gamma, ppo.lam)
+    adv = pm.masked_whiten(adv, mask)
+    policy.model.train()
+    B, stats = mask.shape[0], {"policy_loss": [], "value_loss": [], "clip_frac": []}
+    for _ in range(ppo.ppo_epochs):
+        for idx in torch.randperm(B).split(ppo.mini_batch):
+            logp, values, _ = _view(policy, roll, idx)
+            pl, clip_frac = pm.policy_loss(logp, roll.logp[idx], adv[idx], mask[idx], ppo.clip_range)
+            vl = pm.value_loss(values, roll.values[idx], returns[idx], mask[idx], ppo.clip_range)
+            loss = pl + ppo.vf_coef * vl
+            if dist.any_rank(not torch.isfinite(loss)):
+                return {"policy_loss": float("nan"), "value_loss": float("nan")}
+            optimizer.zero_grad()
+            dist.accelerator().backward(loss)
+            dist.accelerator().clip_grad_norm_(policy.parameters(), ppo.max_grad_norm)
+            optimizer.step()
+            stats["policy_loss"].append(pl.item()), stats["value_loss"].append(vl.item())
+            stats["clip_frac"].append(clip_frac.item())
+    out = {k: sum(v) / len(v) for k, v in stats.items()}
+    out["kl_after"] = kl_after_update(policy, roll, ppo.mini_batch)
+    return out
+
+
+def kl_after_update(policy: Policy, roll: Rollout, mini_batch: int) -> float:
+    """KL per sequence of the UPDATED policy on this rollout's responses: what a checkpoint saved now holds.
+
+    The rollout's own KL describes the policy before the updates; an update that blew the policy up would
+    only show in the next rollout, after a checkpoint of the broken policy could have been saved.
+    """
+    import torch
+
+    kls = []
+    with torch.no_grad():
+        for sl in _slices(roll, mini_batch):
+            logp, _, _ = _view(policy, roll, sl, with_values=False)
+            kls.append(pm.sequence_kl(logp, roll.ref_logp[sl], roll.response_mask[sl]))
+    return torch.cat(kls).mean().item()
+
+
+def step_record(step: int, scores: dict, roll: Rollout, update: dict, kl_coef: float) -> dict:
+    """One log row: reward mean/std, mean rI and rA, share of rA < 0.5, KL per sequence, entropy, ..."""
+    import statistics
+
+    kl = pm.sequence_kl(roll.logp, roll.ref_logp, roll.response_mask)
+    r = scores["reward"]
+    return {"step": step, "reward_mean": statistics.fmean(r), "reward_std": statistics.pstdev(r),
+            "rI_mean": statistics.fmean(scores["rI"]), "rA_mean": statistics.fmean(scores["rA"]),
+            "low_rA_share": sum(a < 0.5 for a in scores["rA"]) / len(r),
+            "flagged_share": sum(scores["flagged"]) / len(r), "kl": kl.mean().item(), "kl_coef": kl_coef,
+            "entropy": roll.entropy, "response_len": roll.response_mask.sum(dim=1).mean().item(), **update}
+
+
+def guard(row: dict, kl_limit: float) -> str:
+    """'' when the step is healthy; else why the run must stop."""
+    keys = ("kl", "kl_after", "policy_loss", "value_loss", "reward_mean")
+    bad = [k for k in keys if not math.isfinite(row.get(k, 0.0))]
+    if bad:
+        return f"step {row['step']}: {', '.join(bad)} not finite — {KL_ADVICE}"
+    kl = max(row["kl"], row.get("kl_after", row["kl"]))
+    if kl > kl_limit:
+        return f"step {row['step']}: KL {kl:.2f} passed the limit {kl_limit:g} — {KL_ADVICE}"
+    return ""
+
+
+def reward_gate(cfg: RunConfig, policy: Policy, scorer: RewardScorer, pool: Sequence[dict]) -> list[Verdict]:
+    """Reward-health checks 1 and 2 on ``gate_samples`` responses of the SFT policy (adapter off).
+
+    With rA from the step verifier (``answer_reward = "verifier"``) there is no PRM to check: rA is 0 or 1
+    and its distribution is the policy's accuracy, so check 1 covers the IRM alone."""
+    sample = random.Random(cfg.base.seed + 7).sample(list(pool), min(cfg.ppo.gate_samples, len(pool)))
+    with policy.model.disable_adapter():
+        roll = generate_rollout(policy, [math_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in sample], cfg)
+    scores = scorer(sample, roll.responses)
+    src = f"{STAGE} gate: {len(sample)} SFT responses"
+    verdicts = [check_score_distribution("IRM", scores["rI"], cfg.diagnostics, src)]
+    if cfg.reward_model.answer_reward == "prm":
+        verdicts.append(check_score_distribution("PRM", scores["rA"], cfg.diagnostics, src))
+    return verdicts + [check_low_ra_share(scores["rA"], cfg.diagnostics, f"{src}, rA from the "
+                                                                          f"{cfg.reward_model.answer_reward}")]
+
+
+def _read_log(path: Path, upto: int) -> list[dict]:
+    if not path.exists():
+        return []
+    return [r for r in map(json.loads, path.read_text().splitlines()) if r["step"] < upto]
+
+
+def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None, scorer: RewardScorer | None = None,
+            policy: Policy | None = None, gate: list[Verdict] | None = None,
+            progress: bool = True) -> tuple[Policy, PPOResult]:
+    """Gate (unless given), then ``total_steps`` PPO steps, resuming from the last checkpoint.
+
+    Raises RewardGateFailed when a gate check fails and ``[ppo].force`` is off.
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    if cfg.ppo.generation_backend == "vllm":
+        raise NotImplementedError("[ppo] generation_backend = 'vllm' is not supported yet by our PPO loop (it needs "
+                                  "the current adapter in vLLM at every step): use \"transformers\", or algorithm "
+                                  "= \"grpo\" (TRL's vLLM)")
+    ppo = cfg.ppo
+    dist.shard(range(ppo.rollout_batch))  # fails early, with the fix, when the batch does not divide
+    pool = list(pool if pool is not None else instruction_pool(cfg, paths))
+    policy = policy or load_policy(cfg, paths)
+    if scorer is None:
+        scorer = RewardScorer(cfg, paths)
+    n_params = sum(p.numel() for p in policy.model.parameters())
+    if n_params > 1e9 and ppo.rollout_batch < 64:
+        print(f"warning: [ppo] rollout_batch = {ppo.rollout_batch} on a {n_params / 1e9:.0f}B model: PPO is "
+              "unstable below 64 prompts per batch", file=sys.stderr)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=ppo.lr)
+    optimizer = prepare(policy, optimizer)  # accelerate: DDP on several ranks, a pass-through on one
+    kl_ctl = pm.AdaptiveKL(ppo.kl_coef, ppo.kl_target or None)
+    checkpoints, log_path = paths.ppo_checkpoints, paths.ppo_log
+    start = 0
+    resume = last_checkpoint(checkpoints)
+    if resume is not None:
+        state = load_checkpoint(policy, optimizer, resume)
+        start, kl_ctl.coef, gate = state["step"], state["kl_coef"], []
+        print(f"resuming from {resume.name} (step {start})")
+    else:
+        if gate is None:
+            gate = reward_gate(cfg, policy, scorer, pool)
+        if dist.is_main():
+            save_gate(paths.ppo_gate, gate)
+        if dist.any_rank(any(v.status == "fail" for v in gate)):
+            raise_if_failed(gate, ppo.force)
+    log = _read_log(log_path, start)
+    if dist.is_main():
+        write_jsonl(log_path, log)
+    result = PPOResult(start, log, gate, resumed_from=start)
+    t0 = time.perf_counter()
+    bar = tqdm(total=ppo.total_steps, initial=start, desc="PPO", disable=not progress or not dist.is_main())
+    for step in range(start, ppo.total_steps):
+        torch.manual_seed(cfg.base.seed * 7919 + step)
+        batch = dist.shard(_batch_for_step(pool, step, ppo.rollout_batch, cfg.base.seed))  # this rank's slice
+        roll = generate_rollout(policy, [math_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in batch], cfg)
+        score_rollout(policy, roll, ppo.mini_batch)
+        scores = scorer(batch, roll.responses)
+        update = ppo_step(policy, optimizer, roll, scores, cfg, kl_ctl.coef)
+        row = step_record(step, dist.gather_lists(scores), roll, update, kl_ctl.coef)  # rewards of the whole batch
+        row.update(dist.gather_mean({k: row[k] for k in RANK_MEANS if k in row}))  # the same row on every rank
+        result.stopped = guard(row, ppo.kl_limit)
+        if dist.is_main():
+            with open(log_path, "a") as f:
+                f.write(json.dumps(row) + "\n")
+        result.log.append(row)
+        bar.update(1)
+        bar.set_postfix(reward=f"{row['reward_mean']:.3f}", kl=f"{row['kl']:.2f}")
+        if result.stopped:
+            break
+        kl_ctl.update(row["kl"], ppo.rollout_batch)
+        result.steps = step + 1
+        if result.steps % ppo.save_every == 0 or result.steps == ppo.total_steps:
+            if dist.is_main():
+                save_checkpoint(policy, optimizer, checkpoints / f"step-{result.steps:06d}",
+                                {"step": result.steps, "kl_coef": kl_ctl.coef})
+            dist.barrier()
+    bar.close()
+    dist.debug_dump("ppo", policy.named_trainable().items())
+    result.runtime_s = time.perf_counter() - t0
+    if result.stopped:
+        good = last_checkpoint(checkpoints)
+        print(f"KL guard stopped PPO: {result.stopped}. Last good checkpoint: {good or 'none (the SFT model)'}",
+              file=sys.stderr)
+        if good is not None:
+            load_checkpoint(policy, optimizer, good)
+    return policy, result

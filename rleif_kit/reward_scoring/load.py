@@ -1,0 +1,56 @@
+"""A saved IRM or PRM back from disk for scoring (full weights, or base + adapter), and the head class each
+kind of reward model has."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rleif_kit.core.stages import REWARD_MODELS
+from rleif_kit.models.loading import load_tokenizer, nf4_config, use_bf16
+
+RM_INFO = "rm_info.json"  # what a saved reward model is: its head, fine-tuning and base
+
+
+HEADS = {"sequence": ("AutoModelForSequenceClassification", 1, "SEQ_CLS"),  # IRM: one reward per text
+         "token": ("AutoModelForTokenClassification", 2, "TOKEN_CLS")}  # PRM: correct / not, per token
+
+
+def head_class(head: str):
+    import transformers
+
+    name, labels, task = HEADS[head]
+    return getattr(transformers, name), labels, task
+
+
+def load_rm(model_dir: str | Path, load_in_4bit: bool = False, bf16: bool = False) -> tuple[Any, Any]:
+    """A saved IRM or PRM for scoring: full weights, or base + adapter (merged unless 4-bit); bf16 when
+    asked and the GPU has it, else fp32."""
+    import torch
+
+    model_dir = Path(model_dir)
+    info_path = model_dir / RM_INFO
+    if not info_path.exists():
+        raise FileNotFoundError(f"{model_dir} is not a saved reward model (no {RM_INFO}): run {REWARD_MODELS}")
+    info = json.loads(info_path.read_text())
+    cls, num_labels, _ = head_class(info["head"])
+    tokenizer = load_tokenizer(str(model_dir))
+
+    dtype = torch.bfloat16 if (load_in_4bit or use_bf16(bf16)) else torch.float32  # fp32 only on CPUs
+    kwargs: dict[str, Any] = {"dtype": dtype, "num_labels": num_labels}
+    if load_in_4bit:
+        kwargs["quantization_config"] = nf4_config(torch.bfloat16)
+    if info["finetune"] == "full":
+        model = cls.from_pretrained(model_dir, **kwargs)
+    else:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(cls.from_pretrained(info["base_model"], **kwargs), model_dir)
+        if not load_in_4bit:
+            model = model.merge_and_unload()
+    model.config.pad_token_id = tokenizer.pad_token_id
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model, tokenizer

@@ -1,0 +1,133 @@
+"""rA from the process reward model: P(step correct) at the last token of each step, aggregated per solution.
+
+The PRM is a token classifier read at the LAST token of each step (``worlds/step_labels.step_end_positions``):
+there the model has seen the whole step and nothing of the next. Input text is the SFT prompt followed by
+the solution, exactly as the policy sees it in PPO. ``rA`` is one number from the per-step scores
+(``[reward_model].prm_aggregate``, :func:`rleif_kit.core.reward_math.aggregate_steps`). A solution whose
+steps cannot be found gets ``None`` (flagged), never a silent one-step score. Training (04) encodes its
+examples with the same :func:`encode`, so training and scoring agree on where each label sits.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from rleif_kit.core.reward_math import aggregate_steps
+from rleif_kit.worlds import step_labels
+from rleif_kit.worlds.prompts import math_prompt, sft_completion
+
+IGNORE = -100  # label of every token that is not a step end (ignored by the loss)
+
+
+class StepsNotFound(ValueError):
+    """The solution has no step structure the PRM can score."""
+
+
+def solution_step_ends(solution: str) -> list[int]:
+    """Exclusive character end of each step: 'Step k:' markers, else one step per line (>= 2 lines).
+
+    The final 'The answer is: X' line belongs to the last step (its label says whether the answer is
+    right). [] when neither form is present: the caller flags the solution.
+    """
+    ends = step_labels.step_char_ends(solution)
+    if ends:
+        return ends
+    ends, pos = [], 0
+    for line in solution.splitlines(keepends=True):
+        body = line.rstrip()
+        if body.strip() and not body.strip().lower().startswith("the answer is"):
+            ends.append(pos + len(body))
+        pos += len(line)
+    return ends if len(ends) >= 2 else []
+
+
+def prm_input(question: str, solution: str) -> tuple[str, str, int]:
+    """(full text, the solution as placed in it, character offset of the solution in the text).
+
+    The PRM always reads the chain-of-thought prompt form, in training and in scoring alike, whatever
+    prompt the policy was given: its input format is its own, and one form keeps it consistent.
+    """
+    prompt = math_prompt(question, cot=True)
+    completion = sft_completion(solution)  # " " + stripped solution, as in SFT
+    return prompt + completion, completion[1:], len(prompt) + 1
+
+
+def encode(tokenizer: Any, question: str, solution: str, labels: Sequence[bool] | None = None,
+           max_len: int = 1024) -> dict | None:
+    """Token ids, the token position of each step end (None where truncated), and token labels.
+
+    None when the solution has no findable steps. ``labels`` must give one verdict per step.
+    """
+    text, placed, offset = prm_input(question, solution)
+    ends = [offset + e for e in solution_step_ends(placed)]
+    if not ends:
+        return None
+    enc = tokenizer(text, return_offsets_mapping=True)
+    positions = step_labels.step_end_positions(enc["offset_mapping"], ends, max_len)
+    row = {"input_ids": list(enc["input_ids"][:max_len]), "positions": positions}
+    if labels is not None:
+        if len(labels) != len(ends):
+            raise ValueError(f"{len(labels)} labels for {len(ends)} steps: {solution!r}")
+        token_labels = [IGNORE] * len(row["input_ids"])
+        for pos, label in zip(positions, labels):
+            if pos is not None:
+                token_labels[pos] = int(bool(label))
+        row["labels"] = token_labels
+    return row
+
+
+class StepLabelCollator:
+    """Right-pads a batch: pad id for inputs, 0 in the attention mask, IGNORE for labels."""
+
+    def __init__(self, pad_token_id: int):
+        self.pad_token_id = pad_token_id
+
+    def __call__(self, rows: Sequence[dict]) -> dict:
+        import torch
+
+        width = max(len(r["input_ids"]) for r in rows)
+        pad = lambda seq, value: list(seq) + [value] * (width - len(seq))  # noqa: E731
+        batch = {"input_ids": torch.tensor([pad(r["input_ids"], self.pad_token_id) for r in rows]),
+                 "attention_mask": torch.tensor([pad([1] * len(r["input_ids"]), 0) for r in rows])}
+        if "labels" in rows[0]:
+            batch["labels"] = torch.tensor([pad(r["labels"], IGNORE) for r in rows])
+        return batch
+
+
+def step_scores(model: Any, tokenizer: Any, items: Sequence[tuple[str, str]], batch_size: int = 32,
+                max_len: int = 1024) -> list[list[float] | None]:
+    """P(step correct) per step of each (question, solution); None for a solution whose steps cannot
+    be found or were cut off at ``max_len`` (flagged, not scored on a part)."""
+    import torch
+
+    encoded = [encode(tokenizer, q, s, max_len=max_len) for q, s in items]
+    usable = [i for i, e in enumerate(encoded) if e is not None and None not in e["positions"]]
+    out: list[list[float] | None] = [None] * len(items)
+    collate = StepLabelCollator(tokenizer.pad_token_id)
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        for start in range(0, len(usable), batch_size):
+            idx = usable[start:start + batch_size]
+            batch = {k: v.to(device) for k, v in collate([encoded[i] for i in idx]).items()}
+            probs = torch.softmax(model(**batch).logits.float(), dim=-1)[..., 1]
+            for row, i in enumerate(idx):
+                out[i] = probs[row, encoded[i]["positions"]].tolist()
+    model.train(was_training)
+    return out
+
+
+def prm_score(model: Any, tokenizer: Any, question: str, solution: str, max_len: int = 1024) -> list[float]:
+    """Per-step scores of one solution; raises StepsNotFound rather than scoring it as one step."""
+    scores = step_scores(model, tokenizer, [(question, solution)], max_len=max_len)[0]
+    if scores is None:
+        raise StepsNotFound(f"no scorable steps in: {solution[:80]!r}")
+    return scores
+
+
+def answer_scores(model: Any, tokenizer: Any, items: Sequence[tuple[str, str]], how: str = "min",
+                  batch_size: int = 32, max_len: int = 1024) -> list[float | None]:
+    """rA per (question, solution): the PRM's step scores aggregated by ``how``; None when flagged."""
+    return [None if s is None else aggregate_steps(s, how)
+            for s in step_scores(model, tokenizer, items, batch_size, max_len)]

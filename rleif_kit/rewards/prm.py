@@ -1,0 +1,194 @@
+"""Stage 04 (second half): the process reward model (PRM) — is each step of this solution right?
+
+The PRM is a token classifier read at the LAST token of each step (``prm_labels.step_end_positions``):
+there the model has seen the whole step and nothing of the next. TRL no longer ships a PRM trainer,
+so this is ``transformers.Trainer`` with our own collator: labels are -100 everywhere except the
+step ends, so the loss is the cross-entropy of "this step is correct" at exactly those tokens.
+
+Input text is the SFT prompt followed by the solution, exactly as the policy sees it in PPO, so the
+PRM scores what the policy produces. ``rA`` is one number from the per-step scores
+(``[reward_model].prm_aggregate``, :func:`rleif_kit.core.reward_math.aggregate_steps`). A solution whose steps
+cannot be found gets ``None`` (flagged), never a silent one-step score.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from rleif_kit.core.config import RunConfig
+from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
+from rleif_kit.core.launch import load_result
+from rleif_kit.core.metrics import roc_auc, threshold_accuracy
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.models.generation import generate
+from rleif_kit.models.loading import load_merged, use_bf16
+from rleif_kit.reward_scoring.heldout import split_by_question
+from rleif_kit.reward_scoring.prm import StepLabelCollator, encode, solution_step_ends, step_scores
+from rleif_kit.rewards.irm import load_rm, load_rm_for_training, loss_log, resolve_rm_base, rm_report_to, save_rm
+from rleif_kit.rewards.launched import launch_training
+from rleif_kit.worlds import arith
+from rleif_kit.worlds import step_labels as prm_labels
+from rleif_kit.worlds.prompts import math_prompt
+
+# ------------------------------------------------------------------------------ data
+
+def load_prm800k_style(path: Path) -> list[dict]:
+    """Labelled steps from a JSONL of {question, steps: [str], labels: [bool | 1 | 0 | -1]}.
+
+    PRM800K rates steps -1 (wrong), 0 (neutral) and 1 (right); only 1 (or true) counts as correct
+    here, since a neutral step does not move a solution forward. Steps become 'Step k: ...' text,
+    the format the SFT model writes, so the PRM sees one form.
+    """
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            missing = {"question", "steps", "labels"} - set(r)
+            if missing or len(r["steps"]) != len(r["labels"]) or not r["steps"]:
+                raise ValueError(f"{path}:{n}: expected question, steps and one label per step "
+                                 f"(missing {sorted(missing)})" if missing else
+                                 f"{path}:{n}: {len(r['steps'])} steps but {len(r['labels'])} labels")
+            solution = " ".join(f"Step {i}: {s.strip()}" for i, s in enumerate(r["steps"], 1))
+            out.append({"id": str(r.get("id", f"{path.stem}-{n}")), "question": r["question"],
+                        "solution": solution, "labels": [v is True or v == 1 for v in r["labels"]],
+                        "source": "prm_data"})
+    return out
+
+
+def sample_solutions(cfg: RunConfig, paths: RunPaths, instructions: Sequence[dict], n: int,
+                     out_path: Path, progress: bool = True) -> list[dict]:
+    """``n`` solutions sampled from the SFT model on ``instructions`` (round-robin over a seeded
+    shuffle), appended per batch to ``out_path``; a rerun resumes after the last finished batch and
+    draws the same samples (each batch reseeds from ``[base].seed`` and its index)."""
+    import torch
+    from tqdm.auto import tqdm
+
+    order = list(instructions)
+    random.Random(cfg.base.seed).shuffle(order)
+    picks = [order[i % len(order)] for i in range(n)] if order else []
+    done = list(read_jsonl(out_path)) if out_path.exists() else []
+    batch = cfg.eval.batch_size
+    if len(done) >= len(picks):
+        return done[:n]
+    start = len(done) - len(done) % batch  # a part-written last batch is redone whole, same seed
+    if start < len(done):
+        done = done[:start]
+        write_jsonl(out_path, done)
+    model, tokenizer = load_merged(paths.sft_model)
+    bar = tqdm(total=len(picks), initial=start, desc="sampling solutions", disable=not progress)
+    with JsonlWriter(out_path, fsync_every=batch) as writer:
+        for b in range(start, len(picks), batch):
+            torch.manual_seed(cfg.base.seed + b)
+            chunk = picks[b:b + batch]
+            texts = generate(model, tokenizer, [math_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in chunk],
+                             cfg.eval.max_new_tokens, batch_size=batch, do_sample=True,
+                             temperature=cfg.reward_model.prm_sample_temperature, progress=False)
+            for j, (r, text) in enumerate(zip(chunk, texts)):
+                row = {"id": f"{r['id']}-s{b + j}", "instruction_id": r["id"], "question": r["text"],
+                       "solution": text.strip(), "problem": r.get("problem")}
+                writer.write(row)
+                done.append(row)
+            bar.update(len(chunk))
+    bar.close()
+    return done
+
+
+def verifier_examples(samples: Sequence[dict]) -> tuple[list[dict], int]:
+    """Step labels from the arithmetic verifier; (examples, solutions flagged for having no steps)."""
+    out, flagged = [], 0
+    for s in samples:
+        gold = arith.Problem.from_record(s["problem"]).answer() if s.get("problem") else None
+        labels = prm_labels.verifier_labels(s["question"], s["solution"], gold) if gold is not None else []
+        if len(labels) != len(solution_step_ends(s["solution"])) or not labels:
+            flagged += 1
+            continue
+        out.append({"id": s["id"], "question": s["question"], "solution": s["solution"], "labels": labels,
+                    "source": "verifier"})
+    return out, flagged
+
+
+# --------------------------------------------------------------------------- training
+
+@dataclass
+class PRMResult:
+    model_dir: Path
+    train_examples: int
+    heldout_examples: int
+    train_steps: int  # labelled steps
+    heldout_steps: int
+    correct_share: float  # share of labelled steps that are correct (train split)
+    step_accuracy: float | None
+    step_auc: float | None
+    runtime_s: float
+    log: list[dict] = field(default_factory=list)
+    heldout_scores: list[float] = field(default_factory=list)
+    heldout_labels: list[bool] = field(default_factory=list)
+
+
+def evaluate_prm(model: Any, tokenizer: Any, examples: Sequence[dict], max_len: int) -> tuple[list[bool], list[float]]:
+    """Flattened (step label, step score) over ``examples``, skipping flagged solutions."""
+    scores = step_scores(model, tokenizer, [(e["question"], e["solution"]) for e in examples], max_len=max_len)
+    labels, flat = [], []
+    for e, s in zip(examples, scores):
+        if s is not None:
+            labels += list(e["labels"])
+            flat += s
+    return labels, flat
+
+
+def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tuple[Any, Any, PRMResult]:
+    """Train the PRM on ``examples`` ({question, solution, labels}) and save it with a model card."""
+    import torch
+    from transformers import Trainer, TrainingArguments
+
+    rm = cfg.reward_model
+    out_dir = paths.prm_model
+    if launch_training(cfg, paths, "prm", examples):  # [base].launcher = "accelerate"
+
+        return *load_rm(out_dir, bf16=cfg.base.bf16), load_result(PRMResult, paths.rm_result("prm"))
+    train, heldout = split_by_question(examples, rm.rm_heldout_share, cfg.base.seed)
+    if not train:
+        raise ValueError("no PRM training examples: every sampled solution was flagged or none were sampled")
+    base = resolve_rm_base(cfg, paths, rm.prm_base, "[reward_model] prm_base")
+    bf16 = use_bf16(cfg.base.bf16)
+    model, tokenizer = load_rm_for_training(base, "token", cfg, bf16)
+    rows = [r for r in (encode(tokenizer, e["question"], e["solution"], e["labels"], rm.rm_max_len) for e in train)
+            if r is not None]
+    steps = int(rm.rm_epochs * -(-len(rows) // rm.rm_batch_size))
+    args = TrainingArguments(output_dir=str(out_dir / "checkpoints"), learning_rate=rm.rm_lr,
+                             num_train_epochs=rm.rm_epochs, per_device_train_batch_size=rm.rm_batch_size,
+                             save_strategy="no", logging_steps=max(1, min(10, steps // 10)),
+                             report_to=rm_report_to(cfg), use_cpu=not torch.cuda.is_available(), bf16=bf16,
+                             seed=cfg.base.seed, remove_unused_columns=False, disable_tqdm=False,
+                             warmup_steps=0.05)
+    trainer = Trainer(model=model, args=args, train_dataset=[{k: r[k] for k in ("input_ids", "labels")} for r in rows],
+                      data_collator=StepLabelCollator(tokenizer.pad_token_id))
+    start = time.perf_counter()
+    trainer.train()
+    runtime = time.perf_counter() - start
+    labels, scores = evaluate_prm(trainer.model, tokenizer, heldout, rm.rm_max_len)
+    train_labels = [label for e in train for label in e["labels"]]
+    result = PRMResult(out_dir, len(train), len(heldout), len(train_labels), len(labels),
+                       sum(train_labels) / max(1, len(train_labels)), threshold_accuracy(labels, scores),
+                       roc_auc(labels, scores), runtime, loss_log(trainer), scores, labels)
+    card = (f"# Process reward model (PRM)\n\nBase: `{rm.prm_base}` ({rm.rm_finetune}). Token classification at the "
+            f"last token of each step (label 1 = step correct). Trained on {result.train_steps} labelled steps "
+            f"of {len(train)} solutions ({result.correct_share:.0%} correct; labels: {rm.prm_step_label}). "
+            f"Held out: {len(heldout)} solutions of unseen questions, {len(labels)} steps — step accuracy "
+            f"{fmt_score(result.step_accuracy)}, AUC {fmt_score(result.step_auc)}.\nlr {rm.rm_lr}, epochs {rm.rm_epochs}, "
+            f"batch {rm.rm_batch_size}, max length {rm.rm_max_len}. rA = {rm.prm_aggregate} over steps.\n")
+    save_rm(trainer, tokenizer, out_dir, {"head": "token", "finetune": rm.rm_finetune, "base_model": base},
+            card)
+    return trainer.model, tokenizer, result
+
+
+def fmt_score(x: float | None) -> str:
+    """A score to 3 decimals, or "n/a" when there was nothing to measure it on (no held-out steps of a class)."""
+    return "n/a" if x is None else f"{x:.3f}"

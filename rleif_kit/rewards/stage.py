@@ -1,0 +1,140 @@
+"""Stage 04 as steps the notebook calls in order: IRM data → IRM → PRM data → PRM → score samples.
+
+Each step reads and writes files under ``04_reward_models/`` and resumes from them: the fan-out and
+the judges' answers are append-only JSONL (``evolve.run_fanout``, ``judge_labels``), the sampled
+solutions are written per batch (``prm.sample_solutions``).
+
+Who judges: with the arithmetic evolver (``[evol_instruct].backend = "arith"``) the IRM rankings come
+from the world's programmatic judge (``irm_data.arith_quality``); otherwise from
+``settings.models.irm_judge``. PRM step labels follow ``[reward_model].prm_step_label``: the step
+verifier (arithmetic world) or ``settings.models.prm_judge``; ``prm_data`` adds PRM800K-style labels.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from rleif_kit.checks.verdicts import check_low_ra_share, check_score_distribution
+from rleif_kit.core.config import RunConfig
+from rleif_kit.core.jsonl import read_jsonl
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.verdict import Verdict
+from rleif_kit.evolution.fanout import run_fanout
+from rleif_kit.reward_scoring.heldout import split_by_question
+from rleif_kit.reward_scoring.irm import irm_score
+from rleif_kit.reward_scoring.prm import answer_scores, solution_step_ends
+from rleif_kit.rewards import prm
+from rleif_kit.rewards.irm_data import arith_irm_pairs
+from rleif_kit.rewards.judge_labels import judge_irm_rankings, judge_prm_labels, report_path
+from rleif_kit.worlds.data import instruction_pool
+from rleif_kit.core.stages import REWARD_MODELS
+
+STAGE = REWARD_MODELS
+SCORE_SAMPLE = 100  # instructions and solutions scored for the distribution checks (reward-health check 1)
+TRAINING_ROWS = {"irm": "irm_pairs.jsonl", "prm": "prm_steps.jsonl"}  # what each reward model trains on
+
+
+def _sample(rows: list[dict], n: int, seed: int) -> list[dict]:
+    rows = list(rows)
+    random.Random(seed).shuffle(rows)
+    return rows[:n]
+
+
+@dataclass
+class IRMData:
+    pairs: list[dict]
+    groups: int
+    variants: int
+    judge: str  # "arith" (programmatic) or the judge model's name
+    failed: int = 0
+
+
+def build_irm_pairs(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True) -> IRMData:
+    """Fan out ``irm_groups`` instructions into ``irm_samples_per_instruction`` siblings; rank; make pairs."""
+    rm = cfg.reward_model
+    parents = _sample(instruction_pool(cfg, paths), rm.irm_groups, cfg.base.seed)
+    fanout = run_fanout(cfg, paths.irm_fanout, parents, k=rm.irm_samples_per_instruction,
+                        settings=settings, progress=progress)
+    groups: dict[str, list[dict]] = {}
+    for r in fanout:
+        groups.setdefault(r["sibling_group"], []).append(r)
+    if cfg.evol_instruct.backend == "arith":
+        pairs = arith_irm_pairs(fanout, cfg.arith.min_steps, cfg.arith.max_steps, seed=cfg.base.seed)
+        return IRMData(pairs, len(groups), len(fanout), "arith")
+
+    out = paths.irm_rankings
+    pairs = judge_irm_rankings(cfg, settings, [sorted(g, key=lambda r: r["id"]) for g in groups.values()], out,
+                               progress=progress)
+    failed = sum(1 for r in read_jsonl(out) if r.get("status") == "failed")
+    report = report_path(out)
+    judge = json.loads(report.read_text()).get("model", "judge") if report.exists() else "judge"
+    return IRMData(pairs, len(groups), len(fanout), judge, failed)
+
+
+@dataclass
+class PRMData:
+    examples: list[dict]
+    samples: int
+    flagged: int  # sampled solutions without findable steps (or not labelled)
+    labeller: str
+    by_source: dict[str, int] = field(default_factory=dict)
+
+
+def build_prm_examples(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True) -> PRMData:
+    """SFT-model samples on evolved instructions, labelled per step; plus ``prm_data`` when given."""
+    rm = cfg.reward_model
+    samples = prm.sample_solutions(cfg, paths, instruction_pool(cfg, paths), rm.prm_samples,
+                                   paths.prm_samples, progress) if rm.prm_samples else []
+    if rm.prm_step_label == "verifier":
+        examples, flagged = prm.verifier_examples(samples)
+        labeller = "verifier"
+    else:
+        items = []
+        for s in samples:
+            text = s["solution"]
+            ends = solution_step_ends(text)
+            starts = [0] + ends[:-1]
+            items.append({**s, "steps": [text[a:b].strip() for a, b in zip(starts, ends)]})
+        judged = judge_prm_labels(cfg, settings, items, paths.prm_judged, progress=progress)
+        examples = [{**j, "source": "judged"} for j in judged]
+        flagged, labeller = len(samples) - len(judged), "judge"
+    if rm.prm_data:
+        examples += prm.load_prm800k_style(cfg.resolve(rm.prm_data))
+    by_source: dict[str, int] = {}
+    for e in examples:
+        by_source[e["source"]] = by_source.get(e["source"], 0) + 1
+    return PRMData(examples, len(samples), flagged, labeller, by_source)
+
+
+@dataclass
+class ScoreSample:
+    """Scores on held-out samples, for the histograms and reward-health checks 1 and 2."""
+    irm_scores: list[float]
+    answer_scores: list[float]  # rA of held-out solutions
+    answer_correct: list[bool]  # whether each of those solutions is fully correct (by its labels)
+    flagged: int
+    verdicts: list[Verdict]
+
+
+def score_sample(cfg: RunConfig, paths: RunPaths, irm: tuple[Any, Any], prm_model: tuple[Any, Any],
+                 prm_examples: list[dict]) -> ScoreSample:
+    """IRM on held-out evolved instructions, PRM rA on held-out solutions; distribution and rA checks."""
+    rm, dcfg = cfg.reward_model, cfg.diagnostics
+    fanned = {r["sibling_group"] for r in read_jsonl(paths.irm_fanout)}
+    pool = instruction_pool(cfg, paths)
+    instructions = [r for r in pool if r["id"] not in fanned] or pool
+    texts = [r["text"] for r in _sample(instructions, SCORE_SAMPLE, cfg.base.seed + 1)]
+    irm_scores = irm_score(irm[0], irm[1], texts, max_length=rm.rm_max_len)
+    heldout = _sample(split_by_question(prm_examples, rm.rm_heldout_share, cfg.base.seed)[1], SCORE_SAMPLE,
+                      cfg.base.seed + 2)
+    ra = answer_scores(prm_model[0], prm_model[1], [(e["question"], e["solution"]) for e in heldout],
+                       rm.prm_aggregate, max_len=rm.rm_max_len)
+    kept = [(a, all(e["labels"])) for a, e in zip(ra, heldout) if a is not None]
+    answer, correct = [a for a, _ in kept], [c for _, c in kept]
+    verdicts = [check_score_distribution("IRM", irm_scores, dcfg, f"{STAGE}/irm on {len(texts)} instructions"),
+                check_score_distribution("PRM", answer, dcfg, f"{STAGE}/prm rA on {len(answer)} solutions"),
+                check_low_ra_share(answer, dcfg, f"{STAGE}/prm rA on {len(answer)} held-out solutions")]
+    return ScoreSample(irm_scores, answer, correct, len(ra) - len(answer), verdicts)

@@ -1,0 +1,378 @@
+"""Run untrusted Python (model-written code) in a sandbox: one process per program, bounded and isolated.
+
+Why: HumanEval executes whatever the model wrote. A loop, a fork bomb, a 20 GB allocation, an
+``rm``, a socket or ``os.kill(os.getppid())`` must each end as a failed test with its reason, and
+leave the machine and the evaluator intact. Every program gets:
+- its own process group, session and temp dir, and a wall-clock timeout that SIGKILLs the group;
+- rlimits on CPU time, address space, processes, file size and open files (no core files);
+- when the evaluator runs as root (tests and CI do, where the process limit does not bind and every
+  file is writable): a uid of its own (one per parallel slot, no passwd entry, no groups), so the
+  process limit counts only that program, it can write only its temp dir, and every process it
+  left behind can be found and killed; and ``no_new_privs`` so setuid binaries do not help it;
+- on Linux where namespaces are allowed (as root, or through a user namespace): fresh network
+  (no interfaces up: nothing reachable), PID (the evaluator is invisible; the kernel kills every
+  leftover when the program exits), IPC and mount namespaces, the file system read-only except the
+  temp dir, and a fresh /proc. A directory that hides the interpreter from the unprivileged uid
+  (e.g. pyenv under a 0700 /root) is replaced by a tmpfs that shows only what Python needs.
+
+Where the OS allows less (macOS, containers without namespaces, a non-root user without user
+namespaces), the sandbox falls back step by step and ``sandbox_plan().protections`` says which
+protections are active; rlimits and the timeout always are.
+
+Speed: the launcher (``sandbox_launcher.py``, compiled, run as ``python -I -S sandbox_launcher.pyc CONFIG``)
+builds the sandbox around itself and then runs the program in its own interpreter, with the evaluator's
+site-packages on ``sys.path``; one interpreter start per program, not two. This file is the evaluator side.
+"""
+
+from __future__ import annotations
+
+import functools
+import marshal
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from rleif_kit.sandbox import launcher as sandbox_launcher
+from rleif_kit.sandbox.launcher import SETUP_FAILED
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-program resource limits (CPU seconds default to the wall timeout plus one)."""
+
+    memory_bytes: int = 4 << 30
+    nproc: int = 32
+    file_bytes: int = 16 << 20
+    open_files: int = 256
+    cpu_seconds: int | None = None
+
+
+@dataclass
+class RunResult:
+    """What one program did: exit code (negative: killed by that signal), output tails, timing, protections."""
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    wall_s: float
+    protections: list[str] = field(default_factory=list)
+    error: str | None = None  # the sandbox itself failed (never the program's fault)
+
+
+UID_BASE = 60100  # per-slot uids start here; uids that have a passwd entry are skipped
+_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+@dataclass(frozen=True)
+class SandboxPlan:
+    """How programs run on this machine: the strongest setup that worked, and what it protects."""
+
+    namespaces: bool
+    drop_uid: bool
+    protections: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # why stronger setups were not used
+
+
+_plan: SandboxPlan | None = None
+_PLAN_LOCK = threading.Lock()
+
+
+def sandbox_plan(refresh: bool = False) -> SandboxPlan:
+    """Probe once (a trivial program under each setup, strongest first) and remember what works."""
+    global _plan
+    with _PLAN_LOCK:
+        if _plan is None or refresh:
+            _plan = _probe()
+    return _plan
+
+
+_PROBE = "import collections, fractions, hashlib, heapq, itertools, math, re, string, typing\nprint('ok')\n"
+
+
+def _probe() -> SandboxPlan:
+    root = hasattr(os, "geteuid") and os.geteuid() == 0
+    if sys.platform != "linux":
+        candidates = [(False, True), (False, False)] if root else [(False, False)]
+    elif root:  # a dropped uid without namespaces beats root inside them
+        candidates = [(True, True), (False, True), (True, False), (False, False)]
+    else:
+        candidates = [(True, False), (False, False)]
+    notes = []
+    for ns, drop in candidates:
+        trial = SandboxPlan(ns, drop)
+        result = _run(trial, _PROBE, timeout=30.0, limits=Limits(), slot=0)
+        if result.returncode == 0 and result.stdout.strip() == "ok":
+            return SandboxPlan(ns, drop, tuple(result.protections), tuple(notes))
+        why = result.error or (result.stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1]
+        notes.append(f"namespaces={ns}, unprivileged uid={drop}: {why}")
+    raise RuntimeError("the sandbox cannot run Python at all: " + "; ".join(notes))
+
+
+def describe_sandbox() -> str:
+    """One line for logs and notebooks: the protections in force and why stronger ones are not."""
+    plan = sandbox_plan()
+    text = "sandbox protections: " + ", ".join(plan.protections)
+    return text + ("" if not plan.notes else " (not used: " + "; ".join(plan.notes) + ")")
+
+
+def run_python(source: str, timeout: float = 10.0, limits: Limits = Limits(), slot: int = 0) -> RunResult:
+    """Run one Python program in the sandbox; never raises for anything the program does.
+
+    ``slot`` selects the unprivileged uid (parallel callers must use different slots).
+    """
+    return _run(sandbox_plan(), source, timeout, limits, slot)
+
+
+def run_many(sources, timeout: float = 10.0, limits: Limits = Limits(), workers: int | None = None,
+             on_done=None) -> list[RunResult]:
+    """Run many programs on ``workers`` parallel slots (default: one per CPU); results in input order.
+
+    ``on_done(result)`` is called as each finishes (for a progress bar).
+    """
+    import queue
+    from concurrent.futures import ThreadPoolExecutor
+
+    plan = sandbox_plan()
+    workers = max(1, workers or os.cpu_count() or 1)
+    slots: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for i in range(workers):
+        slots.put(i)
+
+    def one(source: str) -> RunResult:
+        slot = slots.get()
+        try:
+            result = _run(plan, source, timeout, limits, slot)
+        finally:
+            slots.put(slot)
+        if on_done is not None:
+            on_done(result)
+        return result
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, list(sources)))
+
+
+_slot_uids: dict[int, int] = {}
+_held_locks: list[int] = []
+_UID_LOCK = threading.Lock()
+
+
+def _slot_uid(slot: int) -> int:
+    """This process's uid for ``slot``: claimed once, held (by a file lock) until the process exits."""
+    with _UID_LOCK:
+        if slot not in _slot_uids:
+            _slot_uids[slot] = _claim_uid(set(_slot_uids.values()))
+        return _slot_uids[slot]
+
+
+def _claim_uid(taken: set[int]) -> int:
+    """The first uid from UID_BASE with no passwd entry (no real user is ever touched) that no other
+    evaluator on this machine holds: two evaluations at once must not share a uid, or one's process
+    limit and leftover cleanup would hit the other's programs."""
+    import fcntl
+    import pwd
+    import tempfile
+
+    for uid in range(UID_BASE, UID_BASE + 4096):
+        if uid in taken:
+            continue
+        try:
+            pwd.getpwuid(uid)
+            continue
+        except KeyError:
+            pass
+        lock = os.path.join(tempfile.gettempdir(), f"rleif-sandbox-uid-{uid}.lock")
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        _held_locks.append(fd)
+        return uid
+    raise RuntimeError(f"no free sandbox uid in {UID_BASE}..{UID_BASE + 4095}")
+
+
+def _covers(paths: list[str]) -> dict[str, list[str]]:
+    """For each directory the unprivileged uid cannot traverse on the way to ``paths``: the children to keep."""
+    import stat
+
+    cover: dict[str, set[str]] = {}
+    for path in paths:
+        parts = os.path.realpath(path).strip("/").split("/")
+        for depth in range(len(parts) - 1):
+            parent = "/" + "/".join(parts[:depth + 1])
+            if not os.stat(parent).st_mode & stat.S_IXOTH:
+                cover.setdefault(parent, set()).add(parts[depth + 1])
+                break
+    return {k: sorted(v) for k, v in cover.items()}
+
+
+@functools.lru_cache(maxsize=1)
+def _launcher() -> str:
+    """The launcher compiled once into a private temp dir: a script is recompiled at every start (9 ms)."""
+    import atexit
+    import py_compile
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="rleif-launcher-")
+    atexit.register(shutil.rmtree, folder, True)
+    return py_compile.compile(os.path.abspath(sandbox_launcher.__file__),
+                              cfile=os.path.join(folder, "sandbox_launcher.pyc"), doraise=True)
+
+
+@functools.lru_cache(maxsize=1)
+def _site_paths() -> list[str]:
+    """The evaluator's site-packages, put on the program's ``sys.path`` (the launcher runs with -S)."""
+    import site
+
+    return [p for p in site.getsitepackages() if os.path.isdir(p)]
+
+
+@functools.lru_cache(maxsize=1)
+def _python_paths() -> list[str]:
+    """Everything the interpreter reads: what a hiding directory's tmpfs must keep visible."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return [sys.executable, os.path.realpath(sys.executable), sys.prefix, sys.base_prefix, paths["stdlib"],
+            paths["platstdlib"], *_site_paths()]
+
+
+def _user_processes(uid: int) -> list[int]:
+    """Pids whose real uid is ``uid`` (empty where there is no /proc)."""
+    pids = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                if any(line.startswith("Uid:") and line.split()[1] == str(uid) for line in f):
+                    pids.append(int(entry))
+        except (OSError, IndexError):
+            continue
+    return pids
+
+
+def _kill_uid(uid: int) -> None:
+    """SIGKILL every process left with ``uid`` (a slot uid: nothing else runs under it)."""
+    for _ in range(50):
+        pids = _user_processes(uid)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.02)
+
+
+def _outlived(proc, timeout: float) -> bool:
+    """Wait for ``proc`` up to ``timeout`` s; True if it is still running. Uses a pidfd where there is one:
+    ``Popen.wait(timeout)`` polls with sleeps of up to 50 ms, which would dominate a 50 ms program."""
+    import select
+    import subprocess
+
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        try:
+            proc.wait(timeout=timeout)
+            return False
+        except subprocess.TimeoutExpired:
+            return True
+    try:
+        ready, _, _ = select.select([pidfd], [], [], timeout)
+    finally:
+        os.close(pidfd)
+    return not ready
+
+
+def _tail(f, limit: int) -> str:
+    f.seek(0, os.SEEK_END)
+    f.seek(max(0, f.tell() - limit))
+    return f.read().decode("utf-8", errors="replace")
+
+
+def _config(plan: SandboxPlan, tmp: str, uid: int | None, timeout: float, limits: Limits) -> dict:
+    """What the launcher needs (marshalled into its argv)."""
+    import math
+
+    nproc = limits.nproc
+    if uid is None and hasattr(os, "geteuid") and os.geteuid() != 0:
+        nproc += len(_user_processes(os.getuid()))  # the limit counts all of this user's processes
+    return {"tmpdir": tmp, "uid": uid, "namespaces": plan.namespaces, "site_paths": _site_paths(),
+            "parent": os.getpid(),
+            "cover": _covers([*_python_paths(), tmp]) if uid is not None and plan.namespaces else {},
+            "limits": {"memory_bytes": limits.memory_bytes, "nproc": nproc, "file_bytes": limits.file_bytes,
+                       "open_files": limits.open_files, "cpu_seconds": limits.cpu_seconds or math.ceil(timeout) + 1}}
+
+
+def _run(plan: SandboxPlan, source: str, timeout: float, limits: Limits, slot: int) -> RunResult:
+    """One program under ``plan``: write it to a fresh temp dir, launch, wait, kill what is left, clean up."""
+    import shutil
+    import tempfile
+
+    uid = _slot_uid(slot) if plan.drop_uid else None
+    tmp = tempfile.mkdtemp(prefix="rleif-sandbox-")
+    try:
+        with open(os.path.join(tmp, "program.py"), "w", encoding="utf-8") as f:
+            f.write(source)
+        if uid is not None:
+            os.chown(tmp, uid, uid)
+            os.chown(os.path.join(tmp, "program.py"), uid, uid)
+        cfg = _config(plan, tmp, uid, timeout, limits)
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            rc, timed_out, status, wall = _launch_and_wait(plan, cfg, out, err, timeout)
+            protections = status.get("protections", "").split()
+            if uid is not None and "pid-namespace" not in protections:
+                _kill_uid(uid)  # processes that left the group (setsid) but not the uid
+            if plan.namespaces and rc is not None and 128 < rc <= 192 and not timed_out:
+                rc = -(rc - 128)  # the launcher's parent reports a signalled child as 128 + signal
+            return RunResult(returncode=None if timed_out else rc, stdout=_tail(out, 1 << 16),
+                             stderr=_tail(err, 1 << 13), timed_out=timed_out, wall_s=wall, protections=protections,
+                             error=status.get("error") if rc == SETUP_FAILED else None)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _launch_and_wait(plan: SandboxPlan, cfg: dict, out, err, timeout: float) -> tuple[int, bool, dict, float]:
+    """Start the launcher in a new session; on timeout kill its whole group. (rc, timed_out, status, wall_s)."""
+    import subprocess
+
+    status_r, status_w = os.pipe()
+    cfg["status_fd"] = status_w
+    env = dict(_ENV, HOME=cfg["tmpdir"], TMPDIR=cfg["tmpdir"])
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen([sys.executable, "-I", "-S", _launcher(), marshal.dumps(cfg).hex()],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(status_w,),
+                                start_new_session=True, cwd=cfg["tmpdir"], env=env)
+    except BaseException:
+        os.close(status_r)
+        raise
+    finally:
+        os.close(status_w)
+    timed_out = _outlived(proc, timeout)
+    if timed_out and plan.namespaces:  # let the launcher kill and reap the namespace's PID 1 first
+        proc.terminate()
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the whole group, also after a normal exit (leftovers)
+    except OSError:
+        pass
+    proc.wait()
+    wall = time.monotonic() - start
+    with os.fdopen(status_r, "rb") as f:
+        status = dict(line.partition(" ")[::2] for line in f.read().decode(errors="replace").splitlines())
+    return proc.returncode, timed_out, status, wall

@@ -1,0 +1,167 @@
+"""Stage 03: supervised fine-tuning with TRL's SFTTrainer (QLoRA, LoRA or full fine-tuning).
+
+Reads the step-by-step data and open-domain samples (``sft_data.py``), trains with the loss on the
+response only, checkpoints every ``[sft].save_steps`` (a rerun resumes from the last checkpoint),
+and saves the model (adapter, or full weights) plus tokenizer to ``03_sft/model``. On the
+arithmetic world it also measures greedy held-out accuracy before and after training.
+Under ``accelerate launch`` the Trainer runs DDP / DeepSpeed; only rank 0 measures and writes.
+
+    python -m rleif_kit.sft --params params/tiny-cpu.toml
+    accelerate launch --config_file params/accelerate/ddp.yaml -m rleif_kit.sft --params params/wizardmath-7b.toml
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rleif_kit.checks.verdicts import check_sft_learning, check_step_format
+from rleif_kit.core import distributed as dist
+from rleif_kit.core.config import RunConfig
+from rleif_kit.core.jsonl import read_jsonl
+from rleif_kit.core.launch import load_result, maybe_launch
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.verdict import Verdict
+from rleif_kit.models.loading import (
+    load_for_training,
+    load_merged,
+    load_tokenizer,
+    report_to,
+    trainable_parameters,
+    use_bf16,
+)
+from rleif_kit.sft.examples import build_sft_examples
+from rleif_kit.worlds.arith_bench import evaluate_arith
+from rleif_kit.worlds.data import heldout_problems
+from rleif_kit.worlds.tiny_corpus import ensure_base_model
+
+
+@dataclass
+class SFTResult:
+    model_dir: Path
+    finetune: str
+    examples: int
+    steps: int
+    runtime_s: float
+    log: list[dict] = field(default_factory=list)  # one row per logging step: step, loss, learning_rate, ...
+    accuracy_before: float | None = None
+    accuracy_after: float | None = None
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    @property
+    def first_loss(self) -> float:
+        return next(r["loss"] for r in self.log if "loss" in r)
+
+    @property
+    def final_loss(self) -> float:
+        return [r["loss"] for r in self.log if "loss" in r][-1]
+
+
+def _log_callback(path: Path):
+    from transformers import TrainerCallback
+
+    class JsonlLog(TrainerCallback):
+        """Appends each logged row (step, loss, lr, ...) to ``03_sft/log.jsonl`` as it happens."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and state.is_world_process_zero:
+                with open(path, "a", encoding="utf-8") as f:
+                    f.write(json.dumps({"step": state.global_step, **logs}) + "\n")
+
+    return JsonlLog()
+
+
+def _trainer_args(cfg: RunConfig, paths: RunPaths, bf16: bool):
+    import torch
+    from trl import SFTConfig
+
+    s = cfg.sft
+    return SFTConfig(
+        output_dir=str(paths.sft_checkpoints), seed=cfg.base.seed, data_seed=cfg.base.seed,
+        max_length=s.max_seq_len, completion_only_loss=True, packing=False,
+        num_train_epochs=s.epochs, max_steps=s.max_steps, learning_rate=s.lr,
+        per_device_train_batch_size=s.batch_size, gradient_accumulation_steps=s.grad_accum,
+        warmup_steps=s.warmup_ratio, lr_scheduler_type=s.lr_scheduler, weight_decay=s.weight_decay,
+        activation_checkpointing=s.gradient_checkpointing,
+        logging_steps=s.logging_steps, save_strategy="steps", save_steps=s.save_steps, save_total_limit=2,
+        bf16=bf16, use_cpu=not torch.cuda.is_available(), report_to=report_to(s.report_to),
+        dataloader_num_workers=0,
+        train_sampling_strategy="group_by_length" if s.group_by_length else "random",
+    )
+
+
+def _last_checkpoint(directory: Path) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(directory)) if directory.is_dir() else None
+
+
+def train_sft(cfg: RunConfig, paths: RunPaths, examples: list[dict], base_path: str) -> tuple[Any, Any, dict]:
+    """Train on ``examples``; returns (trainer, tokenizer, initial trainable parameters)."""
+    from datasets import Dataset
+    from trl import SFTTrainer
+
+    bf16 = use_bf16(cfg.base.bf16)
+    tokenizer = load_tokenizer(base_path)
+    tokenizer.padding_side = "right"
+    model = load_for_training(base_path, cfg.sft, bf16)
+    initial = trainable_parameters(model)
+    data = Dataset.from_list([{"prompt": e["prompt"], "completion": e["completion"]} for e in examples])
+    trainer = SFTTrainer(model=model, args=_trainer_args(cfg, paths, bf16), train_dataset=data,
+                         processing_class=tokenizer, callbacks=[_log_callback(paths.sft_log)])
+    trainer.train(resume_from_checkpoint=_last_checkpoint(paths.sft_checkpoints))
+    dist.debug_dump("sft", trainer.model.named_parameters())
+    return trainer, tokenizer, initial
+
+
+def save_model(trainer: Any, tokenizer: Any, out_dir: Path, info: dict) -> None:
+    """Adapter (LoRA/QLoRA) or full weights, plus the tokenizer and ``sft_info.json``, in standard formats."""
+    tokenizer.padding_side = "left"
+    dist.save_model_dir(trainer, tokenizer, out_dir, {"sft_info.json": json.dumps(info, indent=2) + "\n"})
+
+
+def _arith_accuracy(cfg: RunConfig, paths: RunPaths, model: Any, tokenizer: Any, tag: str) -> float:
+    problems = heldout_problems(cfg, paths)[: cfg.sft.eval_samples]
+    result = evaluate_arith(model, tokenizer, problems, cot=cfg.eval.cot_prompt,
+                            max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size,
+                            out_path=paths.sft_heldout(tag), desc=f"held-out ({tag})")
+    return result["accuracy"]
+
+
+def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
+    """Build the data, measure the untrained model, train, save, measure again."""
+    if maybe_launch(cfg, "rleif_kit.sft"):  # [base].launcher = "accelerate": the same, in launched processes
+        return load_result(SFTResult, paths.sft_result)
+    with dist.main_first():  # under accelerate launch rank 0 builds the tiny model and the data, the others read
+        base_path = ensure_base_model(cfg)
+        examples = build_sft_examples(cfg, paths) if dist.is_main() else list(read_jsonl(paths.sft_data))
+    verdicts = [check_step_format([e["completion"] for e in examples if e["source"] != "open_domain"],
+                                  cfg.diagnostics, seed=cfg.base.seed)]
+    measure = cfg.base.world == "arith" and cfg.sft.eval_samples > 0 and dist.is_main()  # rank 0, held-out set
+    acc_before = acc_after = None
+    if measure:
+        from transformers import AutoModelForCausalLM
+
+        base = AutoModelForCausalLM.from_pretrained(base_path)
+        acc_before = _arith_accuracy(cfg, paths, base, load_tokenizer(base_path), "before")
+        del base
+    start = time.perf_counter()
+    trainer, tokenizer, _ = train_sft(cfg, paths, examples, base_path)
+    runtime = time.perf_counter() - start
+    save_model(trainer, tokenizer, paths.sft_model,
+               {"finetune": cfg.sft.finetune, "base_model": base_path, "steps": trainer.state.global_step})
+    dist.barrier()  # the saved model is complete
+    if measure and dist.world_size() > 1:  # the saved copy: DeepSpeed ZeRO-3 holds only shards in memory
+
+        acc_after = _arith_accuracy(cfg, paths, *load_merged(paths.sft_model, inference=True), "after")
+    elif measure:
+        model = trainer.model.merge_and_unload() if cfg.sft.finetune != "full" else trainer.model
+        acc_after = _arith_accuracy(cfg, paths, model, tokenizer, "after")
+    if acc_before is not None and acc_after is not None:
+        verdicts.append(check_sft_learning(acc_before, acc_after, cfg.diagnostics))
+    log = [json.loads(line) for line in paths.sft_log.read_text().splitlines()] if paths.sft_log.exists() else []
+    return SFTResult(paths.sft_model, cfg.sft.finetune, len(examples), trainer.state.global_step, runtime,
+                     log, acc_before, acc_after, verdicts)

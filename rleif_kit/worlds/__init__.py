@@ -1,0 +1,1 @@
+"""One module family per domain (arith, math): prompt formats, answer extraction and equivalence, step format, the arith verifier, and the data stages hand each other (seeds, held-out split, instruction pool, SFT rows)."""

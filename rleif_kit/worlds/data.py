@@ -1,0 +1,153 @@
+"""The data the stages hand each other: seeds, the arithmetic held-out split, the instruction pool, the
+step-by-step SFT rows and the open-domain sample.
+
+``[sft].dataset = "arith:N"`` draws N problems from the arithmetic world, with gold solutions except for the
+``[arith].teacher_early_stop`` share of the longest problems (a teacher that stops one step early); its
+held-out split is written once per run (``paths.arith_heldout``) and never trained on: 01 never draws a
+seed from it, 03 and 05 measure on it.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Iterator
+
+from rleif_kit.core.config import RunConfig
+from rleif_kit.core.jsonl import read_jsonl, write_jsonl
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.worlds import arith
+from rleif_kit.worlds.math_sft import build_sft_dataset
+
+
+class DataError(ValueError):
+    pass
+
+
+def load_instructions(path: Path, what: str) -> list[dict]:
+    """``instruction``/``response`` records (``output`` is accepted for Alpaca-style files)."""
+    if not path.exists():
+        raise DataError(f"{what}: file not found: {path}")
+    out = []
+    for i, r in enumerate(read_jsonl(path)):
+        response = r.get("response", r.get("output"))
+        if not isinstance(r.get("instruction"), str) or not isinstance(response, str):
+            raise DataError(f"{path}: record {i + 1} needs string fields 'instruction' and 'response' "
+                            f"(has {sorted(r)})")
+        out.append({"id": str(r.get("id", f"{path.stem}-{i:06d}")), "instruction": r["instruction"],
+                    "response": response})
+    return out
+
+
+def arith_size(dataset: str) -> int | None:
+    """N for ``"arith:N"``, None for a file path."""
+    if not dataset.startswith("arith:"):
+        return None
+    try:
+        n = int(dataset.split(":", 1)[1])
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise DataError(f"[sft] dataset = {dataset!r}: expected 'arith:N' with N > 0")
+    return n
+
+
+def arith_splits(cfg: RunConfig, paths: RunPaths, train_n: int) -> tuple[list[dict], list[dict]]:
+    """Train problems and the run's fixed held-out problems (disjoint by question text)."""
+    train, heldout = arith.generate_splits(train_n, cfg.arith.heldout_size, seed=cfg.base.seed,
+                                           min_steps=cfg.arith.min_steps, max_steps=cfg.arith.max_steps,
+                                           max_operand=cfg.arith.max_operand)
+    if not paths.arith_heldout.exists():
+        write_jsonl(paths.arith_heldout, heldout)
+    return train, heldout
+
+
+def heldout_problems(cfg: RunConfig, paths: RunPaths) -> list[dict]:
+    """The run's arithmetic held-out set (written on first use)."""
+    if not paths.arith_heldout.exists():
+        arith_splits(cfg, paths, train_n=1)
+    return list(read_jsonl(paths.arith_heldout))
+
+
+def open_domain_sample(cfg: RunConfig) -> list[dict]:
+    """``[sft].open_domain_samples`` examples drawn (seeded) from ``[sft].open_domain_path``."""
+    n = cfg.sft.open_domain_samples
+    if n == 0:
+        return []
+    if not cfg.sft.open_domain_path:
+        raise DataError(f"[sft] open_domain_samples = {n} but open_domain_path is empty")
+    pool = load_instructions(cfg.resolve(cfg.sft.open_domain_path), "[sft] open_domain_path")
+    if len(pool) < n:
+        print(f"note: [sft] open_domain_samples = {n} but {cfg.sft.open_domain_path} has {len(pool)}; using all")
+        return pool
+    return random.Random(cfg.base.seed).sample(pool, n)
+
+
+def teacher_solutions(cfg: RunConfig, train: list[dict]) -> list[str]:
+    """The SFT solution of each generated problem: gold, except the seeded ``[arith].teacher_early_stop``
+    share of ``max_steps``-step problems, whose teacher stops one step early (wrong final answer)."""
+    rate, longest = cfg.arith.teacher_early_stop, cfg.arith.max_steps
+    rng = random.Random(f"{cfg.base.seed}-teacher")
+    out = []
+    for r in train:
+        wrong = longest >= 2 and r["n_steps"] == longest and rng.random() < rate
+        out.append(arith.Problem.from_record(r).early_stop_solution() if wrong else r["solution"])
+    return out
+
+
+def stepwise_rows(cfg: RunConfig, paths: RunPaths, settings=None) -> list[dict]:
+    """The step-by-step data of ``[sft].dataset``: generated (``arith:N``), read from its JSONL, or —
+    when that file does not exist yet — built from GSM8k/MATH training data (``worlds/math_sft.py``)."""
+    n = arith_size(cfg.sft.dataset)
+    if n is not None:
+        train, _ = arith_splits(cfg, paths, n)
+        return [{"id": r["id"], "instruction": r["question"], "response": s}
+                for r, s in zip(train, teacher_solutions(cfg, train))]
+    path = cfg.resolve(cfg.sft.dataset)
+    if not path.exists() and (cfg.sft.gsm8k_train or cfg.sft.math_train):
+        report = build_sft_dataset(cfg, settings)
+        print(f"built {path}: kept {report['kept']} of {report['problems']} ({report['kept_share']:.0%}); "
+              f"dropped: {report['dropped']}")
+    return load_instructions(path, "[sft] dataset")
+
+
+def load_seeds(cfg: RunConfig, paths: RunPaths) -> Iterator[dict]:
+    """Seed records ``{"id", "root_id", "round": 0, "text", ...}``, streamed from the seed source."""
+    ev = cfg.evol_instruct
+    limit = ev.max_seeds or None
+    if ev.seeds.startswith("arith:"):
+        yield from _arith_seeds(cfg, paths, int(ev.seeds.split(":", 1)[1]))[:limit]
+        return
+    path = cfg.resolve(ev.seeds)
+    if not path.exists():
+        raise FileNotFoundError(f"[evol_instruct] seeds = {ev.seeds!r}: file not found ({path})")
+    for i, rec in enumerate(read_jsonl(path)):
+        if limit is not None and i >= limit:
+            return
+        text = rec.get("instruction", rec.get("question", rec.get("text")))
+        if not isinstance(text, str):
+            raise ValueError(f"{path}: seed {i + 1} has no 'instruction' (or 'question', 'text') string")
+        sid = str(rec.get("id", f"seed-{i:06d}"))
+        seed = {"id": sid, "root_id": sid, "round": 0, "text": text, "answer": rec.get("response", rec.get("answer"))}
+        if "problem" in rec:  # an arithmetic-world record (e.g. the loop's previous 02_dedup/instructions.jsonl)
+            seed["problem"] = rec["problem"]
+        yield seed
+
+
+def _arith_seeds(cfg: RunConfig, paths: RunPaths, n: int) -> list[dict]:
+    """Arithmetic-world seeds, never one of the held-out problems."""
+    heldout = {p["question"] for p in heldout_problems(cfg, paths)}
+    problems = arith.generate_problems(n + len(heldout) // 10 + 10, seed=cfg.base.seed + 1, prefix="seed",
+                                       min_steps=cfg.arith.min_steps, max_steps=cfg.arith.max_steps,
+                                       max_operand=cfg.arith.max_operand)
+    seeds = [p for p in problems if p["question"] not in heldout][:n]
+    return [{"id": p["id"], "root_id": p["id"], "round": 0, "text": p["question"], "answer": p["solution"],
+             "problem": p["problem"]} for p in seeds]
+
+
+def instruction_pool(cfg: RunConfig, paths: RunPaths) -> list[dict]:
+    """The evolved, deduplicated instructions (02_dedup), else the evolved ones, else the seeds."""
+    for path in (paths.dedup_instructions, paths.evolved):
+        if path.exists():
+            return list(read_jsonl(path))
+    return list(load_seeds(cfg, paths))

@@ -1,0 +1,137 @@
+"""Read GSM8k and MATH in their public formats into one record shape.
+
+Why: the evolution and SFT stages want ``{"id", "question", "solution", "gold"}`` whatever the
+source, and the sources differ: GSM8k is JSONL with the answer after ``####``, MATH is JSONL or a
+tree of per-problem ``.json`` files with the answer in the last ``\\boxed{}``. A record that lacks
+a field fails loudly with ``file:line`` (a silently skipped record would shrink the data set
+without anyone noticing). The Hugging Face Hub is optional: :func:`load_hub_dataset` imports
+``datasets`` only when called, and without network it says to pass a local file instead.
+
+    from rleif_kit.worlds.math_data import load_gsm8k
+    records = load_gsm8k("data/gsm8k/train.jsonl")
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Callable, Iterator
+
+from rleif_kit.worlds.stepwise import last_boxed
+
+__all__ = ["load_gsm8k", "load_math", "last_boxed", "load_hub_dataset"]
+
+HUB = {"gsm8k": ("openai/gsm8k", "main"), "math": ("hendrycks/competition_math", None)}
+
+
+def _require(rec: object, fields: tuple[str, ...], where: str) -> dict:
+    """The record itself, after checking it is an object with non-empty string ``fields``."""
+    if not isinstance(rec, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+    for name in fields:
+        if name not in rec:
+            raise ValueError(f"{where}: missing field {name!r} (has {sorted(rec)})")
+        if not isinstance(rec[name], str) or not rec[name].strip():
+            raise ValueError(f"{where}: field {name!r} must be a non-empty string, got {rec[name]!r}")
+    return rec
+
+
+def _jsonl(path: Path) -> Iterator[tuple[str, object]]:
+    """(``file:line``, parsed value) per non-blank line; a bad line is an error, not skipped.
+
+    Why not :func:`rleif_kit.core.jsonl.read_jsonl`: that one forgives a torn last line (a crash of
+    our own writer); an input data set with a broken line is simply broken.
+    """
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield f"{path}:{lineno}", json.loads(line)
+            except ValueError as exc:
+                raise ValueError(f"{path}:{lineno}: invalid JSON ({exc})") from None
+
+
+def _gsm8k_gold(answer: str, where: str) -> str:
+    """The text after the last '####', thousands separators removed ('1,000' -> '1000')."""
+    head, sep, gold = answer.rpartition("####")
+    gold = " ".join(gold.split())
+    if not sep or not gold:
+        raise ValueError(f"{where}: field 'answer' has no '#### <answer>' line")
+    return re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", gold)
+
+
+def _gsm8k_record(rec: object, index: int, where: str) -> dict:
+    rec = _require(rec, ("question", "answer"), where)
+    return {"id": str(rec.get("id", f"gsm8k-{index:05d}")), "question": rec["question"],
+            "solution": rec["answer"], "gold": _gsm8k_gold(rec["answer"], where)}
+
+
+def _math_record(rec: object, default_id: str, where: str) -> dict:
+    rec = _require(rec, ("problem", "solution"), where)
+    gold = last_boxed(rec["solution"])
+    if not gold:
+        raise ValueError(f"{where}: field 'solution' has no \\boxed{{...}} answer")
+    return {"id": str(rec.get("id", default_id)), "question": rec["problem"],
+            "solution": rec["solution"], "gold": gold, "level": rec.get("level"),
+            "type": rec.get("type")}
+
+
+def load_gsm8k(path: str | os.PathLike[str]) -> list[dict]:
+    """GSM8k JSONL ('question', 'answer' ending in '#### 72') -> id/question/solution/gold records.
+
+    ``solution`` is the raw answer text (calculator annotations and all); normalising it into
+    steps is :func:`rleif_kit.worlds.stepwise.normalise_gsm8k`'s job.
+    """
+    return [_gsm8k_record(rec, i, where) for i, (where, rec) in enumerate(_jsonl(Path(path)))]
+
+
+def load_math(path: str | os.PathLike[str]) -> list[dict]:
+    """MATH as JSONL, or a directory of the original per-problem .json files (searched recursively).
+
+    Records get id/question/solution/gold/level/type; gold is the last ``\\boxed{}`` content.
+    Directory ids are ``math-<relative path>`` (e.g. ``math-train-algebra-1``), so they are
+    stable however the tree is walked.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        return [_math_record(rec, f"math-{i:05d}", where)
+                for i, (where, rec) in enumerate(_jsonl(path))]
+    records = []
+    for file in sorted(path.rglob("*.json")):
+        try:
+            rec = json.loads(file.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ValueError(f"{file}:1: invalid JSON ({exc})") from None
+        rel = file.relative_to(path).with_suffix("").as_posix().replace("/", "-")
+        records.append(_math_record(rec, f"math-{rel}", f"{file}:1"))
+    return records
+
+
+def _convert(name: str) -> Callable[[object, int, str], dict]:
+    if name == "gsm8k":
+        return _gsm8k_record
+    return lambda rec, i, where: _math_record(rec, f"math-{i:05d}", where)
+
+
+def load_hub_dataset(name: str, split: str) -> list[dict]:
+    """'gsm8k' or 'math' from the Hugging Face Hub, as the same records as the local loaders.
+
+    Any failure (no ``datasets`` installed, no network, a removed repository) becomes a
+    RuntimeError that says to pass a local file instead: an offline machine is normal here.
+    """
+    if name not in HUB:
+        raise ValueError(f"unknown hub dataset {name!r}; expected one of {sorted(HUB)}")
+    repo, config = HUB[name]
+    hint = (f"pass a local file instead: load_{name}('<path>') "
+            f"({'JSONL' if name == 'gsm8k' else 'JSONL or a directory of .json files'})")
+    try:
+        import datasets
+
+        rows = datasets.load_dataset(repo, config, split=split)
+    except Exception as exc:  # noqa: BLE001 - any failure has the same remedy
+        raise RuntimeError(f"could not load {repo} (split {split!r}) from the Hugging Face Hub: "
+                           f"{type(exc).__name__}: {exc}; {hint}") from exc
+    convert = _convert(name)
+    return [convert(dict(row), i, f"{repo}:{split}:{i}") for i, row in enumerate(rows)]
