@@ -16,9 +16,9 @@ import time
 import pytest
 
 from rleif_kit.sandbox import runner as sandbox
-from rleif_kit.evaluation.humaneval import build_program, check_samples, extract_code, pass_at_k
-from rleif_kit.worlds.benchmarks import load_problems
+from rleif_kit.evaluation.humaneval import (build_program, check_samples, extract_code, pass_at_k,
                                             pass_at_k_table, score_samples)
+from rleif_kit.worlds.benchmarks import load_problems
 from rleif_kit.sandbox.runner import Limits, run_many, run_python, sandbox_plan
 
 

@@ -116,7 +116,7 @@ def test_reference_is_the_sft_adapter_merged_never_the_base(tmp_path, small_mode
 
     from rleif_kit.ppo.policy import forward, load_policy
     from rleif_kit.core.run_setup import setup
-    from rleif_kit.sft.stage import load_sft_model
+    from rleif_kit.models.loading import load_merged
 
     cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", "ppo.lora_r=4", 'sft.finetune="lora"'),
                        stage="05_ppo", report_dir=str(tmp_path / "r"), workdir=str(ROOT))
@@ -133,7 +133,7 @@ def test_reference_is_the_sft_adapter_merged_never_the_base(tmp_path, small_mode
     policy = load_policy(cfg, paths)
     ids = torch.tensor([[5, 6, 7, 8, 9]])
     ref, _ = forward(policy, ids, torch.ones_like(ids), with_values=False, reference=True)
-    merged, _ = load_sft_model(paths.sft_model)
+    merged, _ = load_merged(paths.sft_model)
     base = AutoModelForCausalLM.from_pretrained(small_model_dir)
     assert torch.allclose(ref, merged(ids).logits, atol=1e-4)
     assert not torch.allclose(ref, base(ids).logits, atol=1e-2)

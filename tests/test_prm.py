@@ -8,12 +8,8 @@ import pytest
 
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
 from rleif_kit.core.metrics import roc_auc, threshold_accuracy
-from rleif_kit.rewards.prm import load_prm800k_style
-from rleif_kit.reward_scoring.prm import StepLabelCollator
-from rleif_kit.reward_scoring.prm import encode
-from rleif_kit.reward_scoring.prm import prm_input
-from rleif_kit.reward_scoring.prm import IGNORE
-                           solution_step_ends, verifier_examples)
+from rleif_kit.reward_scoring.prm import IGNORE, StepLabelCollator, encode, prm_input, solution_step_ends
+from rleif_kit.rewards.prm import load_prm800k_style, verifier_examples
 
 SOLUTION = "Step 1: 4 * 2 = 8. Step 2: 8 / 2 = 4. The answer is: 4"
 

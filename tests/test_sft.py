@@ -10,7 +10,8 @@ import json
 import pytest
 import torch
 
-from rleif_kit.sft.stage import load_sft_model, run_sft, train_sft
+from rleif_kit.models.loading import load_merged
+from rleif_kit.sft.stage import run_sft, train_sft
 from rleif_kit.sft.examples import build_sft_examples
 
 pytestmark = pytest.mark.slow
@@ -83,7 +84,7 @@ def test_run_sft_saves_a_loadable_model_with_its_tokenizer(tiny_cfg):
     result = run_sft(cfg, paths)
     assert (paths.sft_model / "adapter_config.json").exists()
     assert (paths.sft_model / "tokenizer.json").exists()
-    model, tok = load_sft_model(paths.sft_model)
+    model, tok = load_merged(paths.sft_model)
     assert not any("lora_" in n for n, _ in model.named_parameters())  # merged for inference
     assert result.accuracy_before is not None and result.accuracy_after is not None
     assert {v.check for v in result.verdicts} == {"step_format", "sft_learning"}

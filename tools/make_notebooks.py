@@ -44,7 +44,7 @@ and — when a `settings.json` is given — makes one chat round trip per config
         ("md", "## The resolved config\nEvery key, defaults included — the same text is saved as `config.resolved.toml`."),
         ("code", "from rleif_kit.core.config import to_toml\n\nprint(to_toml(cfg))"),
         ("md", "## Base model\nA local directory or a hub id in the Hugging Face cache; the tiny preset builds its model here."),
-        ("code", "from rleif_kit.models.loading import ensure_base_model\n\nbase_model = ensure_base_model(cfg)\nbase_model"),
+        ("code", "from rleif_kit.worlds.tiny_corpus import ensure_base_model\n\nbase_model = ensure_base_model(cfg)\nbase_model"),
         ("md", "## Endpoints\nOne chat round trip per configured model (skipped without `settings_path`). "
                "The API key is read from the environment variable the settings name; it never appears here."),
         ("code", "from rleif_kit.pipeline.check_api import check_settings_file\n\n"
@@ -273,7 +273,7 @@ weights, model card); a rerun resumes from the last checkpoint."""),
         ("code", setup_cell("05_ppo")),
         ("md", "## Policy, reward models and instructions"),
         ("code", "from rleif_kit.ppo.policy import load_policy\nfrom rleif_kit.ppo.rewards import RewardScorer\n"
-                 "from rleif_kit.rewards.stage import instruction_pool\n\n"
+                 "from rleif_kit.worlds.data import instruction_pool\n\n"
                  "policy = load_policy(cfg, paths)\nscorer = RewardScorer(cfg, paths)\npool = instruction_pool(cfg, paths)\n"
                  'print(f"{len(pool)} instructions; rA from {cfg.reward_model.answer_reward}; reward = {cfg.ppo.reward_formula}")'),
         ("md", "## The reward-health gate\nIRM and PRM score distributions and the share of rA < 0.5 on "

@@ -32,7 +32,7 @@ from rleif_kit.core.jsonl import read_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.plots import STATUS_COLORS
 from rleif_kit.core.stages import DEDUP, EVAL, EVOLVE, PPO, REWARD_MODELS, SFT
-from rleif_kit.core.verdict import Verdict
+from rleif_kit.core.verdict import STATUSES, Verdict, fmt_number
 from rleif_kit.reward_scoring.heldout import split_by_question
 from rleif_kit.reward_scoring.irm import irm_score
 from rleif_kit.reward_scoring.load import RM_INFO, load_rm
@@ -69,7 +69,7 @@ class Health:
 
     def summary(self) -> str:
         """"N ok, N warn, N fail" and one line per check skipped."""
-        counts = ", ".join(f"{sum(v.status == s for v in self.verdicts)} {s}" for s in dg.STATUSES)
+        counts = ", ".join(f"{sum(v.status == s for v in self.verdicts)} {s}" for s in STATUSES)
         return "\n".join([counts] + [f"skipped {note}" for note in self.skipped])
 
 
@@ -285,7 +285,7 @@ def verdicts_html(verdicts: list[Verdict]) -> str:
     from html import escape
 
     def numbers(v: Verdict) -> str:
-        return ", ".join(f"{k}={dg._fmt(x)}" for k, x in v.numbers.items())
+        return ", ".join(f"{k}={fmt_number(x)}" for k, x in v.numbers.items())
 
     head = "".join(f"<th style='text-align:left'>{h}</th>" for h in ("check", "status", "numbers", "thresholds",
                                                                       "source", "advice"))

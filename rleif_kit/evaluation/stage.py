@@ -23,8 +23,8 @@ from rleif_kit.checks.verdicts import ab_verdict
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.core.stages import EVAL, PPO, SFT
 from rleif_kit.core.records import write_json_atomic
+from rleif_kit.core.stages import EVAL, PPO, SFT
 from rleif_kit.evaluation.generators import LocalModel, ServedModel
 from rleif_kit.evaluation.scoring import check_code, check_response, summarize
 from rleif_kit.evaluation.vllm_model import VLLMModel

@@ -18,7 +18,7 @@ from rleif_kit.core.api_keys import known_secrets, read_api_key
 from rleif_kit.core.config import ConfigError, load_config
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.settings import SettingsError, load_settings
-from rleif_kit.core.verdict import Verdict
+from rleif_kit.core.verdict import STATUSES, Verdict
 from rleif_kit.diagnostics.stage import run_diagnostics
 from rleif_kit.models.loading import ModelNotFound, resolve_model_name
 from rleif_kit.pipeline.check_api import check_endpoint
@@ -37,7 +37,7 @@ class DoctorReport:
         return not any(v.status == "fail" for v in self.verdicts)
 
     def table(self) -> str:
-        counts = {s: sum(v.status == s for v in self.verdicts) for s in dg.STATUSES}
+        counts = {s: sum(v.status == s for v in self.verdicts) for s in STATUSES}
         lines = [dg.format_verdict_table(self.verdicts)]
         lines += [f"skipped {note}" for note in self.skipped]
         lines.append(", ".join(f"{n} {s}" for s, n in counts.items()))

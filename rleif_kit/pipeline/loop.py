@@ -23,8 +23,8 @@ from typing import Any
 
 from rleif_kit.core.jsonl import read_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.core.stages import DEDUP, EVAL, EVOLVE, LOOP_STAGES, PPO, SFT
 from rleif_kit.core.records import read_records, write_json_atomic
+from rleif_kit.core.stages import DEDUP, EVAL, EVOLVE, LOOP_STAGES, PPO, SFT
 
 
 def iteration_dir(root: Path, k: int) -> Path:

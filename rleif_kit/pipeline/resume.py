@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.core.stages import DEDUP, EVAL, EVOLVE, PPO, REWARD_MODELS, SETUP, STAGES
 from rleif_kit.core.records import write_json_atomic
+from rleif_kit.core.stages import DEDUP, EVAL, EVOLVE, PPO, REWARD_MODELS, SETUP, STAGES
 
 MARKER = RunPaths(Path(".")).done_marker(SETUP).name  # ".done.json"
 

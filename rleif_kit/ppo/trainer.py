@@ -39,6 +39,7 @@ from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import write_jsonl
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.stages import PPO
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.ppo import ppo_math as pm
 from rleif_kit.ppo.policy import (
@@ -53,7 +54,6 @@ from rleif_kit.ppo.policy import (
 from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
 from rleif_kit.worlds.data import instruction_pool
 from rleif_kit.worlds.prompts import math_prompt
-from rleif_kit.core.stages import PPO
 
 if TYPE_CHECKING:
     from rleif_kit.ppo.rewards import RewardScorer

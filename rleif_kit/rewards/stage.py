@@ -21,6 +21,7 @@ from rleif_kit.checks.verdicts import check_low_ra_share, check_score_distributi
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import read_jsonl
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.evolution.fanout import run_fanout
 from rleif_kit.reward_scoring.heldout import split_by_question
@@ -30,7 +31,6 @@ from rleif_kit.rewards import prm
 from rleif_kit.rewards.irm_data import arith_irm_pairs
 from rleif_kit.rewards.judge_labels import judge_irm_rankings, judge_prm_labels, report_path
 from rleif_kit.worlds.data import instruction_pool
-from rleif_kit.core.stages import REWARD_MODELS
 
 STAGE = REWARD_MODELS
 SCORE_SAMPLE = 100  # instructions and solutions scored for the distribution checks (reward-health check 1)
