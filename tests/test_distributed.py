@@ -127,7 +127,8 @@ def test_two_cpu_ranks_run_sft_and_a_ppo_step_with_identical_weights(tmp_path, s
     from rleif_kit.ppo.policy import load_policy
     from rleif_kit.ppo.rewards import RewardScorer
     from rleif_kit.ppo.stage import reward_gate, train
-    from rleif_kit.rewards.irm import load_rm_for_training, save_rm
+    from rleif_kit.rewards.rm_training import save_rm
+    from rleif_kit.rewards.rm_training import load_rm_for_training
     from rleif_kit.worlds.data import instruction_pool
 
     cfg, paths = setup(str(TINY_PARAMS), overrides, stage="05_ppo", report_dir=str(tmp_path / "r"), workdir=str(ROOT))

@@ -280,7 +280,8 @@ def test_cli_backend_vllm_without_vllm_is_one_error_line(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_local_model_generates_greedily_with_stops(tmp_path, small_model_dir):
-    from rleif_kit.models.generation import cut_at_stop, generate
+    from rleif_kit.models.generation import generate
+    from rleif_kit.core.text import cut_at_stop
     from rleif_kit.evaluation.generators import LocalModel
 
     items = _items(5)

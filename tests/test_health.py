@@ -268,7 +268,8 @@ def build_reward_models(model_dir: Path, run: Path) -> Path:
     """``run/04_reward_models`` as the stage saves it: IRM and PRM on ``model_dir`` with fresh heads
     (untrained: the checks' plumbing is under test, not the models), and 30 sampled solutions."""
     from rleif_kit.worlds import arith
-    from rleif_kit.rewards.irm import load_rm_for_training, save_rm
+    from rleif_kit.rewards.rm_training import save_rm
+    from rleif_kit.rewards.rm_training import load_rm_for_training
 
     out = run / "04_reward_models"
     cfg = config(run)

@@ -38,7 +38,7 @@ def _pool(n=16):
 
 def _scorer(cfg, paths, small_model_dir):
     from rleif_kit.ppo.rewards import RewardScorer
-    from rleif_kit.rewards.irm import load_rm_for_training
+    from rleif_kit.rewards.rm_training import load_rm_for_training
 
     irm = load_rm_for_training(str(small_model_dir), "sequence", cfg, False)
     return RewardScorer(cfg, paths, irm=irm)

@@ -90,7 +90,7 @@ def test_prm_trains_every_parameter_and_scores(tmp_path, small_model_dir, finetu
     from rleif_kit.rewards.prm import train_prm
     from rleif_kit.reward_scoring.prm import answer_scores
     from rleif_kit.reward_scoring.prm import prm_score
-    from rleif_kit.rewards.irm import load_rm_for_training
+    from rleif_kit.rewards.rm_training import load_rm_for_training
     from rleif_kit.reward_scoring.load import load_rm
     from rleif_kit.core.run_setup import setup
 

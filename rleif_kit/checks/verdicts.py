@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import random
 import re
+import textwrap
 from typing import Any, Mapping, Sequence
 
 from rleif_kit.core.metrics import paired_bootstrap
+from rleif_kit.core.paths import RELATIVE
 from rleif_kit.core.sections import DiagnosticsConfig
 from rleif_kit.core.verdict import Verdict, fmt_number
 from rleif_kit.worlds.prompts import ALPACA_HEADER, math_prompt
@@ -22,7 +24,7 @@ STEP_MARKER = re.compile(r"(?:^|(?<=\s))(?:Step\s*(\d+)\s*[:.)]|(\d+)[.)](?=\s))
 
 
 def check_sft_learning(acc_before: float, acc_after: float, cfg: DiagnosticsConfig,
-                       source: str = "03_sft/eval.jsonl") -> Verdict:
+                       source: str = str(RELATIVE.sft_heldout("after"))) -> Verdict:
     """Did SFT teach anything? Compare held-out accuracy before and after training."""
     gain = round(acc_after - acc_before, 12)  # 0.35 - 0.30 is 0.0499999...: a 5-point gain must meet 0.05
     numbers = {"accuracy_before": acc_before, "accuracy_after": acc_after, "gain": gain}
@@ -46,7 +48,7 @@ def has_step_markers(solution: str) -> bool:
 
 
 def check_step_format(responses: Sequence[str], cfg: DiagnosticsConfig, seed: int = 0,
-                      source: str = "03_sft/train.jsonl") -> Verdict:
+                      source: str = str(RELATIVE.sft_data)) -> Verdict:
     """The PRM scores step by step: a solution without explicit steps becomes one step and rA is always 1."""
     pool = list(responses)
     k = cfg.step_marker_sample
@@ -72,7 +74,8 @@ def check_evolve_temperature(temperature: float, cfg: DiagnosticsConfig,
                    "or evolutions repeat each other and dedup removes them.", source)
 
 
-def check_kept_floor(kept: int, min_kept: int, up_ratio: float, source: str = "02_dedup/instructions.jsonl") -> Verdict:
+def check_kept_floor(kept: int, min_kept: int, up_ratio: float,
+                     source: str = str(RELATIVE.dedup_instructions)) -> Verdict:
     """Too few instructions survive dedup: the reward models and PPO will see too little variety."""
     numbers, thresholds = {"kept": kept}, {"min_kept": min_kept}
     if kept >= min_kept:
@@ -84,7 +87,7 @@ def check_kept_floor(kept: int, min_kept: int, up_ratio: float, source: str = "0
 
 
 def check_operator_share(kept_per_operator: dict[str, int], cfg: DiagnosticsConfig,
-                         source: str = "02_dedup/dedup_report.json") -> Verdict:
+                         source: str = str(RELATIVE.dedup_report)) -> Verdict:
     """A kept set dominated by a few evolution templates is the known cause of IRM overfitting."""
     total = sum(kept_per_operator.values())
     top = sorted(kept_per_operator.values(), reverse=True)[:2]
@@ -143,7 +146,7 @@ def check_low_ra_share(answer_scores: Sequence[float], cfg: DiagnosticsConfig, s
     return _low_ra_verdict(share, {"n": len(answer_scores), "share_ra_below_0.5": share}, cfg, source)
 
 
-def check_low_ra_log(log: Sequence[dict], cfg: DiagnosticsConfig, source: str = "05_ppo/log.jsonl") -> Verdict:
+def check_low_ra_log(log: Sequence[dict], cfg: DiagnosticsConfig, source: str = str(RELATIVE.ppo_log)) -> Verdict:
     """Check 2 from the PPO log: the mean of each step's share of rA < 0.5 over the first
     ``low_ra_steps`` steps (every step scores one rollout batch, so steps weigh alike)."""
     shares = [float(r["low_rA_share"]) for r in log if r["step"] < cfg.low_ra_steps and "low_rA_share" in r]
@@ -195,7 +198,7 @@ def check_ab(sft_correct: Sequence[bool], ppo_correct: Sequence[bool], cfg: Diag
 
 
 def check_duplicate_rate(total: int, duplicates: int, cfg: DiagnosticsConfig, *, temperature: float,
-                         dedup_threshold: float, up_ratio: float, source: str = "02_dedup/dedup_report.json") -> Verdict:
+                         dedup_threshold: float, up_ratio: float, source: str = str(RELATIVE.dedup_report)) -> Verdict:
     """Troubleshooting: how many instructions did dedup remove as near-copies of kept ones?
 
     ok up to ``duplicate_share_warn``, warn up to ``duplicate_share_fail``, fail above: evolutions that
@@ -216,7 +219,7 @@ def check_duplicate_rate(total: int, duplicates: int, cfg: DiagnosticsConfig, *,
 _KL_ADVICE = "lower [ppo] lr (1e-6 for 7B), raise kl_coef to 0.1, keep clip_range 0.2 and use rollout_batch >= 64."
 
 
-def check_kl_blowup(log: Sequence[dict], cfg: DiagnosticsConfig, source: str = "05_ppo/log.jsonl") -> Verdict:
+def check_kl_blowup(log: Sequence[dict], cfg: DiagnosticsConfig, source: str = str(RELATIVE.ppo_log)) -> Verdict:
     """Troubleshooting: did the KL to the SFT policy blow up early in PPO?
 
     The largest per-sequence KL of the first ``kl_steps`` steps: fail above ``kl_blowup`` (or when a KL
@@ -247,7 +250,7 @@ def failure_cause(error: str | None) -> str:
 
 
 def check_evolve_failures(causes: dict[str, int], decided: int, cfg: DiagnosticsConfig, *, concurrency: int,
-                          source: str = "01_evolve/failed.jsonl") -> Verdict:
+                          source: str = str(RELATIVE.evolve_failed)) -> Verdict:
     """Troubleshooting: evolutions still failed after their retries, by cause.
 
     ``causes`` counts the failed evolutions (one per id, by its last error); ``decided`` the kept and
@@ -274,7 +277,7 @@ def check_evolve_failures(causes: dict[str, int], decided: int, cfg: Diagnostics
 
 
 def check_prompt_consistency(sft_prompts: Sequence[str], eval_cot: bool,
-                             source: str = "03_sft/train.jsonl") -> Verdict:
+                             source: str = str(RELATIVE.sft_data)) -> Verdict:
     """Troubleshooting: SFT trained on the exact prompt evaluation asks with (a few points hang on it).
 
     Each SFT prompt must equal ``math_prompt(its instruction, cot=eval_cot)``; any that does not fails.
@@ -303,8 +306,6 @@ def check_prompt_consistency(sft_prompts: Sequence[str], eval_cot: bool,
 
 def format_verdict_table(verdicts: Sequence[Verdict], advice_width: int = 100) -> str:
     """A fixed-width table (check, status, numbers, source; the advice wrapped below), for the CLI."""
-    import textwrap
-
     rows = [(v.check, v.status.upper(), ", ".join(f"{k}={fmt_number(val)}" for k, val in v.numbers.items()), v.source)
             for v in verdicts]
     header = ("check", "status", "numbers", "source")

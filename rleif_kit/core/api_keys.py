@@ -46,7 +46,7 @@ def read_api_key(endpoint: Endpoint) -> str:
 
 def make_client(endpoint: Endpoint, *, timeout: float | None = None, max_retries: int | None = None) -> "openai.OpenAI":
     """A synchronous ``openai.OpenAI`` for the endpoint; ``timeout``/``max_retries`` override it."""
-    import openai
+    import openai  # heavy: loaded on first use
 
     return openai.OpenAI(**_client_kwargs(endpoint, timeout, max_retries))
 
@@ -55,7 +55,7 @@ def make_async_client(
     endpoint: Endpoint, *, timeout: float | None = None, max_retries: int | None = None
 ) -> "openai.AsyncOpenAI":
     """An ``openai.AsyncOpenAI`` for the endpoint; ``timeout``/``max_retries`` override it."""
-    import openai
+    import openai  # heavy: loaded on first use
 
     return openai.AsyncOpenAI(**_client_kwargs(endpoint, timeout, max_retries))
 
@@ -80,7 +80,7 @@ def _no_openai_account_headers() -> dict[str, Any]:
     whatever ``base_url`` says.  An ``Omit()`` default header removes them from every request,
     so a third-party server never learns which OpenAI account the person also has.
     """
-    import openai
+    import openai  # heavy: loaded on first use
 
     return {"OpenAI-Organization": openai.Omit(), "OpenAI-Project": openai.Omit()}
 

@@ -36,14 +36,14 @@ def is_main() -> bool:
 
 
 def _state():
-    from accelerate import PartialState
+    from accelerate import PartialState  # heavy: loaded on first use
 
     return PartialState()
 
 
 def accelerator():
     """The process's ``accelerate.Accelerator`` (made once; a plain pass-through on one process)."""
-    from accelerate import Accelerator
+    from accelerate import Accelerator  # heavy: loaded on first use
 
     global _ACCELERATOR
     if _ACCELERATOR is None:
@@ -83,7 +83,7 @@ def gather_lists(values: dict[str, list]) -> dict[str, list]:
     """Each key's list concatenated over the ranks, in rank order (every rank gets the whole)."""
     if world_size() == 1:
         return values
-    import torch.distributed as dist
+    import torch.distributed as dist  # heavy: loaded on first use
 
     out: list[Any] = [None] * world_size()
     dist.all_gather_object(out, values)
@@ -94,7 +94,7 @@ def gather_mean(values: dict[str, float]) -> dict[str, float]:
     """Each value averaged over the ranks (every rank gets the same numbers, so decisions agree)."""
     if world_size() == 1:
         return values
-    import torch
+    import torch  # heavy: loaded on first use
 
     state = _state()
     keys = sorted(values)

@@ -1,7 +1,7 @@
 """``[base].launcher = "accelerate"``: a notebook's training call runs the stage's module under
 ``accelerate launch`` in a subprocess, shows its output as it comes, and continues from what it wrote.
 
-The stage functions the notebooks call (``run_sft``, ``train_irm``, ``train_prm``, ``ppo_stage.train``)
+The stage functions the notebooks call (``run_sft``, ``train_irm``, ``train_prm``, ``ppo.stage.train``)
 start with ``if maybe_launch(...)``: with the default ``launcher = "in_process"`` it returns False and
 the function runs as always. Otherwise it runs, in the run's working directory,
 
@@ -50,14 +50,14 @@ def launch_command(cfg: Any, module: str, params_path: str | None = None, overri
 def _accelerate_yaml(cfg: Any) -> dict:
     if not cfg.base.accelerate_config:
         return {}
-    import yaml
+    import yaml  # heavy: loaded on first use
 
     return yaml.safe_load(cfg.resolve(cfg.base.accelerate_config).read_text()) or {}
 
 
 def _gpus() -> int:
     try:
-        import torch
+        import torch  # heavy: loaded on first use
     except ImportError:
         return 0
     return torch.cuda.device_count()

@@ -6,6 +6,7 @@ ROC AUC of per-step PRM scores against step labels, and the share of scores abov
 
 from __future__ import annotations
 
+import random
 from typing import Sequence
 
 
@@ -46,8 +47,6 @@ def paired_bootstrap(a: Sequence[bool], b: Sequence[bool], resamples: int = 2000
                      level: float = 0.95) -> tuple[float, float, float]:
     """(mean(b) - mean(a), low, high): the accuracy gain of b over a on the same items, with a
     percentile interval from resampling items (pairs kept together, so item difficulty cancels)."""
-    import random
-
     if len(a) != len(b) or not a:
         raise ValueError(f"paired results must have the same, non-zero length ({len(a)} vs {len(b)})")
     diffs = [int(y) - int(x) for x, y in zip(a, b)]

@@ -48,6 +48,11 @@ class RunPaths:
             raise ValueError(f"unknown stage {name!r}; stages are {', '.join(STAGES)}")
         return self.output_dir / name
 
+    def rel(self, path: Path) -> str:
+        """``path`` relative to the run directory when it lies inside it (how verdicts name their sources)."""
+        path = Path(path)
+        return str(path.relative_to(self.output_dir)) if path.is_relative_to(self.output_dir) else str(path)
+
     def stage(self, name: str) -> Path:
         """``<output_dir>/<stage>/``, created on first use (for writers)."""
         d = self.stage_dir(name)
@@ -268,3 +273,6 @@ class RunPaths:
     @property
     def verdicts(self) -> Path:
         return self.stage_dir(DIAGNOSTICS) / "verdicts.json"
+
+
+RELATIVE = RunPaths(Path("."))  # artifact paths relative to a run directory: how verdicts name their sources

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import random
 import subprocess
 from datetime import datetime, timezone
 from importlib import metadata
@@ -19,6 +20,7 @@ from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig, load_config, to_toml
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.records import set_target, write_json_atomic
+from rleif_kit.core.stages import SETUP
 
 MANIFEST_PACKAGES = ("rleif-kit", "torch", "transformers", "trl", "peft", "bitsandbytes", "accelerate",
                      "datasets", "tokenizers", "openai", "papermill")
@@ -54,7 +56,7 @@ def _versions() -> dict[str, str | None]:
 def hardware() -> dict:
     info = {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()}
     try:
-        import torch
+        import torch  # heavy: loaded on first use
 
         info["torch_threads"] = torch.get_num_threads()
         info["cuda"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
@@ -76,14 +78,12 @@ def write_manifest(cfg: RunConfig, paths: RunPaths, stage: str) -> None:
 
 
 def apply_threads_and_seed(cfg: RunConfig) -> None:
-    import random
-
-    import numpy as np
+    import numpy as np  # heavy: loaded on first use
 
     random.seed(cfg.base.seed)
     np.random.seed(cfg.base.seed % 2**32)
     try:
-        import torch
+        import torch  # heavy: loaded on first use
     except ImportError:
         return
     if cfg.base.threads:
@@ -91,7 +91,7 @@ def apply_threads_and_seed(cfg: RunConfig) -> None:
     torch.manual_seed(cfg.base.seed)
 
 
-def setup(params_path: str, overrides: list[str] | tuple = (), stage: str = "00_setup",
+def setup(params_path: str, overrides: list[str] | tuple = (), stage: str = SETUP,
           report_dir: str | None = None, workdir: str | None = None) -> tuple[RunConfig, RunPaths]:
     """Everything a notebook needs before its first step."""
     wd = Path(workdir) if workdir else default_workdir()

@@ -27,6 +27,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from rleif_kit.dedup.embeddings import unit_rows
+
 __all__ = ["MIN_WORDS", "word_ngrams", "NgramIndex", "decontaminate"]
 
 MIN_WORDS = 8  # a text shorter than n words is used whole when it has at least this many
@@ -110,7 +112,7 @@ def _embedding_hits(embed_check: tuple[np.ndarray, np.ndarray, float], eval_ids:
                     n_items: int) -> Iterable[tuple[int, list[str], float]]:
     """(item index, eval ids at or over the threshold, max similarity), block by block."""
     items, evals, threshold = embed_check
-    items, evals = _unit(items), _unit(evals)
+    items, evals = unit_rows(items), unit_rows(evals)
     if len(items) != n_items:
         raise ValueError(f"embed_check: {len(items)} item vectors for {n_items} texts")
     if len(evals) != len(eval_ids):
@@ -126,8 +128,3 @@ def _embedding_hits(embed_check: tuple[np.ndarray, np.ndarray, float], eval_ids:
             yield start + int(row), [eval_ids[j] for j in over], float(sims[row, over[0]])
 
 
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    v = np.asarray(vectors, dtype=np.float32)
-    if v.ndim != 2:
-        raise ValueError(f"vectors must be a 2-d array (n, d), got shape {v.shape}")
-    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), np.float32(1e-12))

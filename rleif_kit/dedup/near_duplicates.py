@@ -41,6 +41,8 @@ from typing import Sequence
 
 import numpy as np
 
+from rleif_kit.dedup.embeddings import unit_rows
+
 __all__ = ["Removal", "DedupOutput", "normalise_text", "exact_dedup", "minhash_dedup", "semantic_dedup",
            "brute_force_semantic_dedup", "dedup", "EPS"]
 
@@ -134,7 +136,7 @@ def minhash_dedup(ids: Sequence, texts: Sequence[str], threshold: float = 0.8, n
     LSH proposes candidates among the kept items; each is confirmed by its estimated Jaccard
     (LSH is probabilistic: a rare true pair can be missed, which the semantic layer then catches).
     """
-    from datasketch import MinHash, MinHashLSH
+    from datasketch import MinHash, MinHashLSH  # heavy: loaded on first use
 
     _check_lengths(ids, texts)
     todo = _order(len(texts), order)
@@ -157,15 +159,6 @@ def minhash_dedup(ids: Sequence, texts: Sequence[str], threshold: float = 0.8, n
 
 
 # ---------------------------------------------------------------------------- semantic layer
-
-
-def _unit_float32(vectors: np.ndarray) -> np.ndarray:
-    """float32 rows of length 1, so that a dot product is the cosine similarity."""
-    v = np.asarray(vectors, dtype=np.float32)
-    if v.ndim != 2:
-        raise ValueError(f"vectors must be a 2-d array (n, d), got shape {v.shape}")
-    norms = np.linalg.norm(v, axis=1, keepdims=True)
-    return v / np.maximum(norms, np.float32(1e-12))
 
 
 class _KeptMatrix:
@@ -198,7 +191,7 @@ class _FaissKept:
 
     def __init__(self, dim: int):
         try:
-            import faiss
+            import faiss  # heavy: loaded on first use
         except ImportError as exc:
             raise ImportError("use_faiss=True needs faiss, which rleif-kit does not install: "
                               "pip install faiss-cpu (or faiss-gpu), or leave use_faiss=False") from exc
@@ -266,7 +259,7 @@ def _semantic_search(vectors: np.ndarray, threshold: float, order: list[int], bl
 def semantic_dedup(vectors: np.ndarray, threshold: float, ids: Sequence, order: Sequence[int] | None = None,
                    block_size: int = 2048, use_faiss: bool = False) -> tuple[list[int], list[Removal]]:
     """Greedy cosine-threshold dedup of ``vectors`` (rows need not be unit length), blocked."""
-    v = _unit_float32(vectors)
+    v = unit_rows(vectors)
     _check_lengths(ids, v)
     kept, removed, _ = _semantic_search(v, float(threshold), _order(len(v), order), block_size, use_faiss)
     return kept, _removals(removed, ids, "semantic")
@@ -275,7 +268,7 @@ def semantic_dedup(vectors: np.ndarray, threshold: float, ids: Sequence, order: 
 def brute_force_semantic_dedup(vectors: np.ndarray, threshold: float, ids: Sequence,
                                order: Sequence[int] | None = None) -> tuple[list[int], list[Removal]]:
     """The obvious O(n²) reference for the tests: one item at a time against every kept item."""
-    v = _unit_float32(vectors)
+    v = unit_rows(vectors)
     _check_lengths(ids, v)
     kept, removed = [], []
     for i in _order(len(v), order):
@@ -336,7 +329,7 @@ def dedup(ids: Sequence, texts: Sequence[str], embedder, threshold: float = 0.85
     if minhash:
         order, dropped = minhash_dedup(ids, texts, threshold=minhash_threshold, order=order)
         removals += dropped
-    vectors = (_unit_float32(embedder.embed([texts[i] for i in order], progress=progress)) if order
+    vectors = (unit_rows(embedder.embed([texts[i] for i in order], progress=progress)) if order
                else np.zeros((0, 1), np.float32))
     kept_pos, removed, sims = _semantic_search(vectors, float(threshold), list(range(len(order))), block_size,
                                                use_faiss=use_faiss)

@@ -31,6 +31,7 @@ from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import read_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.records import write_json_atomic
+from rleif_kit.core.stages import DEDUP, EVOLVE
 from rleif_kit.dedup.decontam import NgramIndex, decontaminate
 from rleif_kit.dedup.embeddings import Embedder
 from rleif_kit.dedup.near_duplicates import dedup
@@ -61,7 +62,7 @@ def load_pool(cfg: RunConfig, paths: RunPaths) -> list[dict]:
     """Seeds first, then the kept evolutions round by round: the order 'first seen' refers to."""
     evolved_path = paths.evolved
     if not evolved_path.exists():
-        raise FileNotFoundError(f"02_dedup needs {evolved_path}: run 01_evolve first")
+        raise FileNotFoundError(f"{DEDUP} needs {evolved_path}: run {EVOLVE} first")
     evolved = sorted(read_jsonl(evolved_path), key=lambda r: (r["round"], r["id"]))
     seeds = [{**s, "operator": "seed", "direction": "seed"} for s in load_seeds(cfg, paths)]
     return seeds + evolved
@@ -124,12 +125,14 @@ def _decontaminate(cfg: RunConfig, paths: RunPaths, settings: Any, embedder: Any
     return decontaminate(ids, texts, index, embed_check)
 
 
-def _verdicts(cfg: RunConfig, kept: int, per_operator: dict, sft_responses: list[str]) -> list[Verdict]:
+def _verdicts(cfg: RunConfig, paths: RunPaths, kept: int, per_operator: dict,
+              sft_responses: list[str]) -> list[Verdict]:
     kept_ops = {op: c.get("kept", 0) for op, c in per_operator.items() if op != "seed"}
     return [check_evolve_temperature(cfg.evol_instruct.temperature, cfg.diagnostics),
-            check_kept_floor(kept, cfg.dedup.min_kept, cfg.evol_instruct.evolve_up_ratio),
-            check_operator_share(kept_ops, cfg.diagnostics),
-            check_step_format(sft_responses, cfg.diagnostics, seed=cfg.base.seed, source="02_dedup/sft.jsonl")]
+            check_kept_floor(kept, cfg.dedup.min_kept, cfg.evol_instruct.evolve_up_ratio,
+                             paths.rel(paths.dedup_instructions)),
+            check_operator_share(kept_ops, cfg.diagnostics, source=paths.rel(paths.dedup_report)),
+            check_step_format(sft_responses, cfg.diagnostics, seed=cfg.base.seed, source=paths.rel(paths.sft_rows))]
 
 
 def run_dedup(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True) -> DedupStageResult:
@@ -160,7 +163,7 @@ def run_dedup(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: b
         per_operator=per_operator, per_round=per_round, clusters=_clusters(removals, {r["id"]: r for r in pool}),
         similarities=[float(s) for s in out.similarities], contaminated=len(contaminated), sft=sft,
         contaminated_items=[{"id": h["id"], "eval_ids": h["eval_ids"][:5], "method": h["method"]} for h in hits],
-        verdicts=_verdicts(cfg, len(kept), per_operator, sft_responses))
+        verdicts=_verdicts(cfg, paths, len(kept), per_operator, sft_responses))
     _write_report(paths.dedup_report, result, cfg, embedder)
     return result
 

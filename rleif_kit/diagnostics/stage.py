@@ -1,6 +1,6 @@
 """Stage 07's reading layer: every reward-health check whose artifacts exist, from the run directory.
 
-The checks themselves are pure functions in ``diagnostics.py``; this module finds their inputs:
+The checks themselves are pure functions in ``checks/verdicts.py``; this module finds their inputs:
 
 | check | reads |
 |---|---|
@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass, field, replace
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,8 @@ from rleif_kit.worlds.benchmarks import MATH_BENCHMARKS
 
 @dataclass
 class Health:
-    """The verdicts, the checks skipped (and why), and what the notebook plots."""
+    """The verdicts, the checks skipped (and why), and what the notebook plots. ``rleif doctor`` reports in the
+    same form (its own checks first, then these)."""
 
     verdicts: list[Verdict] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
@@ -67,14 +69,20 @@ class Health:
     def fails(self) -> int:
         return sum(v.status == "fail" for v in self.verdicts)
 
+    @property
+    def ok(self) -> bool:
+        return self.fails == 0
+
+    def table(self) -> str:
+        """The verdict table, the checks skipped and the counts (what ``rleif doctor`` prints)."""
+        counts = {s: sum(v.status == s for v in self.verdicts) for s in STATUSES}
+        lines = [dg.format_verdict_table(self.verdicts)] + [f"skipped {note}" for note in self.skipped]
+        return "\n".join(lines + [", ".join(f"{n} {s}" for s, n in counts.items())])
+
     def summary(self) -> str:
         """"N ok, N warn, N fail" and one line per check skipped."""
         counts = ", ".join(f"{sum(v.status == s for v in self.verdicts)} {s}" for s in STATUSES)
         return "\n".join([counts] + [f"skipped {note}" for note in self.skipped])
-
-
-def _rel(paths: RunPaths, path: Path) -> str:
-    return str(path.relative_to(paths.output_dir)) if path.is_relative_to(paths.output_dir) else str(path)
 
 
 # ------------------------------------------------------------------------------ 01, 02: data
@@ -82,7 +90,7 @@ def _rel(paths: RunPaths, path: Path) -> str:
 def check_evolve(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
     failed_path = paths.evolve_failed
     if not paths.evolved.exists():
-        health.skipped.append(f"evolve_failures: {_rel(paths, paths.evolved)} not found (run {EVOLVE})")
+        health.skipped.append(f"evolve_failures: {paths.rel(paths.evolved)} not found (run {EVOLVE})")
         return
     decided = {r["id"] for path in (paths.evolved, paths.eliminated) for r in read_jsonl(path)}
     last_error = {r["id"]: r.get("error") for r in read_jsonl(failed_path) if r["id"] not in decided}
@@ -92,17 +100,17 @@ def check_evolve(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
         causes[cause] = causes.get(cause, 0) + 1
     health.verdicts.append(dg.check_evolve_failures(causes, len(decided), cfg.diagnostics,
                                                     concurrency=cfg.evol_instruct.concurrency,
-                                                    source=_rel(paths, failed_path)))
+                                                    source=paths.rel(failed_path)))
 
 
 def check_dedup(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
     path = paths.dedup_report
     if not path.exists():
-        health.skipped.append(f"duplicate_rate, kept_floor: {_rel(paths, path)} not found (run {DEDUP})")
+        health.skipped.append(f"duplicate_rate, kept_floor: {paths.rel(path)} not found (run {DEDUP})")
         return
     report, ev = json.loads(path.read_text()), cfg.evol_instruct
     duplicates = sum(n for layer, n in report["removed_by_layer"].items() if not layer.startswith("decontam"))
-    source = _rel(paths, path)
+    source = paths.rel(path)
     health.verdicts += [dg.check_duplicate_rate(report["total"], duplicates, cfg.diagnostics,
                                                 temperature=ev.temperature, dedup_threshold=ev.dedup_threshold,
                                                 up_ratio=ev.evolve_up_ratio, source=source),
@@ -117,7 +125,7 @@ def eval_cot(cfg: RunConfig, paths: RunPaths) -> tuple[bool, str]:
     for meta in sorted(paths.eval_dir.glob("*/*.meta.json")):
         data = json.loads(meta.read_text())
         if data.get("benchmark") in MATH_BENCHMARKS:
-            return bool(data["cot"]), _rel(paths, meta)
+            return bool(data["cot"]), paths.rel(meta)
     return cfg.eval.cot_prompt, "[eval] cot_prompt"
 
 
@@ -133,10 +141,10 @@ def check_sft_data(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
     else:
         health.skipped.append(f"step_format, prompt_consistency: no SFT data yet (run {DEDUP} or {SFT})")
         return
-    source = _rel(paths, train if train.exists() else built)
+    source = paths.rel(train if train.exists() else built)
     health.verdicts.append(dg.check_step_format(responses, cfg.diagnostics, seed=cfg.base.seed, source=source))
     if not prompts:
-        health.skipped.append(f"prompt_consistency: {_rel(paths, train)} not found (run {SFT})")
+        health.skipped.append(f"prompt_consistency: {paths.rel(train)} not found (run {SFT})")
     elif not any(b in MATH_BENCHMARKS for b in cfg.eval.benchmarks):
         health.skipped.append("prompt_consistency: no math benchmark in [eval] benchmarks")
     else:
@@ -161,7 +169,7 @@ def score_instructions(cfg: RunConfig, paths: RunPaths) -> tuple[list[float], st
     texts = [r["text"] for r in _seeded_sample(pool, cfg.diagnostics.score_sample, cfg.base.seed + 1)]
     model, tokenizer = _load_rm(cfg, paths, "irm")
     scores = irm_score(model, tokenizer, texts, max_length=cfg.reward_model.rm_max_len)
-    return scores, f"{_rel(paths, paths.irm_model)} on {len(texts)} instructions of {_rel(paths, pool_path)}"
+    return scores, f"{paths.rel(paths.irm_model)} on {len(texts)} instructions of {paths.rel(pool_path)}"
 
 
 def score_solutions(cfg: RunConfig, paths: RunPaths) -> tuple[list[float], str]:
@@ -175,7 +183,7 @@ def score_solutions(cfg: RunConfig, paths: RunPaths) -> tuple[list[float], str]:
                        max_len=rm.rm_max_len)
     scores = [a for a in ra if a is not None]
     flagged = len(ra) - len(scores)
-    return scores, (f"{_rel(paths, paths.prm_model)} rA on {len(scores)} solutions of {paths.prm_samples.name} "
+    return scores, (f"{paths.rel(paths.prm_model)} rA on {len(scores)} solutions of {paths.prm_samples.name} "
                     f"({flagged} flagged)")
 
 
@@ -197,13 +205,13 @@ def check_reward_models(cfg: RunConfig, paths: RunPaths, health: Health, score: 
         health.scores["IRM rI (evolved instructions)"] = scores
         health.verdicts.append(dg.check_score_distribution("IRM", scores, cfg.diagnostics, source))
     else:
-        health.skipped.append(f"irm_distribution: {_rel(paths, paths.irm_model)} not found (run {REWARD_MODELS})")
+        health.skipped.append(f"irm_distribution: {paths.rel(paths.irm_model)} not found (run {REWARD_MODELS})")
     if prm_ready:
         answer, source = score_solutions(cfg, paths)
         health.scores["PRM rA (sampled solutions)"] = answer
         health.verdicts.append(dg.check_score_distribution("PRM", answer, cfg.diagnostics, source))
     else:
-        health.skipped.append(f"prm_distribution: {_rel(paths, paths.prm_model)} or {paths.prm_samples.name} not "
+        health.skipped.append(f"prm_distribution: {paths.rel(paths.prm_model)} or {paths.prm_samples.name} not "
                               f"found (run {REWARD_MODELS})")
     return answer
 
@@ -215,16 +223,16 @@ def check_ppo_log(cfg: RunConfig, paths: RunPaths, health: Health, answer_scores
     log = list(read_jsonl(path)) if path.exists() else []
     if log:
         health.ppo_log = log
-        health.verdicts += [dg.check_low_ra_log(log, cfg.diagnostics, _rel(paths, path)),
-                            dg.check_kl_blowup(log, cfg.diagnostics, _rel(paths, path))]
+        health.verdicts += [dg.check_low_ra_log(log, cfg.diagnostics, paths.rel(path)),
+                            dg.check_kl_blowup(log, cfg.diagnostics, paths.rel(path))]
         return
-    health.skipped.append(f"kl_blowup: {_rel(paths, path)} not found (run {PPO})")
+    health.skipped.append(f"kl_blowup: {paths.rel(path)} not found (run {PPO})")
     if answer_scores is not None:  # check 2 before PPO: the PRM's rA on sampled solutions
         health.verdicts.append(dg.check_low_ra_share(answer_scores, cfg.diagnostics,
-                                                     f"{_rel(paths, paths.prm_model)} rA on {len(answer_scores)} "
+                                                     f"{paths.rel(paths.prm_model)} rA on {len(answer_scores)} "
                                                      "solutions"))
     else:
-        health.skipped.append(f"low_ra_share: neither {_rel(paths, path)} nor a PRM to score with")
+        health.skipped.append(f"low_ra_share: neither {paths.rel(path)} nor a PRM to score with")
 
 
 # ------------------------------------------------------------------------------ 06: the A/B
@@ -239,9 +247,9 @@ def check_sft_vs_ppo(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
         health.skipped.append(f"sft_vs_ppo: no SFT and PPO results on the same benchmark (run {EVAL})")
     for check, bench, a, b in pairs:
         verdict = ab_verdict(list(read_jsonl(a)), list(read_jsonl(b)), cfg.diagnostics,
-                             f"{_rel(paths, a)} vs {_rel(paths, b)}", seed=cfg.base.seed)
+                             f"{paths.rel(a)} vs {paths.rel(b)}", seed=cfg.base.seed)
         if verdict is None:
-            health.skipped.append(f"{check}: {_rel(paths, a)} and {_rel(paths, b)} share no item")
+            health.skipped.append(f"{check}: {paths.rel(a)} and {paths.rel(b)} share no item")
             continue
         health.verdicts.append(replace(verdict, check=check))
         suffix = f" {bench}" if len(pairs) > 1 else ""
@@ -275,6 +283,7 @@ def collect_verdicts(cfg: RunConfig, paths: RunPaths, settings: Any = None, scor
 def write_verdicts(paths: RunPaths, health: Health) -> Path:
     """``07_reward_diagnostics/verdicts.json``: every verdict and the checks skipped."""
     path = paths.verdicts
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"verdicts": [v.to_dict() for v in health.verdicts], "skipped": health.skipped},
                                indent=2) + "\n")
     return path
@@ -282,8 +291,6 @@ def write_verdicts(paths: RunPaths, health: Health) -> Path:
 
 def verdicts_html(verdicts: list[Verdict]) -> str:
     """An HTML table of verdicts, the status cell in its colour, for a notebook's ``display(HTML(...))``."""
-    from html import escape
-
     def numbers(v: Verdict) -> str:
         return ", ".join(f"{k}={fmt_number(x)}" for k, x in v.numbers.items())
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from rleif_kit.core.text import cut_at_stop
 from rleif_kit.llm import ChatRequest, run_sync
 from rleif_kit.llm.openai_backend import OpenAIBackend
-from rleif_kit.models.generation import cut_at_stop, generate
+from rleif_kit.models.generation import generate
 from rleif_kit.models.loading import load_merged
 
 MAX_SERVER_STOPS = 4
@@ -68,7 +69,7 @@ class LocalModel:
     def close(self) -> None:
         self._loaded = None
         try:
-            import torch
+            import torch  # heavy: loaded on first use
 
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()

@@ -93,7 +93,7 @@ def check_samples(samples: Sequence[Mapping[str, Any]], problems: Mapping[str, d
     programs = [build_program(problems[s["task_id"]], c, m) for s, c, m in zip(samples, completions, markers)]
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # heavy: loaded on first use
 
         bar = tqdm(total=len(programs), desc="humaneval")
     try:

@@ -56,10 +56,6 @@ class EvalResult:
 
 
 
-def _rel(paths: RunPaths, path: Path) -> str:
-    return str(path.relative_to(paths.output_dir))
-
-
 def local_generator(path: str | Path, name: str | None, ev: Any, seed: int = 0,
                     key: str = "[eval] backend") -> LocalModel:
     """A model on this machine, generated with ``ev.backend``: transformers (the reference) or vLLM."""
@@ -123,7 +119,7 @@ def evaluate_benchmark(generator: Any, benchmark: str, items: Sequence[dict], ou
     Returns (the rows of ``items``, in item order, including those of earlier runs; how many are
     still pending because a request failed; the stale-results note or None).
     """
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # heavy: loaded on first use
 
     out_path = Path(out_path)
     note = _claim(out_path, _meta(generator, benchmark, ev))
@@ -162,7 +158,7 @@ def model_sources(cfg: RunConfig, paths: RunPaths,
         if label == "base":
             base = ensure_base_model(cfg)
             if not Path(base).is_dir():  # a hub id: its snapshot in the Hugging Face cache
-                from huggingface_hub import snapshot_download
+                from huggingface_hub import snapshot_download  # heavy: loaded on first use
 
                 base = snapshot_download(base)
             model = local_model(cfg, base, "base")
@@ -219,8 +215,8 @@ def run_eval(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bo
     for bench in ev.benchmarks:
         if ("sft", bench) in rows and ("ppo", bench) in rows:
             verdict = ab_verdict(rows["sft", bench], rows["ppo", bench], cfg.diagnostics,
-                                 f"{_rel(paths, paths.eval_items('sft', bench))} vs "
-                                 f"{_rel(paths, paths.eval_items('ppo', bench))}", seed=cfg.base.seed)
+                                 f"{paths.rel(paths.eval_items('sft', bench))} vs "
+                                 f"{paths.rel(paths.eval_items('ppo', bench))}", seed=cfg.base.seed)
             if verdict is not None:
                 result.ab[bench] = verdict
     write_json_atomic(paths.eval_summary, {"summary": result.summary, "notes": result.notes,

@@ -17,11 +17,13 @@ PPO rollouts need the policy's current adapter in the engine at every step; our 
 
 from __future__ import annotations
 
+import gc
 import json
 from typing import Any, Sequence
 
+from rleif_kit.core.text import cut_at_stop
 from rleif_kit.evaluation.generators import LocalModel, minimal_stops
-from rleif_kit.models.generation import cut_at_stop, require_vllm
+from rleif_kit.models.generation import require_vllm
 from rleif_kit.models.loading import sft_info
 
 
@@ -47,14 +49,14 @@ class VLLMModel(LocalModel):
 
     def load(self) -> Any:
         if self._loaded is None:
-            from vllm import LLM
+            from vllm import LLM  # heavy: loaded on first use
 
             info = sft_info(self.path)
             kw = dict(tokenizer=str(self.path), seed=self.seed, gpu_memory_utilization=self.gpu_memory_utilization)
             if info.get("finetune") == "full":
                 llm = LLM(model=str(self.path), **kw)
             else:  # an SFT adapter on its base
-                from vllm.lora.request import LoRARequest
+                from vllm.lora.request import LoRARequest  # heavy: loaded on first use
 
                 r = json.loads((self.path / "adapter_config.json").read_text())["r"]
                 llm = LLM(model=info["base_model"], enable_lora=True, max_lora_rank=lora_rank_slot(r), **kw)
@@ -64,7 +66,7 @@ class VLLMModel(LocalModel):
 
     def complete(self, prompts: Sequence[str], ev: Any, stop: Sequence[str] = (),
                  sample_indices: Sequence[int] | None = None) -> list[str | None]:
-        from vllm import SamplingParams
+        from vllm import SamplingParams  # heavy: loaded on first use
 
         llm, stops, sampled = self.load(), minimal_stops(stop), ev.temperature > 0
         params = [SamplingParams(temperature=ev.temperature if sampled else 0.0, top_p=ev.top_p if sampled else 1.0,
@@ -75,8 +77,6 @@ class VLLMModel(LocalModel):
         return [cut_at_stop(o.outputs[0].text, stops) for o in outs]
 
     def close(self) -> None:
-        import gc
-
         self._loaded = None
         gc.collect()
         super().close()

@@ -19,6 +19,7 @@ import time
 from dataclasses import replace
 from typing import Any, AsyncIterable, AsyncIterator, Callable, Iterable
 
+from rleif_kit.core.text import stop_index
 from rleif_kit.llm.base import ChatRequest, ChatResult, Usage, aiter_requests, run_sync
 
 __all__ = ["HFBackend", "messages_to_prompt"]
@@ -110,8 +111,8 @@ class HFBackend:
     def _load(self) -> tuple[Any, Any]:
         """Model and tokenizer, loaded once; a bad path raises (a config error, not a failed request)."""
         if self._loaded is None:
-            import torch
-            from transformers import AutoModelForCausalLM
+            import torch  # heavy: loaded on first use
+            from transformers import AutoModelForCausalLM  # heavy: loaded on first use
 
             device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
             tokenizer = self.load_tokenizer(self.model)
@@ -145,12 +146,12 @@ class HFBackend:
 def _generate(model: Any, tokenizer: Any, prompts: list[str], params: ChatRequest) -> list[tuple]:
     """One batch: ``(text, prompt_tokens, completion_tokens, finish_reason)`` per prompt.
 
-    Why not ``evaluation.generate.generate``: it returns decoded text only, and re-encoding text
+    Why not ``models.generation.generate``: it returns decoded text only, and re-encoding text
     is not a token count (a byte-level BPE re-encodes partial characters differently); here the
     counts come from the generated ids.  Completion tokens run up to the first EOS / padding;
     they are generated tokens, stop strings included, as API providers count them.
     """
-    import torch
+    import torch  # heavy: loaded on first use
 
     tokenizer.padding_side = "left"  # every row's new tokens start at the same column
     enc = tokenizer(prompts, return_tensors="pt", padding=True).to(model.device)
@@ -198,7 +199,7 @@ def _sampling_key(request: ChatRequest) -> tuple:
 
 
 def _cut_at_stop(text: str, stop: tuple[str, ...]) -> str | None:
-    """``text`` up to the earliest stop string, or None when none occurs."""
-    cuts = [i for i in (text.find(s) for s in stop if s) if i >= 0]
-    return text[: min(cuts)] if cuts else None
+    """``text`` up to the earliest stop string, or None when none occurs (then the reply was not stopped)."""
+    i = stop_index(text, stop)
+    return None if i is None else text[:i]
 

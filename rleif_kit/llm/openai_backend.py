@@ -220,7 +220,7 @@ class OpenAIBackend:
 
     def _reason(self, exc: Exception) -> str:
         """A short, redacted reason: "timeout after 3 retries", "http 500 after 1 retries: ..."."""
-        import openai
+        import openai  # heavy: loaded on first use
 
         retries = _retries_taken(exc)
         after = f" after {retries} retries" if retries else ""

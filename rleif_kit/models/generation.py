@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 from typing import Any, Sequence
 
+from rleif_kit.core.text import cut_at_stop
+
 
 def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int, batch_size: int = 16,
              desc: str = "generating", do_sample: bool = False, temperature: float = 1.0,
@@ -16,8 +18,8 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens:
     vLLM and OpenAI-compatible servers do, so local and served results read the same). The model's
     train/eval mode is restored afterwards.
     """
-    import torch
-    from tqdm.auto import tqdm
+    import torch  # heavy: loaded on first use
+    from tqdm.auto import tqdm  # heavy: loaded on first use
 
     was_training = model.training
     model.eval()
@@ -43,12 +45,6 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens:
         bar.close()
         model.train(was_training)
     return outputs
-
-
-def cut_at_stop(text: str, stop: Sequence[str]) -> str:
-    """``text`` up to the earliest of the ``stop`` strings (all of it when none occurs)."""
-    cuts = [i for i in (text.find(s) for s in stop if s) if i >= 0]
-    return text[: min(cuts)] if cuts else text
 
 
 MISSING = ("{key} = 'vllm' needs the vllm package, which is not installed here: pip install vllm on a CUDA machine "

@@ -7,6 +7,7 @@ A name that resolves nowhere is one clear error before any work starts.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -17,6 +18,7 @@ from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.sections import SFTConfig
+from rleif_kit.core.stages import SFT
 
 
 class ModelNotFound(ValueError):
@@ -25,7 +27,7 @@ class ModelNotFound(ValueError):
 
 def _in_hf_cache(repo_id: str) -> bool:
     try:
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # heavy: loaded on first use
     except ImportError:  # pragma: no cover - transformers always brings it
         return False
     found = try_to_load_from_cache(repo_id, "config.json")
@@ -36,7 +38,7 @@ def _on_hub(repo_id: str) -> bool:
     if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
         return False
     try:
-        from huggingface_hub import file_exists
+        from huggingface_hub import file_exists  # heavy: loaded on first use
 
         return bool(file_exists(repo_id, "config.json"))
     except Exception:  # no network, bad id, gated repo without a token: not resolvable from here
@@ -78,8 +80,8 @@ def load_merged(path: str | Path, inference: bool = False) -> tuple[Any, Any]:
     this adapter merged in. ``inference``: on the best device (bf16 on a GPU that has it), in eval mode;
     otherwise fp32 on the CPU, as a base for merging or further training."""
     import torch  # heavy: kept off the CLI's start-up path
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
+    from peft import PeftModel  # heavy: loaded on first use
+    from transformers import AutoModelForCausalLM  # heavy: loaded on first use
 
     path = Path(path)
     device = "cuda" if inference and torch.cuda.is_available() else "cpu"
@@ -97,7 +99,7 @@ def load_merged(path: str | Path, inference: bool = False) -> tuple[Any, Any]:
 
 def use_bf16(requested: bool) -> bool:
     """bf16 only where a GPU supports it; otherwise fp32 with one warning line."""
-    import torch
+    import torch  # heavy: loaded on first use
 
     if not requested:
         return False
@@ -108,7 +110,7 @@ def use_bf16(requested: bool) -> bool:
 
 
 def load_tokenizer(path: str):
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # heavy: loaded on first use
 
     tok = AutoTokenizer.from_pretrained(path)
     if tok.pad_token is None:
@@ -118,7 +120,7 @@ def load_tokenizer(path: str):
 
 def nf4_config(compute_dtype: Any) -> Any:
     """The QLoRA quantisation every 4-bit load in the kit uses: NF4 with double quantisation."""
-    from transformers import BitsAndBytesConfig
+    from transformers import BitsAndBytesConfig  # heavy: loaded on first use
 
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
                               bnb_4bit_compute_dtype=compute_dtype)
@@ -126,8 +128,8 @@ def nf4_config(compute_dtype: Any) -> Any:
 
 def load_for_training(path: str, sft: SFTConfig, bf16: bool) -> Any:
     """The model ready for training: 4-bit + LoRA (qlora), LoRA, or all weights trainable (full)."""
-    import torch
-    from transformers import AutoModelForCausalLM
+    import torch  # heavy: loaded on first use
+    from transformers import AutoModelForCausalLM  # heavy: loaded on first use
 
     dtype = torch.bfloat16 if bf16 else torch.float32
     kwargs: dict[str, Any] = {"dtype": dtype}
@@ -136,7 +138,7 @@ def load_for_training(path: str, sft: SFTConfig, bf16: bool) -> Any:
     model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     if sft.finetune == "full":
         return model
-    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training  # heavy: loaded on first use
 
     if sft.finetune == "qlora":
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=sft.gradient_checkpointing)
@@ -153,8 +155,6 @@ def trainable_parameters(model) -> dict[str, Any]:
 def report_to(requested: list[str]) -> list[str]:
     """`report_to` for a transformers Trainer: the requested integrations, TensorBoard left out with a note when it
     is not installed; ["none"] when nothing is left."""
-    import importlib.util
-
     out = []
     for name in requested:
         if name == "tensorboard" and importlib.util.find_spec("tensorboard") is None:
@@ -170,7 +170,7 @@ def resolve_rm_base(cfg: RunConfig, paths: RunPaths, name: str, key: str) -> str
         return resolve_model_name(name, cfg, key=key)
     info_path = paths.sft_model / "sft_info.json"
     if not info_path.exists():
-        raise FileNotFoundError(f"{key} = 'sft' needs the SFT model at {paths.sft_model}: run 03_sft first")
+        raise FileNotFoundError(f"{key} = 'sft' needs the SFT model at {paths.sft_model}: run {SFT} first")
     if json.loads(info_path.read_text())["finetune"] == "full":
         return str(paths.sft_model)
     merged = paths.sft_merged

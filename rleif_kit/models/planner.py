@@ -2,7 +2,7 @@
 
     rleif plan params/wizardmath-7b.toml [--card 24] [--set ppo.mini_batch=2] [--shape llama-2-13b]
 
-Pure arithmetic: the run config, the model's shape (``model_shapes.py``: ``config.json`` of a local
+Pure arithmetic: the run config, the model's shape (``models/shapes.py``: ``config.json`` of a local
 model, else a table of known shapes) and the memory terms with their sources (``memory.py``), added up
 per stage the way each stage's code runs. Bytes throughout, GiB = 2**30. Unknowable here: real prompt
 lengths (``prompt_len``) and allocator fragmentation (in ``OVERHEAD``); ``benchmarks/gpu_check.py``

@@ -67,7 +67,7 @@ def resolve_shape(name: str, cfg=None) -> Shape:
         return Shape(t.hidden_size, t.intermediate_size, t.layers, t.heads, t.heads, t.vocab_size, name="tiny")
     if name.count("/") == 1:
         try:
-            from huggingface_hub import try_to_load_from_cache
+            from huggingface_hub import try_to_load_from_cache  # heavy: loaded on first use
 
             cached = try_to_load_from_cache(name, "config.json")
             if isinstance(cached, str):

@@ -40,8 +40,8 @@ class TinyShape:
 
 def train_tokenizer(corpus: Iterable[str], vocab_size: int):
     """Train a byte-level BPE with single-digit tokens and wrap it as a transformers fast tokenizer."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # heavy: loaded on first use
+    from transformers import PreTrainedTokenizerFast  # heavy: loaded on first use
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Sequence(
@@ -73,8 +73,8 @@ def build_tiny_model(out_dir: str | Path, corpus: Iterable[str], shape: TinyShap
 
     Built in a sibling folder and renamed into place, so a crash never leaves half a model at ``out_dir``.
     """
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import torch  # heavy: loaded on first use
+    from transformers import LlamaConfig, LlamaForCausalLM  # heavy: loaded on first use
 
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()):

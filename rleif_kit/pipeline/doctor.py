@@ -2,14 +2,13 @@
 
 In order: the config is valid; the settings file is valid, each API key the run needs is in the
 environment and each configured role's endpoint answers one chat round trip (``check_api``); the base
-models resolve (``models.resolve_model_name``); the evolution temperature; a sample of the SFT data has
-explicit steps; then every reward-health check whose artifacts already exist (``health.run_diagnostics``).
+models resolve (``models.loading.resolve_model_name``); the evolution temperature; a sample of the SFT data has
+explicit steps; then every reward-health check whose artifacts already exist (``diagnostics.stage.run_diagnostics``).
 Each is a :class:`Verdict`; any fail makes the command exit non-zero.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,30 +17,14 @@ from rleif_kit.core.api_keys import known_secrets, read_api_key
 from rleif_kit.core.config import ConfigError, load_config
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.settings import SettingsError, load_settings
-from rleif_kit.core.verdict import STATUSES, Verdict
-from rleif_kit.diagnostics.stage import run_diagnostics
+from rleif_kit.core.stages import DEDUP, SFT
+from rleif_kit.core.verdict import Verdict
+from rleif_kit.diagnostics.stage import Health, run_diagnostics
 from rleif_kit.models.loading import ModelNotFound, resolve_model_name
 from rleif_kit.pipeline.check_api import check_endpoint
 from rleif_kit.worlds import arith
 from rleif_kit.worlds.benchmarks import MATH_BENCHMARKS
 from rleif_kit.worlds.data import DataError, arith_size, load_instructions
-
-
-@dataclass
-class DoctorReport:
-    verdicts: list[Verdict] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not any(v.status == "fail" for v in self.verdicts)
-
-    def table(self) -> str:
-        counts = {s: sum(v.status == s for v in self.verdicts) for s in STATUSES}
-        lines = [dg.format_verdict_table(self.verdicts)]
-        lines += [f"skipped {note}" for note in self.skipped]
-        lines.append(", ".join(f"{n} {s}" for s, n in counts.items()))
-        return "\n".join(lines)
 
 
 def needed_roles(cfg: Any) -> list[str]:
@@ -102,7 +85,7 @@ def check_models(cfg: Any) -> list[Verdict]:
     out = []
     for check, key, name in keys:
         if name == "sft":
-            out.append(Verdict(check, "ok", {"model": "sft"}, source=f"{key} (this run's SFT model, made by 03_sft)"))
+            out.append(Verdict(check, "ok", {"model": "sft"}, source=f"{key} (this run's SFT model, made by {SFT})"))
             continue
         try:
             out.append(Verdict(check, "ok", {"resolved": resolve_model_name(name, cfg, key=key)}, source=key))
@@ -125,16 +108,16 @@ def step_format_sample(cfg: Any) -> Verdict | str:
     try:
         rows = load_instructions(cfg.resolve(cfg.sft.dataset), "[sft] dataset")
     except DataError:
-        return f"step_format: [sft] dataset {cfg.sft.dataset} is not built yet (02_dedup builds it); checked after"
+        return f"step_format: [sft] dataset {cfg.sft.dataset} is not built yet ({DEDUP} builds it); checked after"
     return dg.check_step_format([r["response"] for r in rows], d, seed=cfg.base.seed,
                                 source=f"[sft] dataset = {cfg.sft.dataset}")
 
 
 def run_doctor(params_path: str, overrides: list[str] | tuple = (), settings_path: str | None = None,
-               score: bool = True, workdir: str | Path | None = None) -> DoctorReport:
+               score: bool = True, workdir: str | Path | None = None) -> Health:
     """Every check, in the order a run would trip over them; a bad config stops after its own row."""
     wd = Path(workdir) if workdir else Path.cwd()
-    report = DoctorReport()
+    report = Health()
     try:
         cfg = load_config(params_path, list(overrides), workdir=wd)
     except (ConfigError, FileNotFoundError) as e:
@@ -145,7 +128,7 @@ def run_doctor(params_path: str, overrides: list[str] | tuple = (), settings_pat
     report.verdicts += check_models(cfg)
     report.verdicts.append(dg.check_evolve_temperature(cfg.evol_instruct.temperature, cfg.diagnostics))
     paths = RunPaths(output_dir=cfg.output_dir, report_dir=wd / "reports" / cfg.run_name)  # nothing is written
-    sft_data = (cfg.output_dir / "03_sft" / "train.jsonl", cfg.output_dir / "02_dedup" / "sft.jsonl")
+    sft_data = (paths.sft_data, paths.sft_rows)
     if not any(p.exists() for p in sft_data):  # else health's step_format reads them
         sample = step_format_sample(cfg)
         if isinstance(sample, Verdict):

@@ -78,7 +78,7 @@ def _failure_summary(stage: str, output: Path, err: Exception) -> str:
 
 def run_stage(stage: str, params_path: str, overrides: list[str], report_dir: Path, workdir: Path,
               settings_path: str | None) -> StageRun:
-    import papermill as pm
+    import papermill as pm  # heavy: loaded on first use
 
     source = notebook_dir() / f"{stage}.ipynb"
     output = report_dir / f"{stage}.ipynb"

@@ -49,11 +49,11 @@ class RLEIFReward:
 
 def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any, progress: bool = True):
     """Train with GRPO; returns (model with the adapter, tokenizer, PPOResult-shaped log)."""
-    import torch
-    from datasets import Dataset
-    from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    import torch  # heavy: loaded on first use
+    from datasets import Dataset  # heavy: loaded on first use
+    from peft import LoraConfig  # heavy: loaded on first use
+    from transformers import AutoModelForCausalLM, TrainerCallback  # heavy: loaded on first use
+    from trl import GRPOConfig, GRPOTrainer  # heavy: loaded on first use
 
     ppo = cfg.ppo
     sft_path = resolve_rm_base(cfg, paths, "sft", "[ppo] policy")
@@ -70,7 +70,6 @@ def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any,
 
     per_step = ppo.rollout_batch // ppo.mini_batch * ppo.ppo_epochs  # optimizer steps per rollout
     if ppo.generation_backend == "vllm":  # TRL runs vLLM beside the trainer and syncs the weights each step
-
         require_vllm("[ppo] generation_backend")
     bf16 = use_bf16(cfg.base.bf16)
     args = GRPOConfig(output_dir=str(paths.grpo_dir), learning_rate=ppo.lr,

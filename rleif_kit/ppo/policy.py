@@ -2,12 +2,13 @@
 with the adapter switched off, so no second copy sits in memory.
 
 Why the reference is the SFT policy and never the pre-SFT base: when SFT itself produced an adapter,
-that adapter is merged into the weights first (``reward_models.resolve_rm_base("sft")``, re-quantised
+that adapter is merged into the weights first (``models.loading.resolve_rm_base("sft")``, re-quantised
 to 4-bit for QLoRA runs), and only then is the PPO adapter added; disabling it gives back the SFT model.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,9 +38,9 @@ class Policy:
 
 def load_policy(cfg: RunConfig, paths: RunPaths) -> Policy:
     """The SFT model (adapter merged; 4-bit when SFT was QLoRA) with a fresh, seeded PPO adapter."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
+    import torch  # heavy: loaded on first use
+    from peft import LoraConfig, get_peft_model  # heavy: loaded on first use
+    from transformers import AutoModelForCausalLM  # heavy: loaded on first use
 
     sft_path = resolve_rm_base(cfg, paths, "sft", "[ppo] policy")
     dtype = torch.bfloat16 if use_bf16(cfg.base.bf16) else torch.float32
@@ -71,9 +72,7 @@ def forward(policy: Policy, input_ids, attention_mask, with_values: bool = True,
     as during generation. A forward that will be backpropagated goes through ``policy.wrapped`` when
     set, so that DDP all-reduces the gradients; the rest (no gradient, reference) runs on the plain model.
     """
-    import contextlib
-
-    import torch
+    import torch  # heavy: loaded on first use
 
     if policy.wrapped is not None and not reference and torch.is_grad_enabled():
         return policy.wrapped(input_ids, attention_mask, with_values)
@@ -91,7 +90,7 @@ def forward(policy: Policy, input_ids, attention_mask, with_values: bool = True,
 def policy_module(policy: Policy):
     """The adapter-carrying model and the value head as one ``torch.nn.Module``, for ``accelerator.prepare``:
     DDP wraps one module, and its forward is ``forward`` above."""
-    import torch
+    import torch  # heavy: loaded on first use
 
     class PolicyModule(torch.nn.Module):
         def __init__(self):
@@ -120,7 +119,7 @@ def prepare(policy: Policy, optimizer: Any) -> Any:
 
 def save_checkpoint(policy: Policy, optimizer: Any, directory: Path, state: dict) -> None:
     """Trainable weights, optimizer and loop state; written to a temp dir then renamed (crash-safe)."""
-    import torch
+    import torch  # heavy: loaded on first use
 
     with staged_dir(directory) as tmp:
         torch.save({n: p.detach().cpu() for n, p in policy.named_trainable().items()}, tmp / "trainable.pt")
@@ -135,7 +134,7 @@ def last_checkpoint(checkpoints: Path) -> Path | None:
 
 def load_checkpoint(policy: Policy, optimizer: Any, directory: Path) -> dict:
     """Trainable weights (and the optimizer's state, unless ``optimizer`` is None) and the loop state."""
-    import torch
+    import torch  # heavy: loaded on first use
 
     saved = torch.load(directory / "trainable.pt")
     params = policy.named_trainable()
@@ -152,7 +151,7 @@ def load_checkpoint(policy: Policy, optimizer: Any, directory: Path) -> dict:
 
 def export_policy(policy: Policy, out_dir: Path, card: str) -> None:
     """Standalone transformers weights (PPO adapter merged into the SFT weights), tokenizer, value head, card."""
-    import torch
+    import torch  # heavy: loaded on first use
 
     out_dir.mkdir(parents=True, exist_ok=True)
     merged = policy.model.merge_and_unload()

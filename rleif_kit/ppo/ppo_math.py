@@ -1,7 +1,7 @@
 """The math of PPO as pure tensor functions, each tested on hand-worked values (tests/test_ppo_math.py).
 
 Shapes: ``[batch, T]`` over response tokens, with ``mask`` 1 on real response tokens and 0 on padding
-after the end of a response. Nothing here knows about models; ``ppo.py`` calls these in order:
+after the end of a response. Nothing here knows about models; ``ppo/trainer.py`` calls these in order:
 
     kl = logp - ref_logp                                  (per token, the k1 estimator)
     rewards = token_rewards(score, kl, kl_coef, mask)     (-kl_coef * kl per token, + score on the last)

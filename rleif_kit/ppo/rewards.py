@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 from typing import Any, Sequence
@@ -33,6 +34,7 @@ def raise_if_failed(gate: Sequence[Verdict], force: bool) -> None:
 
 def save_gate(path: Path, gate: Sequence[Verdict]) -> None:
     """``05_ppo/gate.json``: the gate's verdicts (also how the notebook hands its gate to launched ranks)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps([v.to_dict() for v in gate], indent=2) + "\n")
 
 
@@ -79,9 +81,7 @@ class RewardScorer:
 
     def close(self) -> None:
         """Free both reward models (before launched ranks load their own copies on the same GPUs)."""
-        import gc
-
-        import torch
+        import torch  # heavy: loaded on first use
 
         self.irm = self.prm = None
         gc.collect()

@@ -1,5 +1,5 @@
 """Stage 05 around the loop: the choice of algorithm (our PPO or TRL's GRPO, both behind the reward-health
-gate of ``ppo.reward_gate``, re-exported here for the notebook), the SFT-vs-PPO A/B on held-out problems,
+gate of ``trainer.reward_gate``, re-exported here for the notebook), the SFT-vs-PPO A/B on held-out problems,
 the export with a model card, and ``python -m rleif_kit.ppo``."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from rleif_kit.core.verdict import Verdict
 from rleif_kit.ppo.grpo import run_grpo
 from rleif_kit.ppo.policy import Policy, export_policy, last_checkpoint, load_checkpoint
 from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
-from rleif_kit.ppo.trainer import STAGE, PPOResult, reward_gate, run_ppo
+from rleif_kit.ppo.trainer import PPOResult, reward_gate, run_ppo
 from rleif_kit.worlds.arith_bench import evaluate_arith
 from rleif_kit.worlds.data import heldout_problems
 
@@ -96,7 +96,7 @@ def heldout_ab(cfg: RunConfig, paths: RunPaths, policy: Policy) -> dict[str, Any
     ppo = evaluate_arith(policy.model, policy.tokenizer, problems, out_path=paths.ppo_heldout("ppo"),
                          desc="held-out (PPO)", **kw)
     verdict = check_ab([r["correct"] for r in sft["rows"]], [r["correct"] for r in ppo["rows"]], cfg.diagnostics,
-                       f"{STAGE}/{paths.ppo_heldout('sft').name} vs {paths.ppo_heldout('ppo').name}", seed=cfg.base.seed)
+                       f"{paths.rel(paths.ppo_heldout('sft'))} vs {paths.ppo_heldout('ppo').name}", seed=cfg.base.seed)
     return {"n": len(problems), "sft_accuracy": sft["accuracy"], "ppo_accuracy": ppo["accuracy"], "verdict": verdict}
 
 

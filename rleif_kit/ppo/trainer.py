@@ -20,7 +20,7 @@ guard decision), and only rank 0 writes files. On one process all of this is a n
 
 Before the first update, the reward-health gate scores a sample with both reward models and refuses to
 start on a broken reward unless ``[ppo].force`` (``reward_gate``). The math lives in ``ppo_math.py``, the
-policy in ``ppo_policy.py``, the reward in ``ppo_rewards.py``; the A/B and export in ``ppo_stage.py``.
+policy in ``ppo/policy.py``, the reward in ``ppo/rewards.py``; the A/B and export in ``ppo/stage.py``.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -87,7 +88,7 @@ def _response_tokens(row: list[int], eos_id: int) -> list[int]:
 
 def generate_rollout(policy: Policy, prompts: Sequence[str], cfg: RunConfig) -> Rollout:
     """Sample one response per prompt, ``gen_batch`` prompts at a time, and lay them out as one batch."""
-    import torch
+    import torch  # heavy: loaded on first use
 
     tok, ppo = policy.tokenizer, cfg.ppo
     tok.padding_side = "left"
@@ -142,7 +143,7 @@ def _view(policy: Policy, roll: Rollout, rows, **kw):
 
 def score_rollout(policy: Policy, roll: Rollout, mini_batch: int) -> None:
     """Fill in the rollout's log-probs (policy and reference), values and mean entropy, without gradients."""
-    import torch
+    import torch  # heavy: loaded on first use
 
     logps, refs, vals, ents = [], [], [], []
     with torch.no_grad():
@@ -179,7 +180,7 @@ def _batch_for_step(pool: Sequence[dict], step: int, size: int, seed: int) -> li
 
 def ppo_step(policy: Policy, optimizer: Any, roll: Rollout, scores: dict, cfg: RunConfig, kl_coef: float) -> dict:
     """Advantages from the rollout's rewards, then ``ppo_epochs`` clipped updates; returns the step's stats."""
-    import torch
+    import torch  # heavy: loaded on first use
 
     ppo, mask = cfg.ppo, roll.response_mask
     score = torch.tensor(scores["reward"], dtype=torch.float32, device=mask.device)
@@ -214,7 +215,7 @@ def kl_after_update(policy: Policy, roll: Rollout, mini_batch: int) -> float:
     The rollout's own KL describes the policy before the updates; an update that blew the policy up would
     only show in the next rollout, after a checkpoint of the broken policy could have been saved.
     """
-    import torch
+    import torch  # heavy: loaded on first use
 
     kls = []
     with torch.no_grad():
@@ -226,8 +227,6 @@ def kl_after_update(policy: Policy, roll: Rollout, mini_batch: int) -> float:
 
 def step_record(step: int, scores: dict, roll: Rollout, update: dict, kl_coef: float) -> dict:
     """One log row: reward mean/std, mean rI and rA, share of rA < 0.5, KL per sequence, entropy, ..."""
-    import statistics
-
     kl = pm.sequence_kl(roll.logp, roll.ref_logp, roll.response_mask)
     r = scores["reward"]
     return {"step": step, "reward_mean": statistics.fmean(r), "reward_std": statistics.pstdev(r),
@@ -279,8 +278,8 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
 
     Raises RewardGateFailed when a gate check fails and ``[ppo].force`` is off.
     """
-    import torch
-    from tqdm.auto import tqdm
+    import torch  # heavy: loaded on first use
+    from tqdm.auto import tqdm  # heavy: loaded on first use
 
     if cfg.ppo.generation_backend == "vllm":
         raise NotImplementedError("[ppo] generation_backend = 'vllm' is not supported yet by our PPO loop (it needs "

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 def irm_score(model: Any, tokenizer: Any, instructions: Sequence[str], batch_size: int = 64,
               max_length: int = 512) -> list[float]:
     """rI for each instruction: the sigmoid of the reward head, in [0, 1], batched."""
-    import torch
+    import torch  # heavy: loaded on first use
 
     was_training = model.training
     model.eval()

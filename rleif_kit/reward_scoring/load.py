@@ -18,7 +18,7 @@ HEADS = {"sequence": ("AutoModelForSequenceClassification", 1, "SEQ_CLS"),  # IR
 
 
 def head_class(head: str):
-    import transformers
+    import transformers  # heavy: loaded on first use
 
     name, labels, task = HEADS[head]
     return getattr(transformers, name), labels, task
@@ -27,7 +27,7 @@ def head_class(head: str):
 def load_rm(model_dir: str | Path, load_in_4bit: bool = False, bf16: bool = False) -> tuple[Any, Any]:
     """A saved IRM or PRM for scoring: full weights, or base + adapter (merged unless 4-bit); bf16 when
     asked and the GPU has it, else fp32."""
-    import torch
+    import torch  # heavy: loaded on first use
 
     model_dir = Path(model_dir)
     info_path = model_dir / RM_INFO
@@ -44,7 +44,7 @@ def load_rm(model_dir: str | Path, load_in_4bit: bool = False, bf16: bool = Fals
     if info["finetune"] == "full":
         model = cls.from_pretrained(model_dir, **kwargs)
     else:
-        from peft import PeftModel
+        from peft import PeftModel  # heavy: loaded on first use
 
         model = PeftModel.from_pretrained(cls.from_pretrained(info["base_model"], **kwargs), model_dir)
         if not load_in_4bit:

@@ -83,7 +83,7 @@ class StepLabelCollator:
         self.pad_token_id = pad_token_id
 
     def __call__(self, rows: Sequence[dict]) -> dict:
-        import torch
+        import torch  # heavy: loaded on first use
 
         width = max(len(r["input_ids"]) for r in rows)
         pad = lambda seq, value: list(seq) + [value] * (width - len(seq))  # noqa: E731
@@ -98,7 +98,7 @@ def step_scores(model: Any, tokenizer: Any, items: Sequence[tuple[str, str]], ba
                 max_len: int = 1024) -> list[list[float] | None]:
     """P(step correct) per step of each (question, solution); None for a solution whose steps cannot
     be found or were cut off at ``max_len`` (flagged, not scored on a part)."""
-    import torch
+    import torch  # heavy: loaded on first use
 
     encoded = [encode(tokenizer, q, s, max_len=max_len) for q, s in items]
     usable = [i for i, e in enumerate(encoded) if e is not None and None not in e["positions"]]

@@ -1,6 +1,6 @@
 """Preference pairs for the instruction reward model (IRM), from sibling sets of evolved variants.
 
-A fan-out (``evolve.run_fanout``) evolves one instruction into k variants with distinct operators.
+A fan-out (``evolution.fanout.run_fanout``) evolves one instruction into k variants with distinct operators.
 A judge ranks each sibling set on definition (clear and complete), precision (solvable, unambiguous)
 and integrity (consistent, no leaked template text); a ranking of k becomes k·(k-1)/2 pairs.
 

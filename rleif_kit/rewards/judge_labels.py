@@ -1,7 +1,7 @@
 """Reward-model labels from a judge model behind an OpenAI-compatible endpoint.
 
 * :func:`judge_irm_rankings` asks ``models.irm_judge`` to rank each sibling set of evolved variants
-  (from ``evolve.run_fanout``) and turns every ranking into preference pairs for the IRM.
+  (from ``evolution.fanout.run_fanout``) and turns every ranking into preference pairs for the IRM.
 * :func:`judge_prm_labels` asks ``models.prm_judge`` to mark each step of a solution correct or not,
   for the PRM.
 
@@ -106,7 +106,7 @@ def _sha(text: str) -> str:
 
 async def _judge_async(cfg: RunConfig, backend: Any, role: str, items: list[_Item], out_path: Path,
                        max_attempts: int, progress: bool) -> tuple[dict[str, dict], JudgeReport]:
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # heavy: loaded on first use
 
     ids = [it.id for it in items]
     repeated = sorted(i for i, n in Counter(ids).items() if n > 1)

@@ -1,6 +1,6 @@
 """Stage 04 (second half): the process reward model (PRM) — is each step of this solution right?
 
-The PRM is a token classifier read at the LAST token of each step (``prm_labels.step_end_positions``):
+The PRM is a token classifier read at the LAST token of each step (``worlds.step_labels.step_end_positions``):
 there the model has seen the whole step and nothing of the next. TRL no longer ships a PRM trainer,
 so this is ``transformers.Trainer`` with our own collator: labels are -100 everywhere except the
 step ends, so the loss is the cross-entropy of "this step is correct" at exactly those tokens.
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -26,11 +25,12 @@ from rleif_kit.core.launch import load_result
 from rleif_kit.core.metrics import roc_auc, threshold_accuracy
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.models.generation import generate
-from rleif_kit.models.loading import load_merged, use_bf16
+from rleif_kit.models.loading import load_merged
 from rleif_kit.reward_scoring.heldout import split_by_question
+from rleif_kit.reward_scoring.load import load_rm
 from rleif_kit.reward_scoring.prm import StepLabelCollator, encode, solution_step_ends, step_scores
-from rleif_kit.rewards.irm import load_rm, load_rm_for_training, loss_log, resolve_rm_base, rm_report_to, save_rm
 from rleif_kit.rewards.launched import launch_training
+from rleif_kit.rewards.rm_training import loss_log, save_rm, start_training, timed_train, trainer_kwargs
 from rleif_kit.worlds import arith
 from rleif_kit.worlds import step_labels as prm_labels
 from rleif_kit.worlds.prompts import math_prompt
@@ -67,8 +67,8 @@ def sample_solutions(cfg: RunConfig, paths: RunPaths, instructions: Sequence[dic
     """``n`` solutions sampled from the SFT model on ``instructions`` (round-robin over a seeded
     shuffle), appended per batch to ``out_path``; a rerun resumes after the last finished batch and
     draws the same samples (each batch reseeds from ``[base].seed`` and its index)."""
-    import torch
-    from tqdm.auto import tqdm
+    import torch  # heavy: loaded on first use
+    from tqdm.auto import tqdm  # heavy: loaded on first use
 
     order = list(instructions)
     random.Random(cfg.base.seed).shuffle(order)
@@ -145,34 +145,22 @@ def evaluate_prm(model: Any, tokenizer: Any, examples: Sequence[dict], max_len: 
 
 def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tuple[Any, Any, PRMResult]:
     """Train the PRM on ``examples`` ({question, solution, labels}) and save it with a model card."""
-    import torch
-    from transformers import Trainer, TrainingArguments
+    from transformers import Trainer, TrainingArguments  # heavy: loaded on first use
 
-    rm = cfg.reward_model
-    out_dir = paths.prm_model
+    rm, out_dir = cfg.reward_model, paths.prm_model
     if launch_training(cfg, paths, "prm", examples):  # [base].launcher = "accelerate"
-
         return *load_rm(out_dir, bf16=cfg.base.bf16), load_result(PRMResult, paths.rm_result("prm"))
     train, heldout = split_by_question(examples, rm.rm_heldout_share, cfg.base.seed)
     if not train:
         raise ValueError("no PRM training examples: every sampled solution was flagged or none were sampled")
-    base = resolve_rm_base(cfg, paths, rm.prm_base, "[reward_model] prm_base")
-    bf16 = use_bf16(cfg.base.bf16)
-    model, tokenizer = load_rm_for_training(base, "token", cfg, bf16)
+    base, bf16, model, tokenizer = start_training(cfg, paths, rm.prm_base, "[reward_model] prm_base", "token")
     rows = [r for r in (encode(tokenizer, e["question"], e["solution"], e["labels"], rm.rm_max_len) for e in train)
             if r is not None]
-    steps = int(rm.rm_epochs * -(-len(rows) // rm.rm_batch_size))
-    args = TrainingArguments(output_dir=str(out_dir / "checkpoints"), learning_rate=rm.rm_lr,
-                             num_train_epochs=rm.rm_epochs, per_device_train_batch_size=rm.rm_batch_size,
-                             save_strategy="no", logging_steps=max(1, min(10, steps // 10)),
-                             report_to=rm_report_to(cfg), use_cpu=not torch.cuda.is_available(), bf16=bf16,
-                             seed=cfg.base.seed, remove_unused_columns=False, disable_tqdm=False,
+    args = TrainingArguments(**trainer_kwargs(cfg, out_dir, len(rows), bf16), remove_unused_columns=False,
                              warmup_steps=0.05)
     trainer = Trainer(model=model, args=args, train_dataset=[{k: r[k] for k in ("input_ids", "labels")} for r in rows],
                       data_collator=StepLabelCollator(tokenizer.pad_token_id))
-    start = time.perf_counter()
-    trainer.train()
-    runtime = time.perf_counter() - start
+    runtime = timed_train(trainer)
     labels, scores = evaluate_prm(trainer.model, tokenizer, heldout, rm.rm_max_len)
     train_labels = [label for e in train for label in e["labels"]]
     result = PRMResult(out_dir, len(train), len(heldout), len(train_labels), len(labels),

@@ -1,7 +1,7 @@
 """Stage 04 as steps the notebook calls in order: IRM data → IRM → PRM data → PRM → score samples.
 
 Each step reads and writes files under ``04_reward_models/`` and resumes from them: the fan-out and
-the judges' answers are append-only JSONL (``evolve.run_fanout``, ``judge_labels``), the sampled
+the judges' answers are append-only JSONL (``evolution.fanout.run_fanout``, ``judge_labels``), the sampled
 solutions are written per batch (``prm.sample_solutions``).
 
 Who judges: with the arithmetic evolver (``[evol_instruct].backend = "arith"``) the IRM rankings come
@@ -134,7 +134,7 @@ def score_sample(cfg: RunConfig, paths: RunPaths, irm: tuple[Any, Any], prm_mode
                        rm.prm_aggregate, max_len=rm.rm_max_len)
     kept = [(a, all(e["labels"])) for a, e in zip(ra, heldout) if a is not None]
     answer, correct = [a for a, _ in kept], [c for _, c in kept]
-    verdicts = [check_score_distribution("IRM", irm_scores, dcfg, f"{STAGE}/irm on {len(texts)} instructions"),
-                check_score_distribution("PRM", answer, dcfg, f"{STAGE}/prm rA on {len(answer)} solutions"),
-                check_low_ra_share(answer, dcfg, f"{STAGE}/prm rA on {len(answer)} held-out solutions")]
+    verdicts = [check_score_distribution("IRM", irm_scores, dcfg, f"{paths.rel(paths.irm_model)} on {len(texts)} instructions"),
+                check_score_distribution("PRM", answer, dcfg, f"{paths.rel(paths.prm_model)} rA on {len(answer)} solutions"),
+                check_low_ra_share(answer, dcfg, f"{paths.rel(paths.prm_model)} rA on {len(answer)} held-out solutions")]
     return ScoreSample(irm_scores, answer, correct, len(ra) - len(answer), verdicts)

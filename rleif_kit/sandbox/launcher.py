@@ -1,4 +1,4 @@
-"""The sandbox's launcher half (see ``sandbox.py``): run as a compiled script, ``python -I -S
+"""The sandbox's launcher half (see ``sandbox/runner.py``): run as a compiled script, ``python -I -S
 sandbox_launcher.pyc CONFIG``, it builds the sandbox around itself (namespaces, file system, uid, rlimits)
 and then runs the program in its own interpreter, so each program costs one interpreter start, not two.
 

@@ -19,7 +19,7 @@ Where the OS allows less (macOS, containers without namespaces, a non-root user 
 namespaces), the sandbox falls back step by step and ``sandbox_plan().protections`` says which
 protections are active; rlimits and the timeout always are.
 
-Speed: the launcher (``sandbox_launcher.py``, compiled, run as ``python -I -S sandbox_launcher.pyc CONFIG``)
+Speed: the launcher (``sandbox/launcher.py``, compiled, run as ``python -I -S sandbox_launcher.pyc CONFIG``)
 builds the sandbox around itself and then runs the program in its own interpreter, with the evaluator's
 site-packages on ``sys.path``; one interpreter start per program, not two. This file is the evaluator side.
 """

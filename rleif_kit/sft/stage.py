@@ -1,6 +1,6 @@
 """Stage 03: supervised fine-tuning with TRL's SFTTrainer (QLoRA, LoRA or full fine-tuning).
 
-Reads the step-by-step data and open-domain samples (``sft_data.py``), trains with the loss on the
+Reads the step-by-step data and open-domain samples (``worlds/data.py``), trains with the loss on the
 response only, checkpoints every ``[sft].save_steps`` (a rerun resumes from the last checkpoint),
 and saves the model (adapter, or full weights) plus tokenizer to ``03_sft/model``. On the
 arithmetic world it also measures greedy held-out accuracy before and after training.
@@ -61,7 +61,7 @@ class SFTResult:
 
 
 def _log_callback(path: Path):
-    from transformers import TrainerCallback
+    from transformers import TrainerCallback  # heavy: loaded on first use
 
     class JsonlLog(TrainerCallback):
         """Appends each logged row (step, loss, lr, ...) to ``03_sft/log.jsonl`` as it happens."""
@@ -75,8 +75,8 @@ def _log_callback(path: Path):
 
 
 def _trainer_args(cfg: RunConfig, paths: RunPaths, bf16: bool):
-    import torch
-    from trl import SFTConfig
+    import torch  # heavy: loaded on first use
+    from trl import SFTConfig  # heavy: loaded on first use
 
     s = cfg.sft
     return SFTConfig(
@@ -94,15 +94,15 @@ def _trainer_args(cfg: RunConfig, paths: RunPaths, bf16: bool):
 
 
 def _last_checkpoint(directory: Path) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
+    from transformers.trainer_utils import get_last_checkpoint  # heavy: loaded on first use
 
     return get_last_checkpoint(str(directory)) if directory.is_dir() else None
 
 
 def train_sft(cfg: RunConfig, paths: RunPaths, examples: list[dict], base_path: str) -> tuple[Any, Any, dict]:
     """Train on ``examples``; returns (trainer, tokenizer, initial trainable parameters)."""
-    from datasets import Dataset
-    from trl import SFTTrainer
+    from datasets import Dataset  # heavy: loaded on first use
+    from trl import SFTTrainer  # heavy: loaded on first use
 
     bf16 = use_bf16(cfg.base.bf16)
     tokenizer = load_tokenizer(base_path)
@@ -139,11 +139,11 @@ def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
         base_path = ensure_base_model(cfg)
         examples = build_sft_examples(cfg, paths) if dist.is_main() else list(read_jsonl(paths.sft_data))
     verdicts = [check_step_format([e["completion"] for e in examples if e["source"] != "open_domain"],
-                                  cfg.diagnostics, seed=cfg.base.seed)]
+                                  cfg.diagnostics, seed=cfg.base.seed, source=paths.rel(paths.sft_data))]
     measure = cfg.base.world == "arith" and cfg.sft.eval_samples > 0 and dist.is_main()  # rank 0, held-out set
     acc_before = acc_after = None
     if measure:
-        from transformers import AutoModelForCausalLM
+        from transformers import AutoModelForCausalLM  # heavy: loaded on first use
 
         base = AutoModelForCausalLM.from_pretrained(base_path)
         acc_before = _arith_accuracy(cfg, paths, base, load_tokenizer(base_path), "before")
@@ -155,13 +155,13 @@ def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
                {"finetune": cfg.sft.finetune, "base_model": base_path, "steps": trainer.state.global_step})
     dist.barrier()  # the saved model is complete
     if measure and dist.world_size() > 1:  # the saved copy: DeepSpeed ZeRO-3 holds only shards in memory
-
         acc_after = _arith_accuracy(cfg, paths, *load_merged(paths.sft_model, inference=True), "after")
     elif measure:
         model = trainer.model.merge_and_unload() if cfg.sft.finetune != "full" else trainer.model
         acc_after = _arith_accuracy(cfg, paths, model, tokenizer, "after")
     if acc_before is not None and acc_after is not None:
-        verdicts.append(check_sft_learning(acc_before, acc_after, cfg.diagnostics))
+        verdicts.append(check_sft_learning(acc_before, acc_after, cfg.diagnostics,
+                                           source=paths.rel(paths.sft_heldout("after"))))
     log = [json.loads(line) for line in paths.sft_log.read_text().splitlines()] if paths.sft_log.exists() else []
     return SFTResult(paths.sft_model, cfg.sft.finetune, len(examples), trainer.state.global_step, runtime,
                      log, acc_before, acc_after, verdicts)

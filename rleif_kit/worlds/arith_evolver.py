@@ -20,7 +20,8 @@ import re
 from dataclasses import asdict, dataclass, fields, replace
 
 from rleif_kit.worlds import arith
-from rleif_kit.worlds.arith import INTROS, QUESTIONS, TOPICS, Op, Problem, apply_op
+from rleif_kit.worlds.arith import Op, Problem, apply_op
+from rleif_kit.worlds.arith_words import INTROS, QUESTIONS, TOPICS
 
 UP_OPERATORS = ("add_constraint", "concretize", "more_steps", "deepen")
 DOWN_OPERATORS = ("simplify", "new_topic")

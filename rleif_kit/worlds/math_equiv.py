@@ -188,13 +188,13 @@ def latex_to_sympy(s: str) -> str | None:
 
 def to_sympy(s: str) -> Any | None:
     """Parse a normalised answer into a sympy expression (None when it cannot be, or is too big to evaluate)."""
-    import sympy
+    import sympy  # heavy: loaded on first use
     from sympy.parsing.sympy_parser import (
         factorial_notation,
         implicit_multiplication_application,
         parse_expr,
         standard_transformations,
-    )
+    )  # heavy: loaded on first use
 
     text = latex_to_sympy(s) if len(s) <= MAX_SYMPY_CHARS else None
     if text is None:
@@ -217,7 +217,7 @@ def to_sympy(s: str) -> Any | None:
 
 def _small_enough(expr: Any) -> bool:
     """False for powers or factorials that would take unbounded time to evaluate exactly."""
-    import sympy
+    import sympy  # heavy: loaded on first use
 
     for node in sympy.preorder_traversal(expr):
         if isinstance(node, sympy.Pow) and node.exp.is_number:
@@ -281,7 +281,7 @@ def _quiet(fn: Callable[[], bool]) -> bool:
 def sympy_equal(a: str, b: str) -> bool:
     """True when two normalised scalar answers are the same number or expression (exact, no tolerance
     beyond 1e-12 relative for irrational numbers that sympy cannot simplify to the same form)."""
-    import sympy
+    import sympy  # heavy: loaded on first use
 
     ea, eb = to_sympy(a), to_sympy(b)
     if ea is None or eb is None:

@@ -15,6 +15,7 @@ does not exist, this module makes it from the public formats (GSM8k ``question``
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from pathlib import Path
@@ -71,8 +72,6 @@ def regenerate_prompt(question: str) -> str:
 
 async def _regenerate(cfg: RunConfig, problems: list[dict], backend: Any, log_path: Path) -> None:
     """One request per problem not yet in ``log_path``; each outcome appended as it arrives."""
-    import asyncio
-
     done = {r["id"] for r in read_jsonl(log_path)}
     todo = [p for p in problems if p["id"] not in done]
 
@@ -125,8 +124,6 @@ def rewrite_to_steps(cfg: RunConfig, settings: Any, items: list[dict]) -> dict[s
     rewrite failed, could not be normalised, or changed the final answer (the rewrite must not
     change the result, only its layout).
     """
-    import asyncio
-
     template = (cfg.resolve(cfg.evol_instruct.prompts_dir).parent / "rewrite_steps.txt").read_text(encoding="utf-8")
     backend = make_llm_backend(cfg, settings)
 

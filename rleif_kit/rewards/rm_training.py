@@ -1,0 +1,87 @@
+"""What training the IRM and the PRM share: the start (launched, or the base resolved and loaded with a new
+head), the Trainer arguments, the timed training and the save. ``irm.py`` and ``prm.py`` keep only what
+differs: their data, their Trainer (TRL's RewardTrainer; ``transformers.Trainer`` with a step-label
+collator) and their held-out measure.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from rleif_kit.core import distributed as dist
+from rleif_kit.core.config import RunConfig
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.models.loading import load_tokenizer, nf4_config, resolve_rm_base, rm_report_to, use_bf16
+from rleif_kit.reward_scoring.load import RM_INFO, head_class
+
+
+def load_rm_for_training(path: str, head: str, cfg: RunConfig, bf16: bool) -> tuple[Any, Any]:
+    """A reward model on ``path`` with a new head, wrapped per ``[reward_model].rm_finetune``.
+
+    LoRA shapes come from ``[sft]``; the new head is always fully trained (PEFT's ``modules_to_save``
+    for the SEQ_CLS / TOKEN_CLS tasks), since a LoRA on a randomly initialised head learns nothing.
+    """
+    import torch  # heavy: loaded on first use
+
+    cls, num_labels, task = head_class(head)
+    finetune = cfg.reward_model.rm_finetune
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    kwargs: dict[str, Any] = {"dtype": dtype, "num_labels": num_labels}
+    if finetune == "qlora":
+        kwargs["quantization_config"] = nf4_config(dtype)
+    tokenizer = load_tokenizer(path)
+    torch.manual_seed(cfg.base.seed)  # the new head and the LoRA A matrices start the same on every run
+    model = cls.from_pretrained(path, **kwargs)
+    model.config.pad_token_id = tokenizer.pad_token_id  # Llama has none; the score head reads the last token
+    if finetune == "full":
+        return model, tokenizer
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training  # heavy: loaded on first use
+
+    if finetune == "qlora":
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=cfg.sft.gradient_checkpointing)
+    sft = cfg.sft
+    lora = LoraConfig(r=sft.lora_r, lora_alpha=sft.lora_alpha, lora_dropout=sft.lora_dropout,
+                      target_modules=list(sft.lora_targets), task_type=task, bias="none")
+    return get_peft_model(model, lora), tokenizer
+
+
+def save_rm(model: Any, tokenizer: Any, out_dir: Path, info: dict, card: str) -> None:
+    """Full weights, or the LoRA adapter (with its head) and ``rm_info.json`` naming the base; a model card.
+    ``model`` may be the Trainer that trained it (under accelerate launch every rank calls this; rank 0 writes)."""
+    dist.save_model_dir(model, tokenizer, out_dir, {RM_INFO: json.dumps(info, indent=2) + "\n",
+                                                    "README.md": card})
+
+
+def loss_log(trainer: Any) -> list[dict]:
+    return [r for r in trainer.state.log_history if "loss" in r]
+
+
+def start_training(cfg: RunConfig, paths: RunPaths, base_name: str, key: str, head: str) -> tuple[str, bool, Any, Any]:
+    """(resolved base, bf16, model with a new ``head``, tokenizer) for a reward model starting from ``base_name``."""
+    base = resolve_rm_base(cfg, paths, base_name, key)
+    bf16 = use_bf16(cfg.base.bf16)
+    model, tokenizer = load_rm_for_training(base, head, cfg, bf16)
+    return base, bf16, model, tokenizer
+
+
+def trainer_kwargs(cfg: RunConfig, out_dir: Path, rows: int, bf16: bool) -> dict[str, Any]:
+    """The Trainer arguments both reward models train with (``[reward_model]`` lr, epochs and batch)."""
+    import torch  # heavy: loaded on first use
+
+    rm = cfg.reward_model
+    steps = int(rm.rm_epochs * -(-rows // rm.rm_batch_size))
+    return dict(output_dir=str(out_dir / "checkpoints"), learning_rate=rm.rm_lr, num_train_epochs=rm.rm_epochs,
+                per_device_train_batch_size=rm.rm_batch_size, save_strategy="no",
+                logging_steps=max(1, min(10, steps // 10)),  # at least ~10 points on the curve
+                report_to=rm_report_to(cfg), use_cpu=not torch.cuda.is_available(), bf16=bf16, seed=cfg.base.seed,
+                disable_tqdm=False)
+
+
+def timed_train(trainer: Any) -> float:
+    """Train; the wall time in seconds."""
+    start = time.perf_counter()
+    trainer.train()
+    return time.perf_counter() - start
