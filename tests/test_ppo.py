@@ -173,6 +173,59 @@ def test_gradient_checkpointing_gives_the_same_update(tmp_path, small_model_dir)
     assert all(torch.allclose(grads[0][n], grads[1][n], atol=1e-6) for n in grads[0])
 
 
+def test_update_passes_run_without_dropout(tmp_path, small_model_dir):
+    """A checkpoint with dropout: the update's log-probs must be the rollout's until the weights move, so with
+    a learning rate of 0 every ratio is exactly 1 (no clipping) and the KL after the update is the rollout's."""
+    from rleif_kit.ppo.policy import load_policy, prepare
+    from rleif_kit.ppo.trainer import generate_rollout, ppo_step, score_rollout
+
+    cfg, paths = _run(tmp_path, small_model_dir)
+    config = json.loads((paths.sft_model / "config.json").read_text())
+    (paths.sft_model / "config.json").write_text(json.dumps({**config, "attention_dropout": 0.5}))  # trained with it
+    policy = load_policy(cfg, paths)
+    assert [m for m in policy.model.modules() if hasattr(m, "attention_dropout")]
+    torch.manual_seed(0)
+    roll = generate_rollout(policy, [p["text"] for p in _pool(8)], cfg)
+    score_rollout(policy, roll, mini_batch=4)
+    optimizer = prepare(policy, torch.optim.AdamW(policy.parameters(), lr=0.0))
+    out = ppo_step(policy, optimizer, roll, {"reward": [1.0, 0.0] * 4}, cfg, kl_coef=0.0)
+    assert out["clip_frac"] == 0.0
+    mask = roll.response_mask
+    assert out["kl_after"] == pytest.approx(((roll.logp - roll.ref_logp) * mask).sum(1).mean().item(), abs=1e-5)
+
+
+def test_rollouts_ignore_the_checkpoints_own_sampling_settings(tmp_path, small_model_dir):
+    """A checkpoint's generation_config.json (a repetition_penalty, a min_new_tokens) must not reach PPO's
+    sampler: its log-probs are those of softmax(logits / T), so the samples must come from that too."""
+    from transformers import GenerationConfig
+
+    from rleif_kit.ppo.policy import load_policy
+    from rleif_kit.ppo.trainer import generate_rollout
+
+    cfg, paths = _run(tmp_path, small_model_dir)
+    policy = load_policy(cfg, paths)
+    prompts = [p["text"] for p in _pool(4)]
+    inner = policy.model.get_base_model()
+    plain = inner.generation_config
+    inner.generation_config = GenerationConfig(**{**plain.to_dict(), "repetition_penalty": 3.0, "no_repeat_ngram_size": 2})
+    torch.manual_seed(0)
+    roll = generate_rollout(policy, prompts, cfg)
+    assert inner.generation_config.repetition_penalty == 3.0  # the checkpoint's config is put back afterwards
+    tok = policy.tokenizer
+    enc = tok(prompts, return_tensors="pt", padding=True)
+    inner.generation_config = GenerationConfig(bos_token_id=plain.bos_token_id, eos_token_id=plain.eos_token_id,
+                                               pad_token_id=plain.pad_token_id)
+    torch.manual_seed(0)  # the same draws from the plain distribution
+    with torch.no_grad():
+        out = policy.model.generate(**enc, do_sample=True, temperature=cfg.ppo.temperature, top_p=1.0, top_k=0,
+                                    max_new_tokens=cfg.ppo.max_new_tokens, pad_token_id=tok.pad_token_id,
+                                    eos_token_id=tok.eos_token_id)
+    new = out[:, enc["input_ids"].shape[1]:]
+    mask = roll.response_mask.bool()
+    T = mask.shape[1]
+    assert torch.equal(new[:, :T][mask], roll.input_ids[:, roll.prompt_width:][mask])
+
+
 @pytest.mark.parametrize("temperature", [1.0, 0.5])
 def test_rollout_logprobs_are_those_of_the_sampling_distribution(tmp_path, small_model_dir, temperature):
     """PPO's old log-probs must be the behaviour policy's: at temperature T that is softmax(logits / T), the

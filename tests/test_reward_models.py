@@ -49,3 +49,28 @@ def test_irm_trains_and_scores(tmp_path, small_model_dir):
     assert (result.model_dir / "README.md").exists() and result.heldout_pairs > 0
     reloaded, tok2 = load_rm(result.model_dir)
     assert irm_score(reloaded, tok2, [pairs[0]["chosen_text"]]) == pytest.approx(scores[:1], abs=1e-5)
+
+
+@pytest.mark.slow
+def test_irm_reads_the_eos_it_was_trained_at_when_pad_differs(small_model_dir):
+    """TRL's RewardTrainer appends EOS to every text; with a pad token that is not EOS (Llama-3, Qwen,
+    WizardLM's [PAD]) the head reads the EOS position in training, so scoring must append it too."""
+    from transformers import AutoModelForSequenceClassification
+
+    from rleif_kit.models.loading import load_tokenizer
+
+    tok = load_tokenizer(str(small_model_dir))
+    tok.add_special_tokens({"pad_token": "[PAD]"})
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_pretrained(small_model_dir, num_labels=1)
+    model.resize_token_embeddings(len(tok))
+    model.config.pad_token_id = tok.pad_token_id
+    assert tok.pad_token_id != tok.eos_token_id
+    texts = ["Tom has 3 apples.", "How many apples does Mia have now? She had 12."]
+    with torch.no_grad():  # one text at a time, as trained: text + EOS, head at the last (EOS) token
+        trained_at = [torch.sigmoid(model(**tok(t + tok.eos_token, return_tensors="pt")).logits[0, 0]).item()
+                      for t in texts]
+        without_eos = [torch.sigmoid(model(**tok(t, return_tensors="pt")).logits[0, 0]).item() for t in texts]
+    assert irm_score(model, tok, texts) == pytest.approx(trained_at, abs=1e-5)
+    assert irm_score(model, tok, [t + tok.eos_token for t in texts]) == pytest.approx(trained_at, abs=1e-5)
+    assert trained_at != pytest.approx(without_eos, abs=1e-4)  # the two positions really differ

@@ -71,6 +71,20 @@ def test_formula_rejected(formula, message):
         parse_reward_formula(formula)
 
 
+@pytest.mark.parametrize("formula, message", [
+    ("+".join(["rI"] * 5000), "too deeply nested"),                       # was a RecursionError
+    ("(" * 300 + "rI" + ")" * 300, "not an expression"),                   # the parser's own limit
+    ("+".join(["rI"] * 101), "201 parts; a reward formula has at most 200"),  # 101 names + 100 sums
+])
+def test_huge_formulas_are_formula_errors(formula, message):
+    with pytest.raises(FormulaError, match=re.escape(message)):
+        parse_reward_formula(formula)
+
+
+def test_a_long_but_sane_formula_still_works():
+    assert parse_reward_formula("+".join(["rI"] * 100))(0.5, 0.0) == pytest.approx(50.0)  # 100 names + 99 sums
+
+
 def test_non_string_rejected():
     with pytest.raises(FormulaError, match="empty formula"):
         parse_reward_formula(None)

@@ -19,6 +19,7 @@ import random
 from typing import Callable, Sequence
 
 FORMULA_NAMES = ("rI", "rA")
+MAX_FORMULA_NODES = 200  # a reward formula is a few terms; thousands are a typo or an attack, not a recipe
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 _FUNCS = {"min": min, "max": max}
 
@@ -58,6 +59,11 @@ def parse_reward_formula(text: str) -> Callable[[float, float], float]:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as e:
         raise FormulaError(f"not an expression: {e.msg}") from None
+    except (RecursionError, MemoryError):  # the parser's own depth limit
+        raise FormulaError(f"too deeply nested to be a reward formula ({len(text)} characters)") from None
+    nodes = sum(isinstance(n, ast.expr) for n in ast.walk(tree))  # numbers, names, operations, calls
+    if nodes > MAX_FORMULA_NODES:  # compiled and evaluated recursively: bounded before either recurses
+        raise FormulaError(f"{nodes} parts; a reward formula has at most {MAX_FORMULA_NODES}")
     body = _compile(tree.body)
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(_FUNCS)
     if not used & set(FORMULA_NAMES):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
 from rleif_kit.core.text import cut_at_stop
 
@@ -45,6 +46,26 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens:
         bar.close()
         model.train(was_training)
     return outputs
+
+
+@contextmanager
+def plain_sampling(model: Any) -> Iterator[None]:
+    """Inside the block ``model.generate`` samples from softmax(logits / temperature) and nothing else.
+
+    A checkpoint's own ``generation_config.json`` (``repetition_penalty``, ``min_new_tokens``, ``top_k`` ...) fills
+    every setting a ``generate()`` call leaves unset; PPO's log-probs assume the plain distribution, so its
+    sampler must not inherit those. The config is swapped on the innermost model (under a PEFT wrapper too).
+    """
+    from transformers import GenerationConfig  # heavy: loaded on first use
+
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    saved = inner.generation_config
+    inner.generation_config = GenerationConfig(bos_token_id=saved.bos_token_id, eos_token_id=saved.eos_token_id,
+                                               pad_token_id=saved.pad_token_id)
+    try:
+        yield
+    finally:
+        inner.generation_config = saved
 
 
 MISSING = ("{key} = 'vllm' needs the vllm package, which is not installed here: pip install vllm on a CUDA machine "

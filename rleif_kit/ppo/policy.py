@@ -57,6 +57,7 @@ def load_policy(cfg: RunConfig, paths: RunPaths) -> Policy:
         base.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         base.enable_input_require_grads()
     model = get_peft_model(base, lora)
+    disable_dropout(model)
     value_head = torch.nn.Linear(base.config.hidden_size, 1)
     torch.nn.init.normal_(value_head.weight, std=1e-3)
     torch.nn.init.zeros_(value_head.bias)
@@ -85,6 +86,19 @@ def forward(policy: Policy, input_ids, attention_mask, with_values: bool = True,
         return out.logits, None
     hidden = out.hidden_states[-1].float()
     return out.logits, policy.value_head(hidden).squeeze(-1)
+
+
+def disable_dropout(model: Any) -> None:
+    """Dropout off everywhere (``nn.Dropout`` layers and the attention's own rate) while the model can stay in
+    train mode, where activation checkpointing runs: the update's log-probs are then the rollout's until the
+    weights move (the ratio is exactly 1 at the first minibatch), whatever dropout the checkpoint was trained with."""
+    import torch  # heavy: loaded on first use
+
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+        if isinstance(getattr(m, "attention_dropout", None), float):
+            m.attention_dropout = 0.0
 
 
 def policy_module(policy: Policy):

@@ -42,6 +42,7 @@ from rleif_kit.core.jsonl import write_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.stages import PPO
 from rleif_kit.core.verdict import Verdict
+from rleif_kit.models.generation import plain_sampling
 from rleif_kit.ppo import ppo_math as pm
 from rleif_kit.ppo.policy import (
     Policy,
@@ -98,7 +99,7 @@ def generate_rollout(policy: Policy, prompts: Sequence[str], cfg: RunConfig) -> 
     for start in range(0, len(prompts), ppo.gen_batch):
         chunk = list(prompts[start:start + ppo.gen_batch])
         enc = tok(chunk, return_tensors="pt", padding=True).to(device)
-        with torch.no_grad():
+        with torch.no_grad(), plain_sampling(policy.model):  # not the checkpoint's repetition_penalty & co.
             out = policy.model.generate(**enc, do_sample=True, temperature=ppo.temperature, top_p=1.0, top_k=0,
                                         max_new_tokens=ppo.max_new_tokens, pad_token_id=tok.pad_token_id,
                                         eos_token_id=tok.eos_token_id)
@@ -188,7 +189,7 @@ def ppo_step(policy: Policy, optimizer: Any, roll: Rollout, scores: dict, cfg: R
     rewards = pm.token_rewards(score, kl_tokens, kl_coef, mask)
     adv, returns = pm.gae(rewards, roll.values, mask, ppo.gamma, ppo.lam)
     adv = pm.masked_whiten(adv, mask)
-    policy.model.train()
+    policy.model.train()  # activation checkpointing runs in train mode only; load_policy switched dropout off
     B, stats = mask.shape[0], {"policy_loss": [], "value_loss": [], "clip_frac": []}
     for _ in range(ppo.ppo_epochs):
         for idx in torch.randperm(B).split(ppo.mini_batch):
