@@ -24,9 +24,10 @@ def test_auc_on_hand_values():
 
 def test_step_ends_markers_then_lines():
     ends = solution_step_ends(SOLUTION)
-    assert [SOLUTION[:e] for e in ends] == ["Step 1: 4 * 2 = 8.", "Step 1: 4 * 2 = 8. Step 2: 8 / 2 = 4."]
+    assert [SOLUTION[:e] for e in ends] == ["Step 1: 4 * 2 = 8.", SOLUTION]  # the last step ends after its answer
     lines = "First 3 + 4 = 7.\nThen 7 * 2 = 14.\nThe answer is: 14"
-    assert [lines[:e].split("\n")[-1] for e in solution_step_ends(lines)] == ["First 3 + 4 = 7.", "Then 7 * 2 = 14."]
+    assert [lines[:e].split("\n")[-1] for e in solution_step_ends(lines)] == ["First 3 + 4 = 7.", "The answer is: 14"]
+    assert solution_step_ends(lines)[-1] == len(lines)
     assert solution_step_ends("The answer is 14 because I said so.") == []  # flagged, not one step
 
 
@@ -41,8 +42,8 @@ def test_encode_puts_labels_on_the_last_token_of_each_step(small_model_dir):
     offsets = tok(text, return_offsets_mapping=True)["offset_mapping"]
     for pos, step_end in zip(row["positions"], solution_step_ends(SOLUTION)):
         start, stop = offsets[pos]
-        assert start < offset + step_end <= stop  # the token covers the step's last character (the '.')
-        assert text[offset + step_end - 1] == "."
+        assert start < offset + step_end <= stop  # the token covers the step's last character
+    assert [text[offset + e - 1] for e in solution_step_ends(SOLUTION)] == [".", "4"]  # step 1's '.', the answer's 4
     labelled = {i: v for i, v in enumerate(row["labels"]) if v != IGNORE}
     assert labelled == {row["positions"][0]: 1, row["positions"][1]: 0}
     cut = encode(tok, question, SOLUTION, [True, False], max_len=row["positions"][1])  # second step truncated

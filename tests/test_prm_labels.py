@@ -54,18 +54,36 @@ def test_truncation_cuts_off_later_steps():
 
 
 def test_step_char_ends_match_arith_parse_steps_on_generated_solutions():
+    """Every step is parse_steps' segment; the last one runs on through its answer line, to the end."""
     for rec in arith.generate_problems(20, seed=7, min_steps=1, max_steps=4):
         sol = rec["solution"]
         ends, steps = step_char_ends(sol), arith.parse_steps(sol)
         starts = [m.start() for m in arith.STEP_MARK.finditer(sol)]
-        assert [sol[s:e] for s, e in zip(starts, ends)] == steps
+        segments = [sol[s:e] for s, e in zip(starts, ends)]
+        assert segments[:-1] == steps[:-1]
+        assert segments[-1] == f"{steps[-1]} The answer is: {rec['answer']}" and ends[-1] == len(sol)
         assert len(ends) == rec["n_steps"]
 
 
-def test_step_char_ends_drop_the_answer_and_a_markerless_text_has_none():
+def test_the_last_step_ends_after_its_answer_and_a_markerless_text_has_none():
     sol = "Step 1: 3 + 5 = 8. The answer is: 8"
-    assert step_char_ends(sol) == [18]  # "Step 1: 3 + 5 = 8." is 18 chars; " The answer is" excluded
+    assert step_char_ends(sol) == [35]  # the whole solution: the label is read after the answer
+    assert step_char_ends("Step 1: 3 + 5 = 8.\nThe answer is: 8\nThanks!") == [35]  # to the answer line's end
+    assert step_char_ends("Step 1: 3 + 5 = 8. Step 2: 8 - 2 = 6.") == [18, 37]  # no answer: the step's own end
     assert step_char_ends("3 + 5 = 8, so 8.") == []
+
+
+def test_an_early_stop_carries_its_verdict_at_its_own_answer():
+    """The solution that stops one step early and the complete one share their first two steps, but the
+    early stop's last label sits after ITS answer: no scored prefix carries two different labels."""
+    complete = "Step 1: 3 + 5 = 8. Step 2: 8 - 2 = 6. Step 3: 6 + 4 = 10. The answer is: 10"
+    early = "Step 1: 3 + 5 = 8. Step 2: 8 - 2 = 6. The answer is: 6"
+    labelled = {complete[:e]: v for e, v in zip(step_char_ends(complete), verifier_labels(Q, complete, 10))}
+    for end, label in zip(step_char_ends(early), verifier_labels(Q, early, 10)):
+        assert labelled.get(early[:end], label) == label
+    assert verifier_labels(Q, early, 10) == [True, False] and step_char_ends(early)[-1] == len(early)
+    wrong = complete.replace("is: 10", "is: 999")  # only the answer changed: the last scored prefix differs
+    assert complete[:step_char_ends(complete)[-1]] != wrong[:step_char_ends(wrong)[-1]]
 
 
 # Numbers in the question: 3, 5, 2, 4.  Right chain: 3 + 5 = 8, 8 - 2 = 6, 6 + 4 = 10.

@@ -26,8 +26,9 @@ class StepsNotFound(ValueError):
 def solution_step_ends(solution: str) -> list[int]:
     """Exclusive character end of each step: 'Step k:' markers, else one step per line (>= 2 lines).
 
-    The final 'The answer is: X' line belongs to the last step (its label says whether the answer is
-    right). [] when neither form is present: the caller flags the solution.
+    The final 'The answer is: X' line belongs to the last step, whose label is read at the end of that
+    line (:func:`rleif_kit.worlds.step_labels.step_char_ends` says why). [] when neither form is present:
+    the caller flags the solution. Training, scoring, the gate, PPO, GRPO and the judges all place labels here.
     """
     ends = step_labels.step_char_ends(solution)
     if ends:
@@ -35,7 +36,9 @@ def solution_step_ends(solution: str) -> list[int]:
     ends, pos = [], 0
     for line in solution.splitlines(keepends=True):
         body = line.rstrip()
-        if body.strip() and not body.strip().lower().startswith("the answer is"):
+        if body.strip().lower().startswith("the answer is") and ends:
+            ends[-1] = pos + len(body)  # the answer line ends the last step
+        elif body.strip():
             ends.append(pos + len(body))
         pos += len(line)
     return ends if len(ends) >= 2 else []

@@ -52,18 +52,29 @@ def step_end_positions(offsets: Sequence[tuple[int, int]], step_char_ends: Seque
 
 
 def step_char_ends(solution: str) -> list[int]:
-    """Exclusive character end of each 'Step k: ...' segment, trailing space and answer excluded.
+    """Exclusive character end of each 'Step k: ...' segment, trailing space excluded; the LAST step ends
+    where its final answer line ends (``The answer is: X`` included).
 
-    Same conventions as :func:`rleif_kit.worlds.arith.parse_steps` (``solution[start:end]`` of step i is
-    exactly ``parse_steps(solution)[i]``); [] when there are no step markers, which the caller
-    flags rather than labels.
+    Why the answer belongs to the last step: its label says whether the solution is right, and the PRM is a
+    causal token classifier, so at a token before the answer it cannot know the answer (nor whether the
+    solution goes on). Read at the end of the answer line, the last score depends on the answer, and a
+    solution that stops one step early carries its verdict at its own answer, not at a prefix it shares with
+    the complete solution. The earlier steps are ``parse_steps``' segments (``solution[start:end]`` of step i
+    is ``parse_steps(solution)[i]``). [] when there are no step markers, which the caller flags rather than
+    labels.
     """
     marks = list(arith.STEP_MARK.finditer(solution))
     bounds = [m.start() for m in marks[1:]] + [len(solution)]
     ends = []
     for m, bound in zip(marks, bounds):
-        segment = arith.ANSWER_MARK.split(solution[m.start():bound])[0].rstrip()
-        ends.append(m.start() + len(segment))
+        segment = solution[m.start():bound]
+        answer = arith.ANSWER_MARK.search(segment)
+        if answer is not None and bound == len(solution):  # the last step: through its answer line
+            line_end = segment.find("\n", answer.end())
+            segment = segment[:line_end if line_end >= 0 else len(segment)]
+        else:
+            segment = arith.ANSWER_MARK.split(segment)[0]
+        ends.append(m.start() + len(segment.rstrip()))
     return ends
 
 
