@@ -216,3 +216,40 @@ def test_a_prm_that_passes_every_step_is_caught(tiny_run, tmp_path, monkeypatch)
     run_pipeline(str(TINY_PARAMS), "07_reward_diagnostics", tiny_overrides(tmp_path / "run"), report_dir=str(reports))
     verdicts = read_records(reports / "metrics.json")["07_reward_diagnostics"]["verdicts"]
     assert verdicts["low_ra_share"] == "fail" and verdicts["prm_distribution"] == "fail", verdicts
+
+
+# Measured on 300 held-out 3-step problems (2-core machine of 2026-12-01, min aggregation): the answer "999"
+# scores below the right one on 83.7%, the early stop below the complete solution on 42.7%. Before the
+# labels moved after the answer: the same rA for the right answer, "999" and none on 300 of 300, and the
+# early stop below the complete solution on 0 of 300 (it scored higher on average: 0.132 vs 0.069).
+# The bounds leave room for another CPU's floating point, which moves the tiny models by several points.
+EARLY_AND_WRONG_BELOW = {"wrong": 0.70, "early": 0.30}
+
+
+def test_the_trained_prm_reads_the_answer(tiny_run):
+    """Issue 16: the PRM's last label sits after the answer, so rA moves when only the answer changes, and a
+    solution that stops one step early (the tiny teacher's error) is ranked below the complete one far more
+    often than before (never, then). The issue's target of 90% for the early stop is not reached by the tiny
+    PRM: few of the SFT model's sampled 3-step solutions are complete and right, so it sees few positives."""
+    from statistics import mean
+
+    from rleif_kit.core.config import load_config
+    from rleif_kit.core.paths import RunPaths
+    from rleif_kit.reward_scoring.load import load_rm
+    from rleif_kit.reward_scoring.prm import answer_scores
+    from rleif_kit.worlds import arith
+    from rleif_kit.worlds.data import heldout_problems
+
+    cfg = load_config(str(TINY_PARAMS), tiny_overrides(tiny_run / "run"))
+    paths = RunPaths(tiny_run / "run")
+    model, tok = load_rm(paths.prm_model)
+    problems = [p for p in heldout_problems(cfg, paths) if p["n_steps"] == 3][:300]
+    complete = [(p["question"], p["solution"]) for p in problems]
+    early = [(p["question"], arith.Problem.from_record(p).early_stop_solution()) for p in problems]
+    wrong = [(q, s.rsplit("The answer is:", 1)[0] + "The answer is: 999") for q, s in complete]
+    how = cfg.reward_model.prm_aggregate
+    r_complete, r_early, r_wrong = (answer_scores(model, tok, items, how) for items in (complete, early, wrong))
+    assert len(problems) == 300
+    assert sum(abs(w - c) < 1e-6 for c, w in zip(r_complete, r_wrong)) == 0  # the answer always moves rA
+    assert mean(w < c for c, w in zip(r_complete, r_wrong)) >= EARLY_AND_WRONG_BELOW["wrong"]
+    assert mean(e < c for c, e in zip(r_complete, r_early)) >= EARLY_AND_WRONG_BELOW["early"]
