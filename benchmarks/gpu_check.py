@@ -10,9 +10,9 @@ more of the four; in memory each model is ready in seconds and is the same modul
 
 1. SFT: ``prepare_model_for_kbit_training`` + the LoRA of [sft], checkpointing on, bf16 autocast (as the
    Trainer runs it), AdamW; tokens/s and peak memory at [sft] batch_size x 2048 tokens.
-2. PPO: a ``ppo_policy.Policy`` (4-bit policy, PPO adapter, value head) and both reward models in 4-bit
-   with their unmerged adapters (as ``reward_models.load_rm`` loads them), then the real
-   ``ppo.generate_rollout``, ``score_rollout`` and ``ppo_step``; the peak of each phase.
+2. PPO: a ``ppo.policy.Policy`` (4-bit policy, PPO adapter, value head) and both reward models in 4-bit
+   with their unmerged adapters (as ``reward_scoring.load.load_rm`` loads them), then the real
+   ``ppo.trainer.generate_rollout``, ``score_rollout`` and ``ppo_step``; the peak of each phase.
 3. The planner's figure for each, without its OVERHEAD (CUDA context, allocator slack), against
    ``torch.cuda.max_memory_allocated``.
 Writes reports/bench/gpu.json after each part, so a run cut short keeps what it measured.
@@ -199,7 +199,7 @@ def check_ppo(cfg, shape: Shape, device: str, dtype, prompt_len: int) -> dict:
     measured["score"] = _peak()
     _reset()
     S = roll.input_ids.shape[1]
-    with torch.no_grad():  # ppo_rewards.RewardScorer scores gen_batch at a time
+    with torch.no_grad():  # ppo.rewards.RewardScorer scores gen_batch at a time
         ri = torch.sigmoid(irm(input_ids=torch.randint(3, shape.vocab, (ppo.gen_batch, prompt_len), device=device)
                                ).logits[:, 0].float())
         pl = min(S, cfg.reward_model.rm_max_len)

@@ -1,5 +1,5 @@
-"""Reward-health checks (diagnostics.py) at their documented thresholds, and the artifact layer
-(health.py) on run directories made by hand: small JSONL files, no model except in the slow tests.
+"""Reward-health checks (rleif_kit/checks/verdicts.py) at their documented thresholds, and the artifact layer
+(rleif_kit/diagnostics/stage.py) on run directories made by hand: small JSONL files, no model except in the slow tests.
 
 Thresholds are the [diagnostics] defaults (the issue's): check 1 mean 0.4-0.7 and std > 0.1 (fail:
 mean > 0.9 with variance < 0.01); check 2 share of rA < 0.5 in 0.2-0.4 (fail < 0.1); check 3 gain
@@ -130,7 +130,7 @@ def test_verdict_table_has_every_check_and_its_advice():
     assert "05_ppo/log.jsonl" in table and "kl_coef" in table
 
 
-# ---------------------------------------------------------------- the artifact layer (health.py)
+# ---------------------------------------------------------------- the artifact layer (rleif_kit/diagnostics/stage.py)
 
 def config(run: Path, *extra: str, **diagnostics):
     """The tiny preset on ``run``, its [diagnostics] pinned to the documented defaults (and ``diagnostics``)."""

@@ -127,3 +127,12 @@ def test_old_module_names_fail_with_their_new_spelling():
     proc = subprocess.run([sys.executable, "-m", "rleif_kit.report", "reports/x"], cwd=ROOT, capture_output=True,
                           text=True)
     assert "rleif_kit.report moved to rleif_kit.pipeline.report" in proc.stderr
+
+
+@pytest.mark.parametrize("stage", ["evolve", "sft"])
+def test_a_stage_entry_point_reports_a_bad_config_in_one_line(stage):
+    proc = subprocess.run([sys.executable, "-m", f"rleif_kit.{stage}", "--params", "no-such-run.toml"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"python -m rleif_kit.{stage}: error: no-such-run.toml: config file "
+                                                f"not found (looked in {ROOT / 'no-such-run.toml'})"]

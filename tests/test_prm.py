@@ -29,6 +29,7 @@ def test_step_ends_markers_then_lines():
     assert [lines[:e].split("\n")[-1] for e in solution_step_ends(lines)] == ["First 3 + 4 = 7.", "The answer is: 14"]
     assert solution_step_ends(lines)[-1] == len(lines)
     assert solution_step_ends("The answer is 14 because I said so.") == []  # flagged, not one step
+    assert solution_step_ends("The answer is: 7\n3 + 4 = 7") == []  # an answer before any step is no step
 
 
 def test_encode_puts_labels_on_the_last_token_of_each_step(small_model_dir):

@@ -22,7 +22,7 @@ MODULES = {
     "rleif_kit.decontam": "rleif_kit.dedup.decontam",
     "rleif_kit.dedup_stage": "rleif_kit.dedup.stage",
     "rleif_kit.distributed": "rleif_kit.core.distributed",
-    "rleif_kit.doctor": "rleif_kit.pipeline.doctor",
+    "rleif_kit.doctor": "rleif_kit.pipeline.doctor (DoctorReport is rleif_kit.diagnostics.stage.Health)",
     "rleif_kit.elimination": "rleif_kit.evolution.elimination",
     "rleif_kit.embeddings": "rleif_kit.dedup.embeddings",
     "rleif_kit.eval_stage": "rleif_kit.evaluation.stage",
@@ -38,7 +38,7 @@ MODULES = {
     "rleif_kit.evolvers": "rleif_kit.evolution.evolvers",
     "rleif_kit.fake_openai": "rleif_kit.testing.fake_openai",
     "rleif_kit.grpo": "rleif_kit.ppo.grpo",
-    "rleif_kit.health": "rleif_kit.diagnostics.stage",
+    "rleif_kit.health": "rleif_kit.diagnostics.stage (run_health is run_diagnostics)",
     "rleif_kit.irm_data": "rleif_kit.rewards.irm_data",
     "rleif_kit.jsonl": "rleif_kit.core.jsonl",
     "rleif_kit.judge_labels": "rleif_kit.rewards.judge_labels",
@@ -57,25 +57,47 @@ MODULES = {
     "rleif_kit.ppo_policy": "rleif_kit.ppo.policy",
     "rleif_kit.ppo_rewards": "rleif_kit.ppo.rewards",
     "rleif_kit.ppo_stage": "rleif_kit.ppo.stage",
-    "rleif_kit.prm": "rleif_kit.rewards.prm",
+    "rleif_kit.prm": "rleif_kit.rewards.prm (scoring, encode, step ends: rleif_kit.reward_scoring.prm)",
     "rleif_kit.prm_labels": "rleif_kit.worlds.step_labels",
     "rleif_kit.records": "rleif_kit.core.records",
     "rleif_kit.report": "rleif_kit.pipeline.report",
     "rleif_kit.resume": "rleif_kit.pipeline.resume",
-    "rleif_kit.reward_models": "rleif_kit.rewards.irm",
-    "rleif_kit.reward_stage": "rleif_kit.rewards.stage",
+    "rleif_kit.reward_models": "rleif_kit.rewards.irm (loading and scoring: rleif_kit.reward_scoring; training helpers: rleif_kit.rewards.rm_training; resolve_rm_base: rleif_kit.models.loading)",
+    "rleif_kit.reward_stage": "rleif_kit.rewards.stage (instruction_pool: rleif_kit.worlds.data; launch_training: rleif_kit.rewards.launched)",
     "rleif_kit.runner": "rleif_kit.pipeline.runner",
     "rleif_kit.sections": "rleif_kit.core.sections",
     "rleif_kit.settings": "rleif_kit.core.settings",
     "rleif_kit.setup": "rleif_kit.core.run_setup",
     "rleif_kit.sft_build": "rleif_kit.worlds.math_sft",
-    "rleif_kit.sft_data": "rleif_kit.worlds.data",
+    "rleif_kit.sft_data": "rleif_kit.worlds.data (the SFT file: rleif_kit.dedup.sft_data; the SFT examples: rleif_kit.sft.examples)",
     "rleif_kit.stepwise": "rleif_kit.worlds.stepwise",
     "rleif_kit.tiny": "rleif_kit.models.tiny",
 }
 
-# old module (now a stage package) -> public name -> the module that defines it now
+# old module (now a package) -> public name -> the module that defines it now ("module:new_name" if renamed)
 NAMES = {
+    "rleif_kit.models": {
+        "ModelNotFound": "rleif_kit.models.loading",
+        "resolve_model_name": "rleif_kit.models.loading",
+        "tiny_build_target": "rleif_kit.models.loading",
+        "tiny_corpus": "rleif_kit.worlds.tiny_corpus",
+        "ensure_base_model": "rleif_kit.worlds.tiny_corpus",
+        "use_bf16": "rleif_kit.models.loading",
+        "load_tokenizer": "rleif_kit.models.loading",
+        "nf4_config": "rleif_kit.models.loading",
+        "load_for_training": "rleif_kit.models.loading",
+        "trainable_parameters": "rleif_kit.models.loading",
+        "report_to": "rleif_kit.models.loading",
+    },
+    "rleif_kit.rewards": {
+        "FORMULA_NAMES": "rleif_kit.core.reward_math",
+        "FormulaError": "rleif_kit.core.reward_math",
+        "parse_reward_formula": "rleif_kit.core.reward_math",
+        "AGGREGATIONS": "rleif_kit.core.reward_math",
+        "aggregate_steps": "rleif_kit.core.reward_math",
+        "ranking_to_pairs": "rleif_kit.core.reward_math",
+        "balance_pairs": "rleif_kit.core.reward_math",
+    },
     "rleif_kit.evolve": {
         "EvolveResult": "rleif_kit.evolve.stage",
         "load_seeds": "rleif_kit.worlds.data",
@@ -90,6 +112,7 @@ NAMES = {
         "estimate_evolve": "rleif_kit.evolve.stage",
     },
     "rleif_kit.sft": {
+        "load_sft_model": "rleif_kit.models.loading:load_merged",
         "SFTResult": "rleif_kit.sft.stage",
         "train_sft": "rleif_kit.sft.stage",
         "save_model": "rleif_kit.sft.stage",
@@ -158,9 +181,20 @@ class MovedFinder(importlib.abc.MetaPathFinder):
         return None
 
 
+def moved_module(package: str, name: str) -> None:
+    """``from rleif_kit[.evaluation] import <old module>``: the import machinery asks the package for the name and
+    would say only "cannot import name"; this names the new module instead."""
+    old = f"{package}.{name}"
+    if old in MODULES:
+        raise ImportError(f"{old} moved to {MODULES[old]} ({GUIDE})", name=old)
+    raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+
 def moved_attribute(package: str, name: str):
     """A stage package's ``__getattr__``: an old ``from rleif_kit.<stage> import name`` names the new module."""
     where = NAMES.get(package, {}).get(name)
     if where is None:
+        moved_module(package, name)  # a module of the flat layout, if it was one
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
-    raise ImportError(f"{package}.{name} moved to {where}.{name} ({GUIDE})", name=package)
+    module, _, new_name = where.partition(":")  # "module:new_name" where the name changed too
+    raise ImportError(f"{package}.{name} moved to {module}.{new_name or name} ({GUIDE})", name=package)

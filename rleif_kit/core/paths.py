@@ -16,6 +16,8 @@ from typing import Iterator
 
 from rleif_kit.core.stages import DEDUP, DIAGNOSTICS, EVAL, EVOLVE, PPO, REWARD_MODELS, SFT, STAGES
 
+DONE_MARKER = ".done.json"
+
 
 @contextmanager
 def staged_dir(target: Path, replace: bool = True) -> Iterator[Path]:
@@ -61,7 +63,7 @@ class RunPaths:
 
     def done_marker(self, stage: str) -> Path:
         """``<stage>/.done.json``: written by the runner when the stage's notebook finished (resume)."""
-        return self.stage_dir(stage) / ".done.json"
+        return self.stage_dir(stage) / DONE_MARKER
 
     # run level
     @property
@@ -133,6 +135,12 @@ class RunPaths:
     @property
     def dedup_instructions(self) -> Path:
         return self.stage_dir(DEDUP) / "instructions.jsonl"
+
+    @property
+    def kept_instructions(self) -> Path | None:
+        """What later stages read as the run's instructions: 02's deduplicated ones, else 01's evolved ones;
+        None before 01 has run."""
+        return next((p for p in (self.dedup_instructions, self.evolved) if p.exists()), None)
 
     @property
     def dedup_removed(self) -> Path:

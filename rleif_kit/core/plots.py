@@ -12,7 +12,7 @@ from typing import Sequence
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-STATUS_COLORS = {"ok": "#2e7d32", "warn": "#f9a825", "fail": "#c62828"}
+from rleif_kit.core.verdict import STATUS_COLORS
 
 
 def plot_loss_curve(log: Sequence[dict], title: str = "SFT training loss") -> Figure:

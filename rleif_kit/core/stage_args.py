@@ -7,6 +7,11 @@ same everywhere (and as in ``rleif run``).
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Callable
+
+from rleif_kit.core.config import ConfigError
+from rleif_kit.core.settings import SettingsError
 
 
 def stage_parser(stage: str, description: str, settings: bool = False) -> argparse.ArgumentParser:
@@ -19,3 +24,17 @@ def stage_parser(stage: str, description: str, settings: bool = False) -> argpar
     if settings:
         p.add_argument("--settings", help="endpoint settings (settings.json)")
     return p
+
+
+def run_entry_point(stage: str, main: Callable[[], int | None]) -> int:
+    """Run a stage's ``main``: a user error (a bad config or settings file, a missing input, a bad value) is one
+    line and exit status 2, as from ``rleif``; anything else keeps its traceback."""
+    try:
+        return main() or 0
+    except (ConfigError, SettingsError, FileNotFoundError, ValueError) as e:
+        text = str(e)
+        print(f"python -m rleif_kit.{stage}: error:" + ("\n" if "\n" in text else " ") + text, file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

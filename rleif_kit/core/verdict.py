@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 STATUSES = ("ok", "warn", "fail")
+STATUS_COLORS = {"ok": "#2e7d32", "warn": "#f9a825", "fail": "#c62828"}  # the report, the plots, the 07 table
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ dedup, decontamination and the SFT data file, with the stage's verdicts."""
 from rleif_kit.checks.verdicts import format_verdicts
 from rleif_kit.core.run_setup import setup
 from rleif_kit.core.settings import load_settings
-from rleif_kit.core.stage_args import stage_parser
+from rleif_kit.core.stage_args import run_entry_point, stage_parser
 from rleif_kit.core.stages import DEDUP
 from rleif_kit.dedup.stage import run_dedup
 
@@ -21,4 +21,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_entry_point("dedup", main))

@@ -3,7 +3,7 @@ every reward-health check whose artifacts exist, as one table."""
 
 from rleif_kit.checks.verdicts import format_verdict_table
 from rleif_kit.core.run_setup import setup
-from rleif_kit.core.stage_args import stage_parser
+from rleif_kit.core.stage_args import run_entry_point, stage_parser
 from rleif_kit.core.stages import DIAGNOSTICS
 from rleif_kit.diagnostics.stage import run_diagnostics
 
@@ -19,4 +19,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_entry_point("diagnostics", main))

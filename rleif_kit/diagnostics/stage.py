@@ -31,9 +31,8 @@ from rleif_kit.checks.verdicts import ab_verdict
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import read_jsonl
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.core.plots import STATUS_COLORS
 from rleif_kit.core.stages import DEDUP, EVAL, EVOLVE, PPO, REWARD_MODELS, SFT
-from rleif_kit.core.verdict import STATUSES, Verdict, fmt_number
+from rleif_kit.core.verdict import STATUS_COLORS, STATUSES, Verdict, fmt_number
 from rleif_kit.reward_scoring.heldout import split_by_question
 from rleif_kit.reward_scoring.irm import irm_score
 from rleif_kit.reward_scoring.load import RM_INFO, load_rm
@@ -162,7 +161,7 @@ def _seeded_sample(rows: list, n: int, seed: int) -> list:
 
 def score_instructions(cfg: RunConfig, paths: RunPaths) -> tuple[list[float], str]:
     """IRM rI of ``score_sample`` evolved instructions the IRM did not train on (not fanned out in 04)."""
-    pool_path = next(p for p in (paths.dedup_instructions, paths.evolved) if p.exists())
+    pool_path = paths.kept_instructions
     pool = [r for r in read_jsonl(pool_path) if r.get("round", 0) > 0] or list(read_jsonl(pool_path))
     fanned = {r["sibling_group"] for r in read_jsonl(paths.irm_fanout)}
     pool = [r for r in pool if r["id"] not in fanned] or pool

@@ -133,7 +133,7 @@ def run_command(args: Any) -> int:
 
     settings = load_settings(args.settings) if args.settings else None
     if args.target not in BENCHMARKS:
-        return _run_stage(args, settings)
+        return run_stage(args, settings)
     ev = eval_config(settings, **{k: getattr(args, k) for k in FLAGS})
     if args.samples:
         summary, path = score_samples_file(args.target, args.samples, ev, data=args.data, settings=settings,
@@ -148,7 +148,8 @@ def run_command(args: Any) -> int:
     return 1 if pending else 0
 
 
-def _run_stage(args: Any, settings: Any) -> int:
+def run_stage(args: Any, settings: Any) -> int:
+    """``rleif eval PARAMS`` (and ``python -m rleif_kit.evaluation``): stage 06 of a run, a summary line per model."""
     if not args.target.endswith(".toml"):
         raise ValueError(f"{args.target!r} is neither a run config (.toml), a benchmark "
                          f"({', '.join(BENCHMARKS)}) nor 'compare'")

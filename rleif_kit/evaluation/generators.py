@@ -7,7 +7,7 @@ mixed with the old ones). The runner picks one with a plain ``if``; tests pass t
 
 - ``LocalModel``: full weights (an SFT ``full`` model, the PPO export, any transformers directory)
   or an SFT adapter merged into its base (``sft_info.json``); bf16 on a GPU that has it, else fp32;
-  batched, left-padded generation (``evaluation.generate``).
+  batched, left-padded generation (``models.generation``).
 - ``ServedModel``: the OpenAI-compatible endpoint of ``settings.json`` (roles ``math_eval`` /
   ``code_eval``), with the backend's concurrency and retries. The prompt goes as one user message:
   serve a base-format model (WizardMath) without a chat template around it, or the score will drop.

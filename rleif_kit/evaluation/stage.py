@@ -28,6 +28,7 @@ from rleif_kit.core.stages import EVAL, PPO, SFT
 from rleif_kit.evaluation.generators import LocalModel, ServedModel
 from rleif_kit.evaluation.scoring import check_code, check_response, summarize
 from rleif_kit.evaluation.vllm_model import VLLMModel
+from rleif_kit.models.loading import SFT_INFO
 from rleif_kit.sandbox.runner import describe_sandbox
 from rleif_kit.worlds.benchmarks import load_items, prompt_for
 from rleif_kit.worlds.tiny_corpus import ensure_base_model
@@ -53,7 +54,6 @@ class EvalResult:
     def table(self) -> list[dict[str, Any]]:
         """One row per model and benchmark, for a DataFrame."""
         return [{"model": m, "benchmark": b, **s} for m, benches in self.summary.items() for b, s in benches.items()]
-
 
 
 def local_generator(path: str | Path, name: str | None, ev: Any, seed: int = 0,
@@ -153,7 +153,7 @@ def model_sources(cfg: RunConfig, paths: RunPaths,
                   settings: Any = None) -> tuple[list[tuple[str, Callable]], list[str]]:
     """([(label, benchmark -> generator)], notes on the models skipped) for ``[eval].models``."""
     ev, sources, notes = cfg.eval, [], []
-    local = {"sft": (paths.sft_model, "sft_info.json", SFT), "ppo": (paths.ppo_model, "ppo_info.json", PPO)}
+    local = {"sft": (paths.sft_model, SFT_INFO, SFT), "ppo": (paths.ppo_model, "ppo_info.json", PPO)}
     for label in ev.models:
         if label == "base":
             base = ensure_base_model(cfg)

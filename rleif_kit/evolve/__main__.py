@@ -1,7 +1,7 @@
 """``python -m rleif_kit.evolve --params FILE [--set ...] [--settings FILE] [--dry-run]``: stage 01 without a
 notebook (the same as ``rleif evolve``)."""
 
-from rleif_kit.core.stage_args import stage_parser
+from rleif_kit.core.stage_args import run_entry_point, stage_parser
 from rleif_kit.evolve.stage import evolve_command
 
 
@@ -13,4 +13,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_entry_point("evolve", main))

@@ -9,7 +9,7 @@ Requests are grouped by sampling parameters (temperature, top_p, max_tokens, sto
 holds ``batch_size`` requests, and what is left is generated when the input ends.
 
 Token counts are exact: prompt tokens from the attention mask, completion tokens from the
-generated ids (see ``_generate`` for why this does not reuse ``evaluation.generate``).
+generated ids (see ``_generate`` for why this does not reuse ``models.generation``).
 """
 
 from __future__ import annotations

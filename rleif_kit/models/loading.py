@@ -20,6 +20,8 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.sections import SFTConfig
 from rleif_kit.core.stages import SFT
 
+SFT_INFO = "sft_info.json"  # what 03_sft saved: full weights, or an adapter and the base it goes on
+
 
 class ModelNotFound(ValueError):
     pass
@@ -71,7 +73,7 @@ def tiny_build_target(cfg: RunConfig) -> Path | None:
 
 def sft_info(path: str | Path) -> dict:
     """``sft_info.json`` of a model directory (an SFT adapter names its base there); full weights without one."""
-    info_file = Path(path) / "sft_info.json"
+    info_file = Path(path) / SFT_INFO
     return json.loads(info_file.read_text()) if info_file.exists() else {"finetune": "full"}
 
 
@@ -84,6 +86,8 @@ def load_merged(path: str | Path, inference: bool = False) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM  # heavy: loaded on first use
 
     path = Path(path)
+    if not (path / "config.json").exists() and not (path / SFT_INFO).exists():
+        raise FileNotFoundError(f"{path} is not a saved model (no config.json or {SFT_INFO})")
     device = "cuda" if inference and torch.cuda.is_available() else "cpu"
     dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
     info = sft_info(path)
@@ -168,10 +172,9 @@ def resolve_rm_base(cfg: RunConfig, paths: RunPaths, name: str, key: str) -> str
     """``"sft"`` → the SFT model as full weights (adapter merged once); else a path or hub id."""
     if name != "sft":
         return resolve_model_name(name, cfg, key=key)
-    info_path = paths.sft_model / "sft_info.json"
-    if not info_path.exists():
+    if not (paths.sft_model / SFT_INFO).exists():
         raise FileNotFoundError(f"{key} = 'sft' needs the SFT model at {paths.sft_model}: run {SFT} first")
-    if json.loads(info_path.read_text())["finetune"] == "full":
+    if sft_info(paths.sft_model)["finetune"] == "full":
         return str(paths.sft_model)
     merged = paths.sft_merged
     with dist.main_first():  # under accelerate launch rank 0 merges, the others read its copy

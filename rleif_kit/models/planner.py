@@ -54,7 +54,7 @@ def usable_gib(card: float) -> float:
 def _train_parts(shape: Shape, mode: str, d: int, lora: tuple, seqs: int, seq: int, gc: bool,
                  head_params: int, lm_head: bool) -> dict[str, int]:
     """A Trainer stage (SFT, IRM, PRM): model per ``mode`` (models.load_for_training and
-    reward_models.load_rm_for_training), AdamW, activations, logits when the head is the LM head."""
+    rewards.rm_training.load_rm_for_training), AdamW, activations, logits when the head is the LM head."""
     r, targets, dropout = lora
     qlora = mode == "qlora"
     # prepare_model_for_kbit_training casts every non-4-bit parameter to fp32
@@ -94,22 +94,23 @@ def estimate_rm(cfg, shape: Shape, which: str) -> StagePlan:
 
 
 def estimate_ppo(cfg, shapes: dict[str, Shape], prompt_len: int = 256, checkpointing: bool = False) -> StagePlan:
-    """PPO as ppo.py runs it: persistent policy + adapter + AdamW + reward models, plus the largest of
+    """PPO as ppo/trainer.py runs it: persistent policy + adapter + AdamW + reward models, plus the largest of
     the rollout (KV cache), scoring (no grad, hidden states kept), update (no recomputation unless
     ``checkpointing``) and reward-model scoring phases."""
     ppo, s, rm, d = cfg.ppo, cfg.sft, cfg.reward_model, 2 if cfg.base.bf16 else 4
-    base, four_bit = shapes["base"], s.finetune == "qlora"  # ppo_policy.load_policy: 4-bit iff SFT was QLoRA
+    base, four_bit = shapes["base"], s.finetune == "qlora"  # ppo.policy.load_policy: 4-bit iff SFT was QLoRA
     weights = weight_bytes(base, "nf4-dq" if four_bit else "", d, d, 0 if base.tied else base.vocab * base.hidden)
     trainable = 16 * (lora_params(base, ppo.lora_r, s.lora_targets) + base.hidden + 1)  # adapter + value head
     rms = [("irm", 1)] + ([("prm", 2)] if rm.answer_reward == "prm" else [])
-    for which, labels in rms:  # ppo.RewardScorer → reward_models.load_rm: 4-bit (no double quant) or fp32
+    # ppo.rewards.RewardScorer → reward_scoring.load.load_rm: 4-bit (no double quant) or fp32
+    for which, labels in rms:
         sh = shapes[which]
         weights += weight_bytes(sh, "nf4" if four_bit else "", 4, 2 if four_bit else 4, labels * sh.hidden)
         if four_bit and rm.rm_finetune != "full":  # the adapter stays unmerged on a 4-bit base, in fp32
             weights += 4 * lora_params(sh, s.lora_r, s.lora_targets)
     S, mb, gen = prompt_len + ppo.max_new_tokens, ppo.mini_batch, ppo.gen_batch
     update = (train_activation_bytes(base, mb * S, "qlora" if four_bit else "lora", (ppo.lora_r, s.lora_targets, 0.0),
-                                     d, False, checkpointing, True)  # no autocast in ppo.py
+                                     d, False, checkpointing, True)  # no autocast in ppo/trainer.py
               + mb * S * 4 * base.hidden  # the fp32 last hidden state the value head reads
               + (0 if checkpointing else mb * S * base.layers * d * base.hidden))  # output_hidden_states keeps all
     kv, rm_d = kv_cache_bytes(base, gen, S, d), 2 if four_bit else 4
@@ -120,7 +121,7 @@ def estimate_ppo(cfg, shapes: dict[str, Shape], prompt_len: int = 256, checkpoin
                                   + mb * S * (base.layers + 1) * d * base.hidden,  # output_hidden_states
                                   "logits": logit_bytes(mb * S, base.vocab, d, 3)}),
         "update": (f"{mb} x {S}", {"activations": update, "logits": logit_bytes(mb * S, base.vocab, d, 3)}),
-        "rewards": (f"{gen} x {prompt_len}, {gen} x {min(S, rm.rm_max_len)}",  # ppo_rewards scores gen_batch at a time
+        "rewards": (f"{gen} x {prompt_len}, {gen} x {min(S, rm.rm_max_len)}",  # ppo.rewards scores gen_batch at a time
                     {"activations": max(inference_bytes(shapes["irm"], gen * prompt_len, rm_d),
                                         inference_bytes(shapes["prm"], gen * min(S, rm.rm_max_len), rm_d))}),
     }
@@ -203,7 +204,8 @@ def format_plan(cfg, shapes: dict[str, Shape], cards=(24, 40, 48, 80), prompt_le
         lines.append(f"  {card} GB ({usable_gib(card):.1f} GiB usable): " + " | ".join(props))
     s = cfg.sft
     if getattr(cfg.ppo, "algorithm", "ppo") != "ppo":
-        lines.append("note: the PPO row models ppo.py's own loop; [ppo] algorithm = 'grpo' (TRL) is not modelled")
+        lines.append("note: the PPO row models our own loop (ppo/trainer.py); [ppo] algorithm = 'grpo' (TRL) is "
+                     "not modelled")
     lines.append(f"(a smaller [sft] batch_size keeps {s.batch_size * s.grad_accum} examples per step with a larger "
                  "grad_accum; rm_batch_size and mini_batch have no accumulation)")
     return "\n".join(lines)

@@ -98,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
                                       "llama-2-7b, llama-2-13b, llama-2-70b, mistral-7b, codellama-34b")
     plan.add_argument("--prompt-len", type=int, default=256, help="PPO prompt tokens (default 256)")
     plan.add_argument("--ppo-checkpointing", action="store_true",
-                      help="assume the PPO update recomputes activations (ppo.py does not today)")
+                      help="assume the PPO update recomputes activations (ppo/trainer.py does not today)")
     tiny = sub.add_parser("build-tiny", help="build the offline tiny Llama (random init, tokenizer trained on the "
                                              "arithmetic world) into a new folder")
     tiny.add_argument("out_dir")

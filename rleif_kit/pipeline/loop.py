@@ -45,11 +45,7 @@ def plan_steps(stages: list[str], iterations: int) -> list[tuple[int, str]]:
 
 
 def _kept_instructions(prev: Path) -> Path | None:
-    run = RunPaths(prev)
-    for path in (run.dedup_instructions, run.evolved):
-        if path.exists():
-            return path
-    return None
+    return RunPaths(prev).kept_instructions
 
 
 def iteration_overrides(output_dir: Path, k: int) -> tuple[list[str], list[str]]:

@@ -17,8 +17,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rleif_kit.core.paths import STAGES
 from rleif_kit.core.records import read_records
+from rleif_kit.core.stages import STAGES
 
 VERDICT_COLOURS = {"ok": "#1a7f37", "warn": "#b58100", "fail": "#cf222e"}
 CSS = """

@@ -22,11 +22,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.paths import DONE_MARKER, RunPaths
 from rleif_kit.core.records import write_json_atomic
 from rleif_kit.core.stages import DEDUP, EVAL, EVOLVE, PPO, REWARD_MODELS, SETUP, STAGES
 
-MARKER = RunPaths(Path(".")).done_marker(SETUP).name  # ".done.json"
+MARKER = DONE_MARKER
 
 # section (or section.key, which wins) -> the first stage that reads it. Checked against the stage
 # modules' reads of cfg.<section>; when a stage starts reading an earlier-unused key, move it here.

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rleif_kit.core.config import load_config
-from rleif_kit.core.paths import STAGES
 from rleif_kit.core.records import read_records, write_json_atomic
 from rleif_kit.core.settings import load_settings
+from rleif_kit.core.stages import STAGES
 from rleif_kit.models.loading import resolve_model_name
 from rleif_kit.pipeline import resume
 from rleif_kit.pipeline.loop import iteration_dir, iteration_overrides, plan_steps, summarize_loop

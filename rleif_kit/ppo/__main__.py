@@ -7,7 +7,7 @@ from rleif_kit.checks.verdicts import format_verdicts
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.launch import save_result
 from rleif_kit.core.run_setup import setup
-from rleif_kit.core.stage_args import stage_parser
+from rleif_kit.core.stage_args import run_entry_point, stage_parser
 from rleif_kit.core.stages import PPO
 from rleif_kit.ppo.policy import load_policy
 from rleif_kit.ppo.rewards import RewardGateFailed, RewardScorer, load_gate
@@ -44,4 +44,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_entry_point("ppo", main))

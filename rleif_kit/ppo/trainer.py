@@ -33,7 +33,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from rleif_kit.checks.verdicts import check_low_ra_share, check_score_distribution
 from rleif_kit.core import distributed as dist
@@ -56,9 +56,6 @@ from rleif_kit.ppo.policy import (
 from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
 from rleif_kit.worlds.data import instruction_pool
 from rleif_kit.worlds.prompts import math_prompt
-
-if TYPE_CHECKING:
-    from rleif_kit.ppo.rewards import RewardScorer
 
 STAGE = PPO
 RANK_MEANS = ("kl", "kl_after", "entropy", "response_len", "policy_loss", "value_loss", "clip_frac")  # per-rank means

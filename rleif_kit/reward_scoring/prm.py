@@ -36,8 +36,9 @@ def solution_step_ends(solution: str) -> list[int]:
     ends, pos = [], 0
     for line in solution.splitlines(keepends=True):
         body = line.rstrip()
-        if body.strip().lower().startswith("the answer is") and ends:
-            ends[-1] = pos + len(body)  # the answer line ends the last step
+        if body.strip().lower().startswith("the answer is"):
+            if ends:
+                ends[-1] = pos + len(body)  # the answer line ends the last step
         elif body.strip():
             ends.append(pos + len(body))
         pos += len(line)

@@ -7,7 +7,7 @@ from rleif_kit.core.jsonl import read_jsonl, write_jsonl
 from rleif_kit.core.launch import save_result
 from rleif_kit.core.run_setup import setup
 from rleif_kit.core.settings import load_settings
-from rleif_kit.core.stage_args import stage_parser
+from rleif_kit.core.stage_args import run_entry_point, stage_parser
 from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.rewards.irm import train_irm
 from rleif_kit.rewards.launched import TRAINED
@@ -46,4 +46,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_entry_point("rewards", main))

@@ -31,8 +31,7 @@ from rleif_kit.reward_scoring.load import load_rm
 from rleif_kit.reward_scoring.prm import StepLabelCollator, encode, solution_step_ends, step_scores
 from rleif_kit.rewards.launched import launch_training
 from rleif_kit.rewards.rm_training import loss_log, save_rm, start_training, timed_train, trainer_kwargs
-from rleif_kit.worlds import arith
-from rleif_kit.worlds import step_labels as prm_labels
+from rleif_kit.worlds import arith, step_labels
 from rleif_kit.worlds.prompts import math_prompt
 
 # ------------------------------------------------------------------------------ data
@@ -105,7 +104,7 @@ def verifier_examples(samples: Sequence[dict]) -> tuple[list[dict], int]:
     out, flagged = [], 0
     for s in samples:
         gold = arith.Problem.from_record(s["problem"]).answer() if s.get("problem") else None
-        labels = prm_labels.verifier_labels(s["question"], s["solution"], gold) if gold is not None else []
+        labels = step_labels.verifier_labels(s["question"], s["solution"], gold) if gold is not None else []
         if len(labels) != len(solution_step_ends(s["solution"])) or not labels:
             flagged += 1
             continue

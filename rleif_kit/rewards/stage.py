@@ -21,7 +21,6 @@ from rleif_kit.checks.verdicts import check_low_ra_share, check_score_distributi
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import read_jsonl
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.evolution.fanout import run_fanout
 from rleif_kit.reward_scoring.heldout import split_by_question
@@ -32,9 +31,7 @@ from rleif_kit.rewards.irm_data import arith_irm_pairs
 from rleif_kit.rewards.judge_labels import judge_irm_rankings, judge_prm_labels, report_path
 from rleif_kit.worlds.data import instruction_pool
 
-STAGE = REWARD_MODELS
 SCORE_SAMPLE = 100  # instructions and solutions scored for the distribution checks (reward-health check 1)
-TRAINING_ROWS = {"irm": "irm_pairs.jsonl", "prm": "prm_steps.jsonl"}  # what each reward model trains on
 
 
 def _sample(rows: list[dict], n: int, seed: int) -> list[dict]:

@@ -4,7 +4,7 @@ rleif_kit.sft`` runs it on every rank (rank 0 writes)."""
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.launch import save_result
 from rleif_kit.core.run_setup import setup
-from rleif_kit.core.stage_args import stage_parser
+from rleif_kit.core.stage_args import run_entry_point, stage_parser
 from rleif_kit.core.stages import SFT
 from rleif_kit.sft.stage import run_sft
 
@@ -22,4 +22,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_entry_point("sft", main))

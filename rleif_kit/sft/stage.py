@@ -26,6 +26,7 @@ from rleif_kit.core.launch import load_result, maybe_launch
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.models.loading import (
+    SFT_INFO,
     load_for_training,
     load_merged,
     load_tokenizer,
@@ -68,6 +69,7 @@ def _log_callback(path: Path):
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and state.is_world_process_zero:
+                path.parent.mkdir(parents=True, exist_ok=True)
                 with open(path, "a", encoding="utf-8") as f:
                     f.write(json.dumps({"step": state.global_step, **logs}) + "\n")
 
@@ -120,7 +122,7 @@ def train_sft(cfg: RunConfig, paths: RunPaths, examples: list[dict], base_path: 
 def save_model(trainer: Any, tokenizer: Any, out_dir: Path, info: dict) -> None:
     """Adapter (LoRA/QLoRA) or full weights, plus the tokenizer and ``sft_info.json``, in standard formats."""
     tokenizer.padding_side = "left"
-    dist.save_model_dir(trainer, tokenizer, out_dir, {"sft_info.json": json.dumps(info, indent=2) + "\n"})
+    dist.save_model_dir(trainer, tokenizer, out_dir, {SFT_INFO: json.dumps(info, indent=2) + "\n"})
 
 
 def _arith_accuracy(cfg: RunConfig, paths: RunPaths, model: Any, tokenizer: Any, tag: str) -> float:

@@ -147,7 +147,5 @@ def _arith_seeds(cfg: RunConfig, paths: RunPaths, n: int) -> list[dict]:
 
 def instruction_pool(cfg: RunConfig, paths: RunPaths) -> list[dict]:
     """The evolved, deduplicated instructions (02_dedup), else the evolved ones, else the seeds."""
-    for path in (paths.dedup_instructions, paths.evolved):
-        if path.exists():
-            return list(read_jsonl(path))
-    return list(load_seeds(cfg, paths))
+    path = paths.kept_instructions
+    return list(read_jsonl(path)) if path is not None else list(load_seeds(cfg, paths))

@@ -10,7 +10,9 @@ does not exist, this module makes it from the public formats (GSM8k ``question``
   for a step-by-step solution, few-shot in the canonical format, and keep it only when its final
   answer equals the gold one. Every outcome is appended as it arrives, so a crash resumes.
 
-    python -m rleif_kit.worlds.math_sft --params params/wizardmath-7b.toml --settings settings.json
+It runs as part of 02_dedup (or 03_sft on its own) when ``[sft].dataset`` does not exist yet:
+
+    python -m rleif_kit.dedup --params params/wizardmath-7b.toml --settings settings.json
 """
 
 from __future__ import annotations
