@@ -17,6 +17,7 @@ from typing import Iterator
 from rleif_kit.core.stages import DEDUP, DIAGNOSTICS, EVAL, EVOLVE, PPO, REWARD_MODELS, SFT, STAGES
 
 DONE_MARKER = ".done.json"
+RM_ROWS = {"irm": "irm_pairs.jsonl", "prm": "prm_steps.jsonl"}  # what each reward model trains on
 
 
 @contextmanager
@@ -222,8 +223,7 @@ class RunPaths:
 
     def rm_rows(self, which: str) -> Path:
         """The rows ``which`` (``irm`` / ``prm``) trains on: read by every rank of a launched training."""
-        names = {"irm": "irm_pairs.jsonl", "prm": "prm_steps.jsonl"}
-        return self.stage_dir(REWARD_MODELS) / names[which]
+        return self.stage_dir(REWARD_MODELS) / RM_ROWS[which]
 
     def rm_model(self, which: str) -> Path:
         return {"irm": self.irm_model, "prm": self.prm_model}[which]

@@ -6,9 +6,9 @@ from __future__ import annotations
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import write_jsonl
 from rleif_kit.core.launch import maybe_launch, should_launch
-from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.paths import RM_ROWS, RunPaths
 
-TRAINED = ("irm", "prm")  # what ``--only`` names
+TRAINED = tuple(RM_ROWS)  # what ``--only`` names
 
 
 def launch_training(cfg: RunConfig, paths: RunPaths, which: str, rows: list[dict],
