@@ -38,7 +38,7 @@ def test_healthy_run_passes_with_every_row(tmp_path):
             "kl_blowup", "sft_vs_ppo_arith"} <= set(s)
     assert "settings" not in s  # the tiny preset calls no endpoint
     table = report.table()
-    assert "skipped irm_distribution, prm_distribution: scoring switched off" in table
+    assert "skipped irm_distribution, prm_distribution, probes: scoring switched off" in table
     assert table.splitlines()[-1] == f"{len(s)} ok, 0 warn, 0 fail"
 
 

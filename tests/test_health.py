@@ -193,7 +193,9 @@ def test_healthy_run_every_file_check_ok(tmp_path):
     assert by_check["prompt_consistency"].source == "03_sft/train.jsonl vs 06_eval/ppo/arith.meta.json"
     assert by_check["sft_vs_ppo_arith"].source == "06_eval/sft/arith.jsonl vs 06_eval/ppo/arith.jsonl"
     assert by_check["low_ra_share"].source == "05_ppo/log.jsonl"
-    assert health.skipped == ["irm_distribution, prm_distribution: scoring switched off"]
+    assert health.skipped == ["irm_distribution, prm_distribution, probes: scoring switched off",
+                              "reward_truth: no responses a verifier judges (no PPO log with truth fields, no held-out "
+                              "PRM samples of a world with a verifier)"]
 
 
 def test_broken_run_fails_where_it_should(tmp_path):
@@ -235,7 +237,7 @@ def test_empty_run_skips_every_check_with_a_note(tmp_path):
     assert health.verdicts == []
     assert [n.split(":")[0] for n in health.skipped] == [
         "evolve_failures", "duplicate_rate, kept_floor", "step_format, prompt_consistency",
-        "irm_distribution, prm_distribution", "kl_blowup", "low_ra_share", "sft_vs_ppo"]
+        "irm_distribution, prm_distribution, probes", "kl_blowup", "low_ra_share", "reward_truth", "sft_vs_ppo"]
     assert not (tmp_path / "run" / "05_ppo").exists()  # reading makes no stage folders
 
 

@@ -191,7 +191,8 @@ def test_update_passes_run_without_dropout(tmp_path, small_model_dir):
     out = ppo_step(policy, optimizer, roll, {"reward": [1.0, 0.0] * 4}, cfg, kl_coef=0.0)
     assert out["clip_frac"] == 0.0
     mask = roll.response_mask
-    assert out["kl_after"] == pytest.approx(((roll.logp - roll.ref_logp) * mask).sum(1).mean().item(), abs=1e-5)
+    log_rho = roll.ref_logp - roll.logp  # lr 0: the policy is the old one, so kl_after is k3 on its own samples
+    assert out["kl_after"] == pytest.approx(((log_rho.exp() - 1 - log_rho) * mask).sum(1).mean().item(), abs=1e-5)
 
 
 def test_rollouts_ignore_the_checkpoints_own_sampling_settings(tmp_path, small_model_dir):

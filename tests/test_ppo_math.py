@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from rleif_kit.ppo.ppo_math import (AdaptiveKL, gae, gae_loop, masked_whiten, policy_loss, sequence_kl,
+from rleif_kit.ppo.ppo_math import (AdaptiveKL, gae, gae_loop, kl_k3, masked_whiten, policy_loss, sequence_kl,
                                 token_rewards, value_loss)
 
 
@@ -60,6 +60,26 @@ def test_kl_is_the_sum_over_real_response_tokens():
     logp = torch.tensor([[-1.0, -2.0, -9.0]])
     ref = torch.tensor([[-1.5, -1.0, -0.1]])
     assert sequence_kl(logp, ref, torch.tensor([[1.0, 1.0, 0.0]])).item() == pytest.approx(0.5 - 1.0)
+
+
+def test_kl_after_an_update_is_never_negative_where_k1_is():
+    """kl_after (issue 16): k1 on the old samples, sum(logp - ref), goes negative when the updated policy puts
+    less mass than the reference on the sampled tokens; the importance-weighted k3 cannot."""
+    import math
+
+    half, quarter = math.log(0.5), math.log(0.25)
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    new = torch.tensor([[quarter, half, 0.0]])  # the update lowered token 1 from 0.5 (old) to 0.25
+    old = torch.tensor([[half, half, 0.0]])
+    ref = torch.tensor([[half, quarter, 0.0]])
+    assert sequence_kl(new, ref, mask).item() == pytest.approx(quarter - half + half - quarter)  # k1: 0 here ...
+    assert sequence_kl(new, torch.tensor([[half, half, 0.0]]), mask).item() < 0  # ... and below 0 here
+    # token 1: rho = 0.5 / 0.25 = 2, k3 = 2 - 1 - ln 2 = 0.3069, weight 0.25 / 0.5; token 2: rho = 0.5, weight 1,
+    # k3 = 0.5 - 1 + ln 2 = 0.1931; the padded token counts nothing
+    want = 0.5 * (1 - math.log(2)) + (math.log(2) - 0.5)
+    assert kl_k3(new, old, ref, mask).item() == pytest.approx(want, abs=1e-6)
+    assert kl_k3(new, old, new, mask).item() == 0.0  # the policy is the reference: exactly 0
+    assert kl_k3(new, old, torch.tensor([[half, half, 0.0]]), mask).item() >= 0
 
 
 def test_reward_goes_on_the_last_real_token_whatever_the_padding():

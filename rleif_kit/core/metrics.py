@@ -54,3 +54,14 @@ def paired_bootstrap(a: Sequence[bool], b: Sequence[bool], resamples: int = 2000
     stats = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
     tail = (1 - level) / 2
     return sum(diffs) / n, stats[int(tail * resamples)], stats[min(resamples - 1, int((1 - tail) * resamples))]
+
+
+def mean_interval(values: Sequence[float], resamples: int = 2000, seed: int = 0,
+                  level: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high): the mean of ``values`` with a percentile bootstrap interval (items resampled)."""
+    if not values:
+        raise ValueError("no values to average")
+    n, rng = len(values), random.Random(seed)
+    stats = sorted(sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
+    tail = (1 - level) / 2
+    return sum(values) / n, stats[int(tail * resamples)], stats[min(resamples - 1, int((1 - tail) * resamples))]

@@ -364,6 +364,18 @@ class DiagnosticsConfig(_Section):
     evolve_failure_warn: float = opt(0.02, "share of evolutions still failed (API errors after retries) above "
                                            "which the failure check warns", unit)
     evolve_failure_fail: float = opt(0.1, "... and above which it fails", unit)
+    probe_pairs: int = opt(200, "counterfactual probes: right solutions (PRM) and instructions (IRM) edited per "
+                                "probe", positive)
+    probe_ok: float = opt(0.8, "a probe is ok when at least this share of its pairs moves the right way (down for a "
+                               "wrong answer, an early stop, ...; not at all for a meaning-preserving edit)", unit)
+    probe_fail: float = opt(0.5, "... and fails at this share or below (a reward blind to the edit ties every "
+                                 "pair: 0)", unit)
+    probe_same_tolerance: float = opt(0.05, "a meaning-preserving edit counts as not moving the score when the "
+                                            "change is at most this", unit)
+    truth_auc_ok: float = opt(0.7, "reward against truth: the reward's ROC AUC over right vs wrong responses "
+                                   "(the policy's own samples, where a verifier judges them) is ok from this", unit)
+    truth_auc_fail: float = opt(0.55, "... and fails below this (0.5 is chance: the reward does not rank right "
+                                      "answers above wrong ones)", unit)
 
     def cross_problems(self):
         bands = [("low_ra_healthy_min", self.low_ra_fail, self.low_ra_healthy_min),
@@ -371,7 +383,9 @@ class DiagnosticsConfig(_Section):
                  ("score_mean_max", self.score_mean_min, self.score_mean_max),
                  ("kl_blowup", self.kl_warn, self.kl_blowup),
                  ("duplicate_share_fail", self.duplicate_share_warn, self.duplicate_share_fail),
-                 ("evolve_failure_fail", self.evolve_failure_warn, self.evolve_failure_fail)]
+                 ("evolve_failure_fail", self.evolve_failure_warn, self.evolve_failure_fail),
+                 ("probe_ok", self.probe_fail, self.probe_ok),
+                 ("truth_auc_ok", self.truth_auc_fail, self.truth_auc_ok)]
         return [(key, f"a value >= {low:g} (the line below it)") for key, low, high in bands if high < low]
 
 

@@ -41,4 +41,7 @@ class Verdict:
 
 
 def fmt_number(v: Any) -> str:
+    """3 significant digits for floats, also inside a list (an interval); anything else as str()."""
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(map(fmt_number, v)) + "]"
     return f"{v:.3g}" if isinstance(v, float) else str(v)

@@ -8,7 +8,9 @@ The checks themselves are pure functions in ``checks/verdicts.py``; this module 
 | `duplicate_rate`, `kept_floor` | `02_dedup/dedup_report.json` |
 | `step_format`, `prompt_consistency` | `03_sft/train.jsonl` (else `02_dedup/sft.jsonl`), `06_eval/*/*.meta.json` |
 | `irm_distribution`, `prm_distribution` (check 1) | `04_reward_models/{irm,prm}/`, `prm_samples.jsonl`; `02_dedup/instructions.jsonl` |
+| `{irm,prm,verifier}_probe_<edit>` (probes) | the reward models (or the step verifier) on `arith/heldout.jsonl`'s gold solutions and questions, edited |
 | `low_ra_share` (check 2) | `05_ppo/log.jsonl` (first `low_ra_steps` steps), else the PRM's rA of check 1 |
+| `reward_truth` | `05_ppo/log.jsonl`'s per-step AUC of r over right vs wrong samples, else check 1's held-out PRM samples |
 | `kl_blowup` | `05_ppo/log.jsonl` (first `kl_steps` steps) |
 | `sft_vs_ppo_<benchmark>` (check 3) | `06_eval/{sft,ppo}/<benchmark>.jsonl`, else `05_ppo/eval_{sft,ppo}.jsonl` |
 
@@ -34,10 +36,19 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.stages import DEDUP, EVAL, EVOLVE, PPO, REWARD_MODELS, SFT
 from rleif_kit.core.verdict import STATUS_COLORS, STATUSES, Verdict, fmt_number
 from rleif_kit.reward_scoring.heldout import split_by_question
-from rleif_kit.reward_scoring.irm import irm_score
+from rleif_kit.checks.probes import check_reward_truth, check_reward_truth_log, irm_probes, prm_probes
+from rleif_kit.core.reward_math import parse_reward_formula
 from rleif_kit.reward_scoring.load import RM_INFO, load_rm
-from rleif_kit.reward_scoring.prm import answer_scores
+from rleif_kit.reward_scoring.scorers import (
+    AnswerScorer,
+    InstructionScorer,
+    irm_scorer,
+    prm_scorer,
+    verifier_scores,
+)
 from rleif_kit.worlds.benchmarks import MATH_BENCHMARKS
+from rleif_kit.worlds.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
+from rleif_kit.worlds.truth import is_correct
 
 
 @dataclass
@@ -159,31 +170,38 @@ def _seeded_sample(rows: list, n: int, seed: int) -> list:
     return rows[:n]
 
 
-def score_instructions(cfg: RunConfig, paths: RunPaths) -> tuple[list[float], str]:
+def score_instructions(cfg: RunConfig, paths: RunPaths, irm: InstructionScorer) -> tuple[list[float], str]:
     """IRM rI of ``score_sample`` evolved instructions the IRM did not train on (not fanned out in 04)."""
     pool_path = paths.kept_instructions
     pool = [r for r in read_jsonl(pool_path) if r.get("round", 0) > 0] or list(read_jsonl(pool_path))
     fanned = {r["sibling_group"] for r in read_jsonl(paths.irm_fanout)}
     pool = [r for r in pool if r["id"] not in fanned] or pool
     texts = [r["text"] for r in _seeded_sample(pool, cfg.diagnostics.score_sample, cfg.base.seed + 1)]
-    model, tokenizer = _load_rm(cfg, paths, "irm")
-    scores = irm_score(model, tokenizer, texts, max_length=cfg.reward_model.rm_max_len)
-    return scores, f"{paths.rel(paths.irm_model)} on {len(texts)} instructions of {paths.rel(pool_path)}"
+    return irm(texts), f"{paths.rel(paths.irm_model)} on {len(texts)} instructions of {paths.rel(pool_path)}"
 
 
-def score_solutions(cfg: RunConfig, paths: RunPaths) -> tuple[list[float], str]:
-    """PRM rA of ``score_sample`` sampled solutions to held-out questions (flagged ones left out)."""
-    rm = cfg.reward_model
+@dataclass
+class HeldOut:
+    """The PRM's scores of sampled solutions to held-out questions, and what the verifier says of them."""
+    records: list[dict]
+    solutions: list[str]
+    ra: list[float | None]
+    correct: list[bool | None]
+    source: str
+
+
+def score_solutions(cfg: RunConfig, paths: RunPaths, prm: AnswerScorer) -> HeldOut:
+    """PRM rA of ``score_sample`` sampled solutions to held-out questions (None: flagged, no steps found)."""
     samples = list(read_jsonl(paths.prm_samples))
-    heldout = split_by_question(samples, rm.rm_heldout_share, cfg.base.seed)[1] or samples
+    heldout = split_by_question(samples, cfg.reward_model.rm_heldout_share, cfg.base.seed)[1] or samples
     picked = _seeded_sample(heldout, cfg.diagnostics.score_sample, cfg.base.seed + 2)
-    model, tokenizer = _load_rm(cfg, paths, "prm")
-    ra = answer_scores(model, tokenizer, [(s["question"], s["solution"]) for s in picked], rm.prm_aggregate,
-                       max_len=rm.rm_max_len)
-    scores = [a for a in ra if a is not None]
-    flagged = len(ra) - len(scores)
-    return scores, (f"{paths.rel(paths.prm_model)} rA on {len(scores)} solutions of {paths.prm_samples.name} "
-                    f"({flagged} flagged)")
+    records = [{"id": s["id"], "text": s["question"], "problem": s.get("problem")} for s in picked]
+    solutions = [s["solution"] for s in picked]
+    ra = prm(records, solutions)
+    flagged = sum(a is None for a in ra)
+    return HeldOut(records, solutions, ra, [is_correct(r, t) for r, t in zip(records, solutions)],
+                   f"{paths.rel(paths.prm_model)} rA on {len(ra) - flagged} solutions of {paths.prm_samples.name} "
+                   f"({flagged} flagged)")
 
 
 def _load_rm(cfg: RunConfig, paths: RunPaths, name: str) -> tuple[Any, Any]:
@@ -191,47 +209,86 @@ def _load_rm(cfg: RunConfig, paths: RunPaths, name: str) -> tuple[Any, Any]:
     return load_rm(paths.rm_model(name), load_in_4bit=cfg.sft.finetune == "qlora")
 
 
-def check_reward_models(cfg: RunConfig, paths: RunPaths, health: Health, score: bool = True) -> list[float] | None:
-    """Check 1 for each reward model that exists; returns the PRM's rA scores (for check 2's fallback)."""
-    irm_ready = (paths.irm_model / RM_INFO).exists()
-    prm_ready = (paths.prm_model / RM_INFO).exists() and paths.prm_samples.exists()
+@dataclass
+class Scored:
+    """What check 1 scored, for the checks after it (check 2's and reward-against-truth's fallbacks)."""
+    irm: InstructionScorer | None = None
+    heldout: HeldOut | None = None
+
+
+def check_reward_models(cfg: RunConfig, paths: RunPaths, health: Health, score: bool = True) -> Scored:
+    """Check 1 and the counterfactual probes for each reward model that exists (a PRM PPO does not use is
+    probed too, its fails reported as warn), and the probes of the step verifier when it is PPO's rA."""
+    rm, d, seed = cfg.reward_model, cfg.diagnostics, cfg.base.seed
+    scored = Scored()
     if not score:
-        health.skipped.append("irm_distribution, prm_distribution: scoring switched off")
-        return None
-    answer = None
-    if irm_ready:
-        scores, source = score_instructions(cfg, paths)
+        health.skipped.append("irm_distribution, prm_distribution, probes: scoring switched off")
+        return scored
+    solutions, pairs = probe_solutions(cfg, paths), instruction_probe_pairs(cfg, paths)
+    probe_src = f"held-out problems ({paths.rel(paths.arith_heldout)})"
+    if (paths.irm_model / RM_INFO).exists():
+        scored.irm = irm_scorer(*_load_rm(cfg, paths, "irm"), max_length=rm.rm_max_len)
+        scores, source = score_instructions(cfg, paths, scored.irm)
         health.scores["IRM rI (evolved instructions)"] = scores
-        health.verdicts.append(dg.check_score_distribution("IRM", scores, cfg.diagnostics, source))
+        health.verdicts.append(dg.check_score_distribution("IRM", scores, d, source))
+        health.verdicts += irm_probes(scored.irm, pairs, d, f"{paths.rel(paths.irm_model)} on {probe_src}", seed)
     else:
-        health.skipped.append(f"irm_distribution: {paths.rel(paths.irm_model)} not found (run {REWARD_MODELS})")
-    if prm_ready:
-        answer, source = score_solutions(cfg, paths)
+        health.skipped.append(f"irm_distribution, irm probes: {paths.rel(paths.irm_model)} not found "
+                              f"(run {REWARD_MODELS})")
+    if (paths.prm_model / RM_INFO).exists() and paths.prm_samples.exists():
+        prm = prm_scorer(*_load_rm(cfg, paths, "prm"), rm.prm_aggregate, max_len=rm.rm_max_len)
+        scored.heldout = score_solutions(cfg, paths, prm)
+        answer = [a for a in scored.heldout.ra if a is not None]
         health.scores["PRM rA (sampled solutions)"] = answer
-        health.verdicts.append(dg.check_score_distribution("PRM", answer, cfg.diagnostics, source))
+        health.verdicts.append(dg.check_score_distribution("PRM", answer, d, scored.heldout.source))
+        in_use = rm.answer_reward == "prm"
+        health.verdicts += prm_probes(prm, solutions, d, f"{paths.rel(paths.prm_model)} on {probe_src}"
+                                      + ("" if in_use else f" (PPO's rA is the {rm.answer_reward})"), seed,
+                                      cap=None if in_use else "warn")
     else:
-        health.skipped.append(f"prm_distribution: {paths.rel(paths.prm_model)} or {paths.prm_samples.name} not "
-                              f"found (run {REWARD_MODELS})")
-    return answer
+        health.skipped.append(f"prm_distribution, prm probes: {paths.rel(paths.prm_model)} or "
+                              f"{paths.prm_samples.name} not found (run {REWARD_MODELS})")
+    if rm.answer_reward == "verifier":
+        health.verdicts += prm_probes(verifier_scores, solutions, d, f"the step verifier on {probe_src}", seed,
+                                      model="verifier")
+    if not solutions:
+        health.skipped.append(f"probes: {NO_PROBE_SET}")
+    return scored
 
 
 # ------------------------------------------------------------------------------ 05: PPO log
 
-def check_ppo_log(cfg: RunConfig, paths: RunPaths, health: Health, answer_scores: list[float] | None) -> None:
+def check_ppo_log(cfg: RunConfig, paths: RunPaths, health: Health, scored: Scored) -> None:
     path = paths.ppo_log
     log = list(read_jsonl(path)) if path.exists() else []
+    truth = check_reward_truth_log(log, cfg.diagnostics, paths.rel(path)) if log else None
     if log:
         health.ppo_log = log
         health.verdicts += [dg.check_low_ra_log(log, cfg.diagnostics, paths.rel(path)),
                             dg.check_kl_blowup(log, cfg.diagnostics, paths.rel(path))]
-        return
-    health.skipped.append(f"kl_blowup: {paths.rel(path)} not found (run {PPO})")
-    if answer_scores is not None:  # check 2 before PPO: the PRM's rA on sampled solutions
-        health.verdicts.append(dg.check_low_ra_share(answer_scores, cfg.diagnostics,
-                                                     f"{paths.rel(paths.prm_model)} rA on {len(answer_scores)} "
-                                                     "solutions"))
     else:
+        health.skipped.append(f"kl_blowup: {paths.rel(path)} not found (run {PPO})")
+    held = scored.heldout
+    if not log and held is not None:  # check 2 before PPO: the PRM's rA on sampled solutions
+        answer = [a for a in held.ra if a is not None]
+        health.verdicts.append(dg.check_low_ra_share(answer, cfg.diagnostics, f"{paths.rel(paths.prm_model)} rA "
+                                                                               f"on {len(answer)} solutions"))
+    elif not log:
         health.skipped.append(f"low_ra_share: neither {paths.rel(path)} nor a PRM to score with")
+    if truth is None and held is not None and any(c is not None for c in held.correct):
+        # before PPO (or a log without truth fields): the PRM's rA, and r with the IRM's rI, on held-out samples
+        ra = [0.0 if a is None else a for a in held.ra]
+        reward = ra
+        if scored.irm is not None:
+            formula = parse_reward_formula(cfg.ppo.reward_formula)
+            reward = [formula(i, a) for i, a in zip(scored.irm([r["text"] for r in held.records]), ra)]
+        truth = check_reward_truth(held.correct, reward, ra, cfg.diagnostics, held.source + ", judged by the "
+                                   "verifier", "On held-out samples of the SFT model")
+    if truth is not None:
+        health.verdicts.append(truth)
+    else:
+        health.skipped.append("reward_truth: no responses a verifier judges (no PPO log with truth fields, no "
+                              "held-out PRM samples of a world with a verifier)")
 
 
 # ------------------------------------------------------------------------------ 06: the A/B
@@ -264,8 +321,8 @@ def run_diagnostics(cfg: RunConfig, paths: RunPaths, score: bool = True) -> Heal
     check_evolve(cfg, paths, health)
     check_dedup(cfg, paths, health)
     check_sft_data(cfg, paths, health)
-    answer = check_reward_models(cfg, paths, health, score)
-    check_ppo_log(cfg, paths, health, answer)
+    scored = check_reward_models(cfg, paths, health, score)
+    check_ppo_log(cfg, paths, health, scored)
     check_sft_vs_ppo(cfg, paths, health)
     return health
 

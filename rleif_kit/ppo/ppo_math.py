@@ -98,6 +98,15 @@ def sequence_kl(logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor) 
     return ((logp - ref_logp) * mask).sum(dim=1)
 
 
+def kl_k3(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """KL(policy || reference) per sequence from tokens sampled by an OLDER policy: per token the k3 estimate
+    ``rho - 1 - log rho`` with ``rho = ref / policy`` (never negative; unbiased under the policy's own samples),
+    weighted by ``policy / old`` to correct for who sampled the tokens; summed over response tokens."""
+    log_rho = ref_logp - logp
+    k3 = torch.expm1(log_rho) - log_rho
+    return (torch.exp(logp - old_logp) * k3 * mask).sum(dim=1)
+
+
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     """Per-token entropy of the next-token distribution, ``[batch, T]``."""
     logp = torch.log_softmax(logits.float(), dim=-1)

@@ -14,9 +14,8 @@ from rleif_kit.core.reward_math import parse_reward_formula
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.reward_scoring.irm import irm_score
 from rleif_kit.reward_scoring.load import load_rm
-from rleif_kit.reward_scoring.prm import answer_scores
-from rleif_kit.worlds import arith
-from rleif_kit.worlds.step_labels import verifier_labels
+from rleif_kit.reward_scoring.scorers import irm_scorer, prm_scorer, verifier_scores
+from rleif_kit.worlds.truth import is_correct
 
 
 class RewardGateFailed(RuntimeError):
@@ -67,17 +66,17 @@ class RewardScorer:
     def answer_scores(self, instructions: Sequence[dict], responses: Sequence[str]) -> list[float | None]:
         """rA per response; None where the PRM finds no steps (the caller scores those 0 and counts them)."""
         if self.prm is None:
-            out: list[float | None] = []
-            for r, text in zip(instructions, responses):
-                labels = verifier_labels(r["text"], text, arith.Problem.from_record(r["problem"]).answer())
-                out.append(float(all(labels)) if labels else None)
-            return out
-
+            return verifier_scores(instructions, responses)
         rm = self.cfg.reward_model
         # scored gen_batch at a time, the micro-batch that already bounds rollout memory: on one H200 the
         # reward models' default batches (64 / 32) peaked at 28 GiB in the 24 GB preset
-        return answer_scores(self.prm[0], self.prm[1], [(r["text"], t) for r, t in zip(instructions, responses)],
-                             rm.prm_aggregate, batch_size=self.cfg.ppo.gen_batch, max_len=rm.rm_max_len)
+        return prm_scorer(self.prm[0], self.prm[1], rm.prm_aggregate, batch_size=self.cfg.ppo.gen_batch,
+                          max_len=rm.rm_max_len)(instructions, responses)
+
+    def instruction_texts(self, texts: Sequence[str]) -> list[float]:
+        """rI of bare instruction texts (the probes' edited instructions, which have no ids to cache under)."""
+        return irm_scorer(self.irm[0], self.irm[1], batch_size=self.cfg.ppo.gen_batch,
+                          max_length=self.cfg.reward_model.rm_max_len)(texts)
 
     def close(self) -> None:
         """Free both reward models (before launched ranks load their own copies on the same GPUs)."""
@@ -93,4 +92,5 @@ class RewardScorer:
         ra_raw = self.answer_scores(instructions, responses)
         ra = [0.0 if a is None else a for a in ra_raw]
         return {"rI": ri, "rA": ra, "flagged": [a is None for a in ra_raw],
-                "reward": [self.formula(i, a) for i, a in zip(ri, ra)]}
+                "reward": [self.formula(i, a) for i, a in zip(ri, ra)],
+                "correct": [is_correct(r, t) for r, t in zip(instructions, responses)]}  # None: no verifier

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from rleif_kit.checks.probes import check_reward_truth, irm_probes, prm_probes, truth_log_fields
 from rleif_kit.checks.verdicts import check_low_ra_share, check_score_distribution
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
@@ -55,6 +56,7 @@ from rleif_kit.ppo.policy import (
 )
 from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
 from rleif_kit.worlds.data import instruction_pool
+from rleif_kit.worlds.probe_sets import instruction_probe_pairs, probe_solutions
 from rleif_kit.worlds.prompts import math_prompt
 
 STAGE = PPO
@@ -208,10 +210,14 @@ def ppo_step(policy: Policy, optimizer: Any, roll: Rollout, scores: dict, cfg: R
 
 
 def kl_after_update(policy: Policy, roll: Rollout, mini_batch: int) -> float:
-    """KL per sequence of the UPDATED policy on this rollout's responses: what a checkpoint saved now holds.
+    """KL per sequence of the UPDATED policy to the reference, on this rollout's responses: what a checkpoint
+    saved now holds.
 
     The rollout's own KL describes the policy before the updates; an update that blew the policy up would
-    only show in the next rollout, after a checkpoint of the broken policy could have been saved.
+    only show in the next rollout, after a checkpoint of the broken policy could have been saved. The samples
+    come from the policy before the update, so the plain log-ratio (k1) would be off-policy and can go below
+    zero; this is the k3 estimate (``ppo_math.kl_k3``) importance-weighted from the old policy to the new one,
+    which is never negative and is 0 exactly when the new policy is the reference.
     """
     import torch  # heavy: loaded on first use
 
@@ -219,19 +225,23 @@ def kl_after_update(policy: Policy, roll: Rollout, mini_batch: int) -> float:
     with torch.no_grad():
         for sl in _slices(roll, mini_batch):
             logp, _, _ = _view(policy, roll, sl, with_values=False)
-            kls.append(pm.sequence_kl(logp, roll.ref_logp[sl], roll.response_mask[sl]))
+            kls.append(pm.kl_k3(logp, roll.logp[sl], roll.ref_logp[sl], roll.response_mask[sl]))
     return torch.cat(kls).mean().item()
 
 
 def step_record(step: int, scores: dict, roll: Rollout, update: dict, kl_coef: float) -> dict:
-    """One log row: reward mean/std, mean rI and rA, share of rA < 0.5, KL per sequence, entropy, ..."""
+    """One log row: reward mean/std, mean rI and rA, share of rA < 0.5, KL per sequence, entropy, ..., and where
+    a verifier judges the responses, reward against truth: the AUC of rA and of r over right vs wrong responses
+    (``rA_truth_auc``, ``r_truth_auc``; None when the batch is all right or all wrong), their mean rewards, and
+    the share right."""
     kl = pm.sequence_kl(roll.logp, roll.ref_logp, roll.response_mask)
     r = scores["reward"]
     return {"step": step, "reward_mean": statistics.fmean(r), "reward_std": statistics.pstdev(r),
             "rI_mean": statistics.fmean(scores["rI"]), "rA_mean": statistics.fmean(scores["rA"]),
             "low_rA_share": sum(a < 0.5 for a in scores["rA"]) / len(r),
             "flagged_share": sum(scores["flagged"]) / len(r), "kl": kl.mean().item(), "kl_coef": kl_coef,
-            "entropy": roll.entropy, "response_len": roll.response_mask.sum(dim=1).mean().item(), **update}
+            "entropy": roll.entropy, "response_len": roll.response_mask.sum(dim=1).mean().item(), **update,
+            **truth_log_fields(scores.get("correct", []), scores)}
 
 
 def guard(row: dict, kl_limit: float) -> str:
@@ -246,21 +256,36 @@ def guard(row: dict, kl_limit: float) -> str:
     return ""
 
 
-def reward_gate(cfg: RunConfig, policy: Policy, scorer: RewardScorer, pool: Sequence[dict]) -> list[Verdict]:
-    """Reward-health checks 1 and 2 on ``gate_samples`` responses of the SFT policy (adapter off).
+def reward_gate(cfg: RunConfig, policy: Policy, scorer: RewardScorer, pool: Sequence[dict],
+                paths: RunPaths | None = None) -> list[Verdict]:
+    """Reward-health checks on ``gate_samples`` responses of the SFT policy (adapter off), then what the reward
+    reads: check 1 (distributions), check 2 (share of rA < 0.5), reward against truth on those responses where
+    a verifier judges them, and the counterfactual probes of rA and rI on held-out problems (``paths`` given).
 
     With rA from the step verifier (``answer_reward = "verifier"``) there is no PRM to check: rA is 0 or 1
-    and its distribution is the policy's accuracy, so check 1 covers the IRM alone."""
+    and its distribution is the policy's accuracy, so check 1 covers the IRM alone (the probes still run: they
+    show the reward PPO gets reads the answer)."""
+    d = cfg.diagnostics
     sample = random.Random(cfg.base.seed + 7).sample(list(pool), min(cfg.ppo.gate_samples, len(pool)))
     with policy.model.disable_adapter():
         roll = generate_rollout(policy, [math_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in sample], cfg)
     scores = scorer(sample, roll.responses)
     src = f"{STAGE} gate: {len(sample)} SFT responses"
-    verdicts = [check_score_distribution("IRM", scores["rI"], cfg.diagnostics, src)]
-    if cfg.reward_model.answer_reward == "prm":
-        verdicts.append(check_score_distribution("PRM", scores["rA"], cfg.diagnostics, src))
-    return verdicts + [check_low_ra_share(scores["rA"], cfg.diagnostics, f"{src}, rA from the "
-                                                                          f"{cfg.reward_model.answer_reward}")]
+    answer = cfg.reward_model.answer_reward
+    verdicts = [check_score_distribution("IRM", scores["rI"], d, src)]
+    if answer == "prm":
+        verdicts.append(check_score_distribution("PRM", scores["rA"], d, src))
+    verdicts.append(check_low_ra_share(scores["rA"], d, f"{src}, rA from the {answer}"))
+    if any(c is not None for c in scores["correct"]):
+        verdicts.append(check_reward_truth(scores["correct"], scores["reward"], scores["rA"], d,
+                                           f"{src}, judged by the verifier", "On the SFT policy's samples"))
+    if paths is not None:
+        held = f"{STAGE} gate: held-out problems"
+        verdicts += prm_probes(scorer.answer_scores, probe_solutions(cfg, paths), d, f"{held}, rA from the {answer}",
+                               seed=cfg.base.seed, model="PRM" if answer == "prm" else "verifier")
+        verdicts += irm_probes(scorer.instruction_texts, instruction_probe_pairs(cfg, paths), d, held,
+                               seed=cfg.base.seed)
+    return verdicts
 
 
 def _read_log(path: Path, upto: int) -> list[dict]:
@@ -305,7 +330,7 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
         print(f"resuming from {resume.name} (step {start})")
     else:
         if gate is None:
-            gate = reward_gate(cfg, policy, scorer, pool)
+            gate = reward_gate(cfg, policy, scorer, pool, paths)
         if dist.is_main():
             save_gate(paths.ppo_gate, gate)
         if dist.any_rank(any(v.status == "fail" for v in gate)):

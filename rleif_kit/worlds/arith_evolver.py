@@ -348,3 +348,13 @@ def evolve_arith(problem: Problem, operator: str, rng: random.Random, *,
     if defect == "ambiguous":
         return Evolved(_ambiguous(child, rng), record, None, defect)
     return Evolved(text, record, solution, None)
+
+
+def unsolvable_text(problem: Problem, seed: int = 0) -> str:
+    """The problem's question with one needed number made vague (the evolver's injected "unsolvable" defect)."""
+    return _unsolvable(problem, random.Random(seed))
+
+
+def ambiguous_text(problem: Problem, seed: int = 0) -> str:
+    """The problem's question made ambiguous (the evolver's injected "ambiguous" defect)."""
+    return _ambiguous(problem, random.Random(seed))

@@ -1,0 +1,224 @@
+"""Counterfactual probes and reward-against-truth: does the reward move when, and only when, the answer does?
+
+A reward can have a healthy distribution (check 1) and a healthy share of rA < 0.5 (check 2) and still be
+blind to the answer: the tiny PRM trained with its last label before the answer gave the same rA to a right
+answer, a wrong one and none. These checks look at what the reward *reads*:
+
+- **Probes.** Score pairs that differ in one controlled way (``worlds/counterfactuals.py``): for a "down" edit
+  (wrong answer, corrupted step, answer cut, early stop) the share of pairs whose score drops, for a "same"
+  edit (operands commuted, number formatting) the share whose score stays within ``probe_same_tolerance``;
+  and the mean change with a 95% bootstrap interval. The IRM gets the same treatment with instructions made
+  unsolvable or ambiguous.
+- **Reward against truth.** Where a verifier knows which responses are right: the ROC AUC of the reward over
+  right vs wrong responses, and their mean rewards. A reward that does not rank right answers above wrong
+  ones on the policy's own samples fails, whatever its distribution looks like.
+
+Pure functions over scores; the callers (the PPO gate, ``rleif doctor``, 07) score the pairs.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
+
+from rleif_kit.core.metrics import mean_interval, roc_auc
+from rleif_kit.core.sections import DiagnosticsConfig
+from rleif_kit.core.verdict import Verdict
+from rleif_kit.worlds import counterfactuals as cf
+
+PRM_ADVICE = {
+    "wrong_answer": "rA does not drop when only the final answer is wrong: the PRM does not read the answer. Check "
+                    "that its last label sits on the answer line and marks a wrong answer's step wrong, and that "
+                    "its training solutions include wrong answers (raise prm_samples or prm_sample_temperature).",
+    "corrupt_step": "rA does not drop when an intermediate result is wrong: the PRM scores the form of a step, not "
+                    "its arithmetic. Give it more labelled solutions with real slips, or a larger base.",
+    "cut_answer": "rA does not drop when the answer line is missing: the PRM rewards steps, not answers, and PPO "
+                  "can learn to leave the answer out. Label a solution without an answer wrong at its last step.",
+    "early_stop": "rA does not drop when the solution stops one step early: PPO will learn to stop early. The "
+                  "labels must mark an early stop's last step wrong; a PRM that scores by the number of steps "
+                  "(short solutions are right more often) shows here first.",
+    "commute": "rA moves when the operands of a step are only swapped: the PRM keys on surface form. Train it on "
+               "more varied solutions.",
+    "number_format": "rA moves when only the answer's number formatting changes: the PRM keys on surface form.",
+}
+IRM_ADVICE = {
+    "unsolvable": "rI does not drop when a number the instruction needs is removed: the IRM does not read the "
+                  "problem (it may score templates). Diversify its ranking data: more sibling groups and operators.",
+    "number_removed": "rI does not drop when the instruction's first number is deleted: the IRM does not read the "
+                      "problem. Diversify its ranking data.",
+    "ambiguous": "rI does not drop when the instruction asks about something it never mentions: the IRM does not "
+                 "read the problem. Diversify its ranking data.",
+}
+
+
+@dataclass(frozen=True)
+class ProbeStats:
+    name: str
+    direction: str  # "down": the edit must lower the score; "same": it must not move it
+    n: int
+    moved_right: float  # share of pairs ordered correctly (down: strictly lower; same: within the tolerance)
+    mean_delta: float  # mean(edited - original)
+    ci95: tuple[float, float]
+
+
+def probe_stats(name: str, direction: str, original: Sequence[float | None], edited: Sequence[float | None],
+                tolerance: float, seed: int = 0) -> ProbeStats | None:
+    """The probe's figures over the pairs both scored; None when no pair was scored. A tie counts as not moved
+    (for a "down" edit that is the failure: a reward blind to the edit gives the pair the same score)."""
+    if direction not in ("down", "same"):
+        raise ValueError(f"direction must be 'down' or 'same', got {direction!r}")
+    deltas = [e - o for o, e in zip(original, edited) if o is not None and e is not None]
+    if not deltas:
+        return None
+    right = [d < 0 for d in deltas] if direction == "down" else [abs(d) <= tolerance for d in deltas]
+    mean, low, high = mean_interval(deltas, seed=seed)
+    return ProbeStats(name, direction, len(deltas), sum(right) / len(right), mean, (low, high))
+
+
+def probe_verdict(model: str, stats: ProbeStats, cfg: DiagnosticsConfig, source: str = "") -> Verdict:
+    """ok when the share moved the right way reaches ``probe_ok`` (and, for a "down" edit, the mean change's
+    interval lies below 0); fail at ``probe_fail`` or below; warn between."""
+    check = f"{model.lower()}_probe_{stats.name}"
+    numbers = {"pairs": stats.n, "moved_right": stats.moved_right, "mean_change": stats.mean_delta,
+               "ci95": [stats.ci95[0], stats.ci95[1]]}
+    thresholds = {"ok_at": cfg.probe_ok, "fail_at_or_below": cfg.probe_fail, "direction": stats.direction}
+    if stats.direction == "same":
+        thresholds["tolerance"] = cfg.probe_same_tolerance
+    significant = stats.direction == "same" or stats.ci95[1] < 0
+    if stats.moved_right >= cfg.probe_ok and significant:
+        return Verdict(check, "ok", numbers, thresholds, source=source)
+    advice = (IRM_ADVICE if model.upper() == "IRM" else PRM_ADVICE).get(stats.name, "the reward ignores this edit.")
+    status = "fail" if stats.moved_right <= cfg.probe_fail else "warn"
+    what = "moved down" if stats.direction == "down" else "stayed put"
+    return Verdict(check, status, numbers, thresholds,
+                   f"{stats.moved_right:.0%} of {stats.n} pairs {what} (mean change {stats.mean_delta:+.3f}, 95% "
+                   f"interval {stats.ci95[0]:+.3f} to {stats.ci95[1]:+.3f}): {advice}", source)
+
+
+AnswerScorer = Callable[[Sequence[dict], Sequence[str]], Sequence["float | None"]]  # (records, solutions) -> rA
+InstructionScorer = Callable[[Sequence[str]], Sequence[float]]  # instruction texts -> rI
+
+
+def prm_probes(score: AnswerScorer, items: Sequence[dict], cfg: DiagnosticsConfig, source: str = "",
+               seed: int = 0, model: str = "PRM", cap: str | None = None) -> list[Verdict]:
+    """One verdict per solution edit, named ``<model>_probe_<edit>``. ``items``: right solutions, each
+    ``{"text": question, "solution": ...}`` plus whatever the scorer needs (the arithmetic world's ``problem``);
+    ``score(records, solutions)`` gives rA. ``cap="warn"`` reports a fail as warn (a PRM the run does not use)."""
+    sample = _sample(items, cfg.probe_pairs, seed)
+    base = list(score(sample, [r["solution"] for r in sample]))
+    out = []
+    for name, (edit, direction) in cf.SOLUTION_EDITS.items():
+        pairs = [(i, edit(r["solution"])) for i, r in enumerate(sample)]
+        pairs = [(i, s) for i, s in pairs if s is not None and s != sample[i]["solution"]]
+        if not pairs:
+            continue
+        edited = list(score([sample[i] for i, _ in pairs], [s for _, s in pairs]))
+        stats = probe_stats(name, direction, [base[i] for i, _ in pairs], edited, cfg.probe_same_tolerance, seed)
+        if stats is not None:
+            out.append(_capped(probe_verdict(model, stats, cfg, source), cap))
+    return out
+
+
+def _capped(v: Verdict, cap: str | None) -> Verdict:
+    if cap is None or v.status != "fail":
+        return v
+    return replace(v, status=cap, advice=v.advice + " (Not this run's reward, so not a fail here: do not switch "
+                                                    "[reward_model] answer_reward to it before fixing it.)")
+
+
+def irm_probes(score: InstructionScorer, pairs: dict[str, Sequence[tuple[str, str]]], cfg: DiagnosticsConfig,
+               source: str = "", seed: int = 0) -> list[Verdict]:
+    """One verdict per instruction edit: ``pairs[name]`` = (clean instruction, edited instruction) pairs, each
+    edit one that must lower rI."""
+    out = []
+    for name, rows in pairs.items():
+        rows = _sample(rows, cfg.probe_pairs, seed)
+        if not rows:
+            continue
+        original, edited = list(score([a for a, _ in rows])), list(score([b for _, b in rows]))
+        stats = probe_stats(name, "down", original, edited, cfg.probe_same_tolerance, seed)
+        if stats is not None:
+            out.append(probe_verdict("IRM", stats, cfg, source))
+    return out
+
+
+def _sample(rows: Sequence[Any], n: int, seed: int) -> list[Any]:
+    rows = list(rows)
+    return rows if len(rows) <= n else random.Random(seed).sample(rows, n)
+
+
+# ------------------------------------------------------------------------------ reward against truth
+
+def truth_figures(correct: Sequence[bool | None], rewards: Sequence[float]) -> dict[str, Any]:
+    """AUC of ``rewards`` over right vs wrong responses and the mean reward of each; responses the verifier
+    cannot judge (None) are left out. ``auc`` is None when one class is missing."""
+    pairs = [(bool(c), float(r)) for c, r in zip(correct, rewards) if c is not None]
+    right = [r for c, r in pairs if c]
+    wrong = [r for c, r in pairs if not c]
+    return {"n": len(pairs), "right": len(right),
+            "auc": roc_auc([c for c, _ in pairs], [r for _, r in pairs]) if pairs else None,
+            "right_mean": sum(right) / len(right) if right else None,
+            "wrong_mean": sum(wrong) / len(wrong) if wrong else None}
+
+
+def truth_log_fields(correct: Sequence[bool | None], scores: dict[str, Sequence[float]]) -> dict[str, Any]:
+    """The PPO log row's reward-vs-truth fields for one rollout batch (empty when nothing was judged)."""
+    if not any(c is not None for c in correct):
+        return {}
+    out: dict[str, Any] = {}
+    for key, name in (("rA", "rA"), ("reward", "r")):
+        f = truth_figures(correct, scores[key])
+        out.update({f"{name}_truth_auc": f["auc"], f"{name}_right_mean": f["right_mean"],
+                    f"{name}_wrong_mean": f["wrong_mean"]})
+        out["truth_n"], out["right_share"] = f["n"], f["right"] / f["n"] if f["n"] else None
+    return out
+
+
+def _truth_verdict(auc: float | None, numbers: dict, cfg: DiagnosticsConfig, source: str, what: str) -> Verdict:
+    thresholds = {"ok_at": cfg.truth_auc_ok, "fail_below": cfg.truth_auc_fail}
+    if auc is None:
+        return Verdict("reward_truth", "warn", numbers, thresholds,
+                       f"{what}: no right and wrong responses both to compare (the policy is always right or "
+                       "always wrong here); nothing to rank.", source)
+    if auc >= cfg.truth_auc_ok:
+        return Verdict("reward_truth", "ok", numbers, thresholds, source=source)
+    status = "fail" if auc < cfg.truth_auc_fail else "warn"
+    ra_auc = numbers.get("rA_auc")
+    cause = ("rA itself ranks them (AUC {:.2f}), so rI's spread drowns it: look at the IRM".format(ra_auc)
+             if ra_auc is not None and ra_auc >= cfg.truth_auc_ok else
+             "the answer reward does not tell right from wrong: look at the PRM probes")
+    return Verdict("reward_truth", status, numbers, thresholds,
+                   f"{what}, the reward ranks a right response above a wrong one with probability {auc:.2f} "
+                   f"(0.5 = chance): {cause}. PPO on this reward optimises something other than correctness.", source)
+
+
+def check_reward_truth(correct: Sequence[bool | None], reward: Sequence[float], answer: Sequence[float],
+                       cfg: DiagnosticsConfig, source: str = "", what: str = "On these samples") -> Verdict:
+    """Reward against truth on one set of judged responses (the gate's SFT samples, held-out PRM samples)."""
+    r, a = truth_figures(correct, reward), truth_figures(correct, answer)
+    numbers = {"n": r["n"], "right": r["right"], "r_auc": r["auc"], "rA_auc": a["auc"],
+               "r_right_mean": r["right_mean"], "r_wrong_mean": r["wrong_mean"]}
+    return _truth_verdict(r["auc"], numbers, cfg, source, what)
+
+
+def check_reward_truth_log(log: Sequence[dict], cfg: DiagnosticsConfig, source: str = "") -> Verdict | None:
+    """Reward against truth on PPO's own samples: the mean per-step AUC of r (and rA) over the steps that had
+    right and wrong responses, with the first and last fifth of them (before and after PPO). None when the log
+    holds no truth fields (no verifier for this world)."""
+    rows = [row for row in log if row.get("r_truth_auc") is not None]
+    if not any("truth_n" in row for row in log):
+        return None
+    if not rows:
+        return _truth_verdict(None, {"steps": 0}, cfg, source, "On PPO's samples")
+
+    def mean(key: str, part: Sequence[dict]) -> float | None:
+        vals = [row[key] for row in part if row.get(key) is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    fifth = max(1, len(rows) // 5)
+    numbers = {"steps": len(rows), "r_auc": mean("r_truth_auc", rows), "rA_auc": mean("rA_truth_auc", rows),
+               "r_auc_first": mean("r_truth_auc", rows[:fifth]), "r_auc_last": mean("r_truth_auc", rows[-fifth:]),
+               "right_share_first": mean("right_share", rows[:fifth]),
+               "right_share_last": mean("right_share", rows[-fifth:])}
+    return _truth_verdict(numbers["r_auc"], numbers, cfg, source, "On PPO's own samples")

@@ -1,0 +1,152 @@
+"""Counterfactual edits for the reward probes: a solution (or an instruction) changed in ONE controlled way.
+
+A reward that reads the answer must move the right way under each edit, and must not move under an edit that
+keeps the meaning. The edits work on the step format every world writes ("Step 1: ... = 7. Step 2: ...
+The answer is: X"), so they apply unchanged to the arithmetic world and to GSM8k/MATH solutions in that
+format; each returns None when the solution does not admit it (one step only, no numeric answer, ...), and
+the probe then leaves that pair out.
+
+| edit | the reward must |
+|---|---|
+| ``wrong_answer``: the final answer X replaced by X + 1, in the answer line and in the last step's result | drop |
+| ``corrupt_step``: the result of the first step replaced by result + 1 (later steps unchanged) | drop |
+| ``cut_answer``: the answer line removed | drop |
+| ``early_stop``: the last step removed, answering the new last step's result | drop |
+| ``commute``: ``a + b`` written ``b + a`` in the first step with + or × | stay |
+| ``number_format``: the final answer written with thousands separators (answers of 1,000 and more) | stay |
+
+For instructions (the IRM): ``drop_number`` removes one number the question needs, so it cannot be solved.
+The arithmetic world has its own injected defects (``arith_evolver.unsolvable_text`` / ``ambiguous_text``).
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from typing import Callable
+
+from rleif_kit.worlds import arith
+
+NUMBER = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?(?![\w])")
+ANSWER_LINE = re.compile(r"The answer is:\s*", re.I)
+BINARY = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([+*×])\s*(\d+(?:\.\d+)?)(?![\w.]\d)")
+
+
+def _value(token: str) -> Fraction:
+    return Fraction(token.replace(",", ""))
+
+
+def _plain(value: Fraction) -> str:
+    return str(value.numerator) if value.denominator == 1 else str(float(value))
+
+
+def _answer_number(solution: str) -> re.Match | None:
+    """The first number after the LAST 'The answer is:' (None when the answer is not a plain number)."""
+    marks = list(ANSWER_LINE.finditer(solution))
+    if not marks:
+        return None
+    m = NUMBER.match(solution, marks[-1].end())
+    return m
+
+
+def _steps(solution: str) -> list[tuple[int, int]]:
+    """(start, end) of each 'Step k:' segment, the answer line excluded."""
+    marks = list(arith.STEP_MARK.finditer(solution))
+    answer = list(ANSWER_LINE.finditer(solution))
+    stop = answer[-1].start() if answer else len(solution)
+    bounds = [m.start() for m in marks[1:]] + [stop]
+    return [(m.start(), b) for m, b in zip(marks, bounds) if m.start() < stop]
+
+
+def _result(solution: str, span: tuple[int, int]) -> re.Match | None:
+    """The step's result: the last number after its last '='."""
+    start, end = span
+    eq = solution.rfind("=", start, end)
+    if eq < 0:
+        return None
+    found = list(NUMBER.finditer(solution, eq, end))
+    return found[-1] if found else None
+
+
+def wrong_answer(solution: str) -> str | None:
+    """A slip in the last step, carried to the answer: both say X + 1 (an answer line that disagrees with the
+    step before it would be a give-away no sampled solution has; this is the wrong answer a policy writes)."""
+    m = _answer_number(solution)
+    if m is None:
+        return None
+    wrong = _plain(_value(m.group()) + 1)
+    out = solution[:m.start()] + wrong + solution[m.end():]
+    steps = _steps(solution)
+    last = _result(solution, steps[-1]) if steps else None
+    if last is not None and _value(last.group()) == _value(m.group()):
+        out = out[:last.start()] + wrong + out[last.end():]
+    return out
+
+
+def corrupt_step(solution: str) -> str | None:
+    steps = _steps(solution)
+    if len(steps) < 2:
+        return None
+    m = _result(solution, steps[0])
+    if m is None:
+        return None
+    return solution[:m.start()] + _plain(_value(m.group()) + 1) + solution[m.end():]
+
+
+def cut_answer(solution: str) -> str | None:
+    marks = list(ANSWER_LINE.finditer(solution))
+    if not marks or not _steps(solution):
+        return None
+    return solution[:marks[-1].start()].rstrip()
+
+
+def early_stop(solution: str) -> str | None:
+    steps = _steps(solution)
+    marks = list(ANSWER_LINE.finditer(solution))
+    if len(steps) < 2 or not marks:
+        return None
+    m = _result(solution, steps[-2])
+    if m is None:
+        return None
+    last_start, last_end = steps[-1]
+    segment = solution[last_start:last_end]
+    gap = segment[len(segment.rstrip()):] or " "  # the separator before the answer line (" " or "\n")
+    body = solution[:last_start].rstrip()
+    return f"{body}{gap}{solution[marks[-1].start():marks[-1].end()]}{m.group()}"
+
+
+def commute(solution: str) -> str | None:
+    for start, end in _steps(solution):
+        for m in BINARY.finditer(solution, start, end):
+            a, op, b = m.group(1), m.group(2), m.group(3)
+            if a != b:
+                swapped = m.group().replace(a, "\0", 1).replace(b, a, 1).replace("\0", b, 1)
+                return solution[:m.start()] + swapped + solution[m.end():]
+    return None
+
+
+def number_format(solution: str) -> str | None:
+    """The final answer with its thousands separated ("1200" -> "1,200"): None below 1000."""
+    m = _answer_number(solution)
+    if m is None or "," in m.group() or abs(_value(m.group())) < 1000 or _value(m.group()).denominator != 1:
+        return None
+    return solution[:m.start()] + f"{int(_value(m.group())):,}" + solution[m.end():]
+
+
+def drop_number(question: str) -> str | None:
+    """The question with its first number removed ("starts with 9 plums" -> "starts with plums")."""
+    m = NUMBER.search(question)
+    if m is None:
+        return None
+    return re.sub(r"  +", " ", question[:m.start()] + question[m.end():]).strip()
+
+
+Edit = Callable[[str], "str | None"]
+SOLUTION_EDITS: dict[str, tuple[Edit, str]] = {  # name -> (edit, the direction the reward must take)
+    "wrong_answer": (wrong_answer, "down"),
+    "corrupt_step": (corrupt_step, "down"),
+    "cut_answer": (cut_answer, "down"),
+    "early_stop": (early_stop, "down"),
+    "commute": (commute, "same"),
+    "number_format": (number_format, "same"),
+}
