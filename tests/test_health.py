@@ -261,7 +261,28 @@ def test_reward_health_curves_plot():
     from rleif_kit.core.plots import plot_reward_health_curves
 
     fig = plot_reward_health_curves(ppo_log(0.3, steps=20), (0.2, 0.4), 200, 5.0, 10.0)
-    assert [ax.get_title() for ax in fig.axes] == ["reward r", "share of rA < 0.5", "KL per sequence"]
+    assert [ax.get_title() for ax in fig.axes] == ["reward r", "share of rA < 0.5", "KL per sequence",
+                                                   "reward vs truth: AUC, right over wrong"]
+    assert "no verifier" in fig.axes[3].texts[0].get_text()  # a log without truth fields says so
+    log = [{**row, "r_truth_auc": 0.8, "rA_truth_auc": 0.9} for row in ppo_log(0.3, steps=20)]
+    fig = plot_reward_health_curves(log, (0.2, 0.4), 200, 5.0, 10.0, truth_band=(0.55, 0.7))
+    assert [line.get_label() for line in fig.axes[3].get_lines()] == ["r", "rA", "chance", "ok from 0.7",
+                                                                     "fail below 0.55"]
+
+
+def test_probe_plot_one_bar_per_probe_coloured_by_status():
+    from rleif_kit.checks.probes import probe_stats, probe_verdict
+    from rleif_kit.core.plots import plot_probes
+    from rleif_kit.core.sections import DiagnosticsConfig
+
+    d = DiagnosticsConfig()
+    good = probe_verdict("PRM", probe_stats("early_stop", "down", [0.5] * 10, [0.1] * 10, 0.05), d)
+    blind = probe_verdict("PRM", probe_stats("wrong_answer", "down", [0.5] * 10, [0.5] * 10, 0.05), d)
+    fig = plot_probes([good, blind], d.probe_ok, d.probe_fail)
+    bars = fig.axes[0].patches
+    assert [round(b.get_width(), 3) for b in bars] == [1.0, 0.0]
+    assert [label.get_text() for label in fig.axes[0].get_yticklabels()] == ["prm_probe_early_stop",
+                                                                            "prm_probe_wrong_answer"]
 
 
 # ---------------------------------------------------------------- check 1 with real (tiny) reward models

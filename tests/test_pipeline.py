@@ -109,17 +109,23 @@ def test_reward_models_stage_learns(tiny_run):
         assert (tiny_run / "reports" / "figures" / f"{fig}.png").exists()
 
 
-def test_ppo_stage_with_learned_rewards_records_and_judges_itself(tiny_run):
-    """(b) The real thing: whatever PPO on the learned IRM x PRM does, the verdicts must agree with it."""
+def test_ppo_stage_on_the_healthy_reward_records_and_judges_itself(tiny_run):
+    """The tiny preset's reward, rI from the learned IRM x rA from the step verifier: reward rises, PPO unlearns
+    the tiny teacher's early stops (+4.7 points measured, 95% interval +2.7 to +6.9), and the gate's checks are
+    ok, the probes and reward against truth included (the IRM's ambiguity probe aside: the tiny IRM does not
+    notice a question about someone it never mentions, a warn)."""
     ppo = metrics(tiny_run, "05_ppo")
-    assert ppo["answer_reward"] == "prm" and ppo["steps"] > 0 and ppo["eval_n"] == 1000
-    assert {"irm_distribution", "prm_distribution", "low_ra_share", "sft_vs_ppo"} <= set(ppo["verdicts"])
-    if ppo["ppo_accuracy"] < ppo["sft_accuracy"]:
-        assert ppo["verdicts"]["sft_vs_ppo"] != "ok"  # a drop in accuracy is never "ok"
+    assert ppo["answer_reward"] == "verifier" and ppo["steps"] == 40 and ppo["eval_n"] == 1000
+    assert not ppo["stopped"] and ppo["reward_last_fifth"] > ppo["reward_first_fifth"], ppo
+    assert ppo["ppo_accuracy"] - ppo["sft_accuracy"] >= 0.03, ppo
+    gate = {k: s for k, s in ppo["verdicts"].items() if k != "sft_vs_ppo"}
+    assert {"irm_distribution", "low_ra_share", "reward_truth", "verifier_probe_wrong_answer",
+            "verifier_probe_early_stop", "irm_probe_unsolvable"} <= set(gate), gate
+    assert {k: s for k, s in gate.items() if s != "ok"} == {"irm_probe_ambiguous": "warn"}, gate
+    assert ppo["r_truth_auc_first"] >= 0.7 and ppo["r_truth_auc_last"] >= 0.7, ppo
     log = (tiny_run / "run" / "05_ppo" / "log.jsonl").read_text().splitlines()
     assert len(log) == ppo["steps"] and (tiny_run / "reports" / "figures" / "05_ppo_curves.png").exists()
-    if not ppo["stopped"]:
-        assert (tiny_run / "run" / "05_ppo" / "model" / "model.safetensors").exists()
+    assert (tiny_run / "run" / "05_ppo" / "model" / "model.safetensors").exists()
 
 
 def _copy_inputs(tiny_run: Path, dest: Path) -> None:
@@ -130,28 +136,6 @@ def _copy_inputs(tiny_run: Path, dest: Path) -> None:
         target = dest / part
         target.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (src / part).is_dir() else shutil.copy)(src / part, target)
-
-
-def test_ppo_machinery_with_a_perfect_prm(tiny_run, tmp_path, monkeypatch):
-    """(a) rA from the step verifier, the healthy run: reward rises, and reward checks 1-3 are all ok, check 3
-    because PPO unlearns the tiny teacher's early stops (+5.7 points measured, 95% interval +3.6 to +8.1)."""
-    monkeypatch.chdir(ROOT)
-    _copy_inputs(tiny_run, tmp_path / "run")
-    reports = tmp_path / "reports"
-    run_pipeline(str(TINY_PARAMS), "05_ppo,07_reward_diagnostics",
-                 tiny_overrides(tmp_path / "run", 'reward_model.answer_reward="verifier"'), report_dir=str(reports))
-    recorded = read_records(reports / "metrics.json")
-    ppo = recorded["05_ppo"]
-    assert not ppo["stopped"] and ppo["eval_n"] == 1000
-    assert ppo["reward_last_fifth"] > ppo["reward_first_fifth"], ppo
-    assert ppo["ppo_accuracy"] - ppo["sft_accuracy"] >= 0.03, ppo
-    gate = {k: s for k, s in ppo["verdicts"].items() if k != "sft_vs_ppo"}
-    assert gate == {"irm_distribution": "ok", "low_ra_share": "ok"}, ppo["verdicts"]  # no PRM to check in the gate
-    v = recorded["07_reward_diagnostics"]["verdicts"]
-    checks = ("irm_distribution", "prm_distribution", "low_ra_share", "sft_vs_ppo", "kl_blowup")
-    assert {v[c] for c in checks} == {"ok"}, v
-    low, high = recorded["07_reward_diagnostics"]["ab"]["sft_vs_ppo"]["ci95"]
-    assert 0 < low <= ppo["ppo_accuracy"] - ppo["sft_accuracy"] <= high, recorded["07_reward_diagnostics"]["ab"]
 
 
 def test_kl_guard_stops_a_deliberately_unstable_run(tiny_run, tmp_path):
@@ -183,11 +167,22 @@ def test_eval_stage_agrees_with_ppo_and_judges_the_ab(tiny_run):
 
 
 def test_diagnostics_stage_checks_everything_and_agrees_with_the_ab(tiny_run):
+    """Every check ran; none fails on the healthy run. What warns is measured and expected: the tiny PRM (not
+    PPO's reward here) fails its answer probes, reported as warn, and the tiny IRM misses ambiguity."""
     dg = metrics(tiny_run, "07_reward_diagnostics")
     v = dg["verdicts"]
     assert {"irm_distribution", "prm_distribution", "low_ra_share", "kl_blowup", "duplicate_rate",
-            "evolve_failures", "step_format", "prompt_consistency"} <= set(v), v
+            "evolve_failures", "step_format", "prompt_consistency", "reward_truth", "prm_probe_early_stop",
+            "verifier_probe_early_stop", "irm_probe_unsolvable"} <= set(v), v
+    assert dg["fails"] == 0 and "fail" not in v.values(), v
+    warns = {k for k, s in v.items() if s == "warn"}
+    assert warns <= {f"prm_probe_{e}" for e in ("wrong_answer", "corrupt_step", "cut_answer", "early_stop",
+                                                "commute")} | {"irm_probe_ambiguous"}, v
+    assert {k: s for k, s in v.items() if k.startswith("verifier_probe")} == {
+        f"verifier_probe_{e}": "ok" for e in ("wrong_answer", "corrupt_step", "cut_answer", "early_stop", "commute")}
+    assert v["reward_truth"] == "ok" and dg["reward_truth"]["r_auc"] >= 0.7, dg["reward_truth"]
     assert v["kl_blowup"] == "ok" and v["step_format"] == "ok" and v["prompt_consistency"] == "ok"
+    assert (tiny_run / "reports" / "figures" / "07_probes.png").exists()
     ab = {k: s for k, s in v.items() if k.startswith("sft_vs_ppo")}
     assert ab and (metrics(tiny_run, "05_ppo")["ppo_accuracy"] >= metrics(tiny_run, "05_ppo")["sft_accuracy"]
                    or "ok" not in ab.values())
@@ -211,9 +206,10 @@ def test_a_prm_that_passes_every_step_is_caught(tiny_run, tmp_path, monkeypatch)
         model.score.bias.copy_(torch.tensor([-10.0, 10.0]))  # P(step correct) = 1 - 2e-9, whatever the input
     model.save_pretrained(prm_dir)
     reports = tmp_path / "reports"
+    learned = tiny_overrides(tmp_path / "run", 'reward_model.answer_reward="prm"')
     with pytest.raises(StageFailed, match="reward-health gate"):
-        run_pipeline(str(TINY_PARAMS), "05_ppo", tiny_overrides(tmp_path / "run"), report_dir=str(reports))
-    run_pipeline(str(TINY_PARAMS), "07_reward_diagnostics", tiny_overrides(tmp_path / "run"), report_dir=str(reports))
+        run_pipeline(str(TINY_PARAMS), "05_ppo", learned, report_dir=str(reports))
+    run_pipeline(str(TINY_PARAMS), "07_reward_diagnostics", learned, report_dir=str(reports))
     verdicts = read_records(reports / "metrics.json")["07_reward_diagnostics"]["verdicts"]
     assert verdicts["low_ra_share"] == "fail" and verdicts["prm_distribution"] == "fail", verdicts
 
@@ -253,3 +249,61 @@ def test_the_trained_prm_reads_the_answer(tiny_run):
     assert sum(abs(w - c) < 1e-6 for c, w in zip(r_complete, r_wrong)) == 0  # the answer always moves rA
     assert mean(w < c for c, w in zip(r_complete, r_wrong)) >= EARLY_AND_WRONG_BELOW["wrong"]
     assert mean(e < c for c, e in zip(r_complete, r_early)) >= EARLY_AND_WRONG_BELOW["early"]
+
+
+def test_the_learned_tiny_prm_is_refused_by_the_gate(tiny_run, tmp_path, monkeypatch):
+    """The tiny PRM of the shared run, made PPO's reward: its distribution and share of rA < 0.5 look healthy,
+    but it does not read the answer (it scores by the number of steps), and the gate's probes refuse it."""
+    from rleif_kit.pipeline.runner import StageFailed
+
+    monkeypatch.chdir(ROOT)
+    _copy_inputs(tiny_run, tmp_path / "run")
+    with pytest.raises(StageFailed, match="reward-health gate") as failed:
+        run_pipeline(str(TINY_PARAMS), "05_ppo", tiny_overrides(tmp_path / "run", 'reward_model.answer_reward="prm"'),
+                     report_dir=str(tmp_path / "reports"))
+    gate = {v["check"]: v for v in json.loads((tmp_path / "run" / "05_ppo" / "gate.json").read_text())}
+    assert gate["prm_distribution"]["status"] == "ok" and gate["low_ra_share"]["status"] == "ok"  # looks healthy
+    assert gate["prm_probe_early_stop"]["status"] == "fail" and gate["prm_probe_cut_answer"]["status"] == "fail"
+    assert gate["prm_probe_early_stop"]["numbers"]["mean_change"] > 0  # it prefers the early stop
+    assert "stop early" in str(failed.value)
+
+
+def test_the_broken_reward_gallery_is_caught(tiny_run, tmp_path, monkeypatch):
+    """Issue 16's gallery, on the shared run's data: each broken reward fails the check meant for it.
+    - an answer-blind PRM, really trained: the labelling of before the fix (last label read before the answer,
+      switched back by the test-only LABEL_AFTER_ANSWER) gives a right and a wrong answer the same rA;
+    - a scorer that rewards length: a wrong answer or a corrupted step is no shorter, so it is not lower;
+    - an IRM that rewards one operator's template wording: an unsolvable question keeps the wording."""
+    from rleif_kit.checks.probes import irm_probes, prm_probes
+    from rleif_kit.core.jsonl import read_jsonl
+    from rleif_kit.core.run_setup import setup
+    from rleif_kit.reward_scoring.scorers import prm_scorer
+    from rleif_kit.rewards.prm import train_prm, verifier_examples
+    from rleif_kit.worlds import step_labels
+    from rleif_kit.worlds.probe_sets import instruction_probe_pairs, probe_solutions
+
+    monkeypatch.chdir(ROOT)
+    _copy_inputs(tiny_run, tmp_path / "run")
+    cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run"), stage="04_reward_models",
+                       report_dir=str(tmp_path / "reports"), workdir=str(ROOT))
+    d, solutions = cfg.diagnostics, probe_solutions(cfg, paths)
+
+    monkeypatch.setattr(step_labels, "LABEL_AFTER_ANSWER", False)
+    examples, _ = verifier_examples(list(read_jsonl(paths.prm_samples)))
+    model, tok, result = train_prm(cfg, paths, examples)
+    assert result.step_auc >= 0.7  # by its own held-out step AUC it looks like a fine PRM
+    blind = {v.check: v for v in prm_probes(prm_scorer(model, tok, "min", max_len=cfg.reward_model.rm_max_len),
+                                            solutions, d)}
+    wrong = blind["prm_probe_wrong_answer"]
+    assert wrong.status == "fail" and wrong.numbers["moved_right"] == 0.0, wrong  # every pair tied
+    assert abs(wrong.numbers["mean_change"]) < 1e-6
+    monkeypatch.setattr(step_labels, "LABEL_AFTER_ANSWER", True)
+
+    length = {v.check: v.status for v in prm_probes(lambda records, sols: [min(1.0, len(s) / 200) for s in sols],
+                                                    solutions, d)}
+    assert length["prm_probe_wrong_answer"] == "fail" and length["prm_probe_corrupt_step"] == "fail", length
+
+    pairs = instruction_probe_pairs(cfg, paths)
+    template = {v.check: v.status for v in irm_probes(lambda texts: [0.9 if "at the end" in t else 0.3 for t in texts],
+                                                      pairs, d)}
+    assert template["irm_probe_unsolvable"] == "fail" and template["irm_probe_number_removed"] == "fail", template

@@ -27,7 +27,8 @@ D = DiagnosticsConfig()
 
 
 def test_each_edit_changes_one_thing():
-    assert cf.wrong_answer(TWO) == "Step 1: 5 + 2 = 7. Step 2: 7 * 3 = 22. The answer is: 22"
+    assert cf.wrong_answer(TWO) == "Step 1: 5 + 2 = 7. Step 2: 7 * 3 = 21. The answer is: 22"
+    assert cf.last_step_slip(TWO) == "Step 1: 5 + 2 = 7. Step 2: 7 * 3 = 22. The answer is: 22"
     assert cf.corrupt_step(TWO) == "Step 1: 5 + 2 = 8. Step 2: 7 * 3 = 21. The answer is: 21"
     assert cf.cut_answer(TWO) == "Step 1: 5 + 2 = 7. Step 2: 7 * 3 = 21."
     assert cf.early_stop(TWO) == "Step 1: 5 + 2 = 7. The answer is: 7"
@@ -43,7 +44,8 @@ def test_edits_keep_the_solutions_layout_and_refuse_what_they_cannot_do():
     assert cf.cut_answer(lines) == "Step 1: 5 + 2 = 7.\nStep 2: 7 * 3 = 21."
     one = "Step 1: 5 + 2 = 7. The answer is: 7"
     assert cf.corrupt_step(one) is None and cf.early_stop(one) is None  # no intermediate result, no step to drop
-    assert cf.wrong_answer(one) == "Step 1: 5 + 2 = 8. The answer is: 8"
+    assert cf.wrong_answer(one) == "Step 1: 5 + 2 = 7. The answer is: 8"
+    assert cf.last_step_slip("Step 1: 5 + 2 = 7. The answer is: 9") is None  # the answer is not the last result
     assert cf.wrong_answer("Step 1: 5 + 2 = 7.") is None and cf.cut_answer("no steps. The answer is: 3") is None
     assert cf.wrong_answer("Step 1: x = 1/2. The answer is: \\frac{1}{2}") is None  # not a plain number
     assert cf.commute("Step 1: 4 + 4 = 8. The answer is: 8") is None  # nothing to swap
@@ -64,7 +66,8 @@ def test_the_verifier_rejects_every_down_edit_and_keeps_the_same_ones():
         if edited is None:
             continue
         assert verifier_scores([record], [edited]) == [0.0 if direction == "down" else 1.0], name
-        assert is_correct(record, edited) is (name not in ("wrong_answer", "cut_answer", "early_stop")), name
+        assert is_correct(record, edited) is (name not in ("wrong_answer", "last_step_slip", "cut_answer",
+                                                           "early_stop")), name
 
 
 def test_probe_statistics_by_hand():
@@ -83,7 +86,9 @@ def test_probe_statistics_by_hand():
     ([-0.3] * 9 + [0.1], "ok"),      # 90% down, interval below 0
     ([-0.3] * 7 + [0.1] * 3, "warn"),  # 70%: between the bands
     ([0.0] * 10, "fail"),            # a reward blind to the edit: every pair ties
-    ([-0.3] * 5 + [0.1] * 5, "fail"),  # 50%: chance
+    ([-0.3] * 5 + [0.1] * 5, "warn"),  # 50%: chance on this edit, above the fail line (0.4)
+    ([-0.3] * 4 + [0.1] * 6, "fail"),  # 40%: at the fail line
+    ([-0.01] * 5 + [0.3] * 5, "fail"),  # half move down a little, the mean rises: it prefers the broken one
 ])
 def test_probe_bands(deltas, status):
     stats = probe_stats("early_stop", "down", [0.5] * len(deltas), [0.5 + d for d in deltas], 0.05)
@@ -101,8 +106,8 @@ def _items():
 
 def test_the_verifier_passes_every_probe():
     verdicts = prm_probes(verifier_scores, _items(), D, model="verifier")
-    assert {v.check for v in verdicts} == {f"verifier_probe_{n}" for n in
-                                           ("wrong_answer", "corrupt_step", "cut_answer", "early_stop", "commute")}
+    assert {v.check for v in verdicts} == {f"verifier_probe_{n}" for n in ("wrong_answer", "last_step_slip",
+                                           "corrupt_step", "cut_answer", "early_stop", "commute")}
     assert all(v.status == "ok" for v in verdicts), [v.line() for v in verdicts if not v.ok]
 
 
@@ -110,7 +115,8 @@ def test_a_length_reward_is_caught_by_the_answer_probes():
     """A scorer that rewards length (longer solutions look more thorough) fails the probes it should fail."""
     length = lambda records, solutions: [min(1.0, len(s) / 200) for s in solutions]  # noqa: E731
     v = {x.check: x.status for x in prm_probes(length, _items(), D)}
-    assert v["prm_probe_wrong_answer"] == "fail" and v["prm_probe_corrupt_step"] == "fail", v
+    assert v["prm_probe_wrong_answer"] == "fail" and v["prm_probe_last_step_slip"] == "fail", v
+    assert v["prm_probe_corrupt_step"] == "fail", v
     assert v["prm_probe_commute"] == "ok"  # same length: it is blind, not noisy
 
 
@@ -118,8 +124,8 @@ def test_an_answer_blind_reward_fails_and_a_capped_one_warns():
     blind = lambda records, solutions: [0.6 for _ in solutions]  # noqa: E731
     verdicts = prm_probes(blind, _items(), D)
     assert {v.check: v.status for v in verdicts if v.check != "prm_probe_commute"} == {
-        "prm_probe_wrong_answer": "fail", "prm_probe_corrupt_step": "fail", "prm_probe_cut_answer": "fail",
-        "prm_probe_early_stop": "fail"}
+        "prm_probe_wrong_answer": "fail", "prm_probe_last_step_slip": "fail", "prm_probe_corrupt_step": "fail",
+        "prm_probe_cut_answer": "fail", "prm_probe_early_stop": "fail"}
     capped = prm_probes(blind, _items(), D, cap="warn")
     assert all(v.status != "fail" for v in capped) and "Not this run's reward" in capped[0].advice
 

@@ -297,7 +297,7 @@ weights, model card); a rerun resumes from the last checkpoint."""),
                  '                                   title=f"Held-out accuracy, {ab[\'n\']} problems (greedy)"),\n'
                  '                paths.figures, "05_ppo_ab")'),
         ("md", "## Checks and export"),
-        ("code", "from rleif_kit.ppo.stage import export, fifth_means\n\n"
+        ("code", "from rleif_kit.ppo.stage import export, fifth_means, truth_fifths\n\n"
                  "verdicts = gate + ([ab[\"verdict\"]] if ab else [])\nprint(format_verdicts(verdicts))\n"
                  "reward_first, reward_last = fifth_means(result.log)\n"
                  'print(f"mean reward: first fifth {reward_first:.3f}, last fifth {reward_last:.3f}")\n'
@@ -312,6 +312,8 @@ weights, model card); a rerun resumes from the last checkpoint."""),
                  'record("kl_last", result.log[-1]["kl"] if result.log else None)\n'
                  'record("low_ra_share_first", result.log[0]["low_rA_share"] if result.log else None)\n'
                  'record("answer_reward", cfg.reward_model.answer_reward)\n'
+                 'record("r_truth_auc_first", truth_fifths(result.log)[0])\n'
+                 'record("r_truth_auc_last", truth_fifths(result.log)[1])\n'
                  'record("sft_accuracy", ab["sft_accuracy"] if ab else None)\n'
                  'record("ppo_accuracy", ab["ppo_accuracy"] if ab else None)\n'
                  'record("eval_n", ab["n"] if ab else 0)\n'
@@ -388,6 +390,15 @@ in the SFT data, the SFT prompt against the evaluation prompt, KL blow-up early 
         ("md", "## Verdicts"),
         ("code", "from IPython.display import HTML, display\n\nfrom rleif_kit.diagnostics.stage import verdicts_html, write_verdicts\n\n"
                  "display(HTML(verdicts_html(health.verdicts)))\nwrite_verdicts(paths, health)"),
+        ("md", "## What the reward reads: counterfactual probes\nHeld-out right solutions are edited one way at a time "
+               "(the final answer made wrong, an intermediate result corrupted, the answer line cut, the solution "
+               "stopped one step early; the operands of a step swapped, which must not matter) and scored again; the "
+               "IRM gets the same questions made unsolvable or ambiguous. A reward with a healthy distribution can "
+               "still be blind to the answer: here it shows. A PRM that PPO does not use is reported as warn."),
+        ("code", "from rleif_kit.core.plots import plot_probes, save_figure\n\n"
+                 "d = cfg.diagnostics\n"
+                 "if any('_probe_' in v.check for v in health.verdicts):\n"
+                 "    save_figure(plot_probes(health.verdicts, d.probe_ok, d.probe_fail), paths.figures, \"07_probes\")"),
         ("md", "## Reward-model scores (check 1)\nThe healthy band of the mean is shaded; a spike at one end is "
                "a model that scores everything alike."),
         ("code", "from rleif_kit.core.plots import plot_score_histograms, save_figure\n\n"
@@ -395,11 +406,13 @@ in the SFT data, the SFT prompt against the evaluation prompt, KL blow-up early 
                  "if health.scores:\n"
                  "    save_figure(plot_score_histograms(health.scores, (d.score_mean_min, d.score_mean_max)),\n"
                  '                paths.figures, "07_score_histograms")'),
-        ("md", "## Reward, share of rA < 0.5 and KL during PPO (check 2, KL blow-up)"),
+        ("md", "## Reward, share of rA < 0.5, KL and reward against truth during PPO (check 2, KL blow-up, reward_truth: the AUC of r "
+               "over right vs wrong samples, where the verifier judges them)"),
         ("code", "from rleif_kit.core.plots import plot_reward_health_curves\n\n"
                  "if health.ppo_log:\n"
                  "    save_figure(plot_reward_health_curves(health.ppo_log, (d.low_ra_healthy_min, d.low_ra_healthy_max),\n"
-                 "                                          d.low_ra_steps, d.kl_warn, d.kl_blowup),\n"
+                 "                                          d.low_ra_steps, d.kl_warn, d.kl_blowup,\n"
+                 "                                          truth_band=(d.truth_auc_fail, d.truth_auc_ok)),\n"
                  '                paths.figures, "07_ppo_health")'),
         ("md", "## SFT vs PPO (check 3)\nStrict accuracy on the same items; the verdict above gives the gain's "
                "paired-bootstrap interval."),
@@ -425,7 +438,10 @@ in the SFT data, the SFT prompt against the evaluation prompt, KL blow-up early 
                  'record("max_kl", health.number("kl_blowup", "max_kl"))\n'
                  'record("duplicate_share", health.number("duplicate_rate", "duplicate_share"))\n'
                  'record("evolve_failed", health.number("evolve_failures", "failed"))\n'
-                 'record("ab", health.ab())'),
+                 'record("ab", health.ab())\n'
+                 'record("probes", health.probes())\n'
+                 'record("reward_truth", {k: health.number("reward_truth", k) for k in\n'
+                 '                        ("r_auc", "rA_auc", "r_auc_first", "r_auc_last", "n", "steps")})'),
     ],
 }
 

@@ -31,6 +31,9 @@ PRM_ADVICE = {
     "wrong_answer": "rA does not drop when only the final answer is wrong: the PRM does not read the answer. Check "
                     "that its last label sits on the answer line and marks a wrong answer's step wrong, and that "
                     "its training solutions include wrong answers (raise prm_samples or prm_sample_temperature).",
+    "last_step_slip": "rA does not drop when the last step's arithmetic is wrong (and the answer with it): the PRM "
+                      "does not check the computation, only the form. Give it more labelled solutions with real "
+                      "slips, or a larger base.",
     "corrupt_step": "rA does not drop when an intermediate result is wrong: the PRM scores the form of a step, not "
                     "its arithmetic. Give it more labelled solutions with real slips, or a larger base.",
     "cut_answer": "rA does not drop when the answer line is missing: the PRM rewards steps, not answers, and PPO "
@@ -52,6 +55,9 @@ IRM_ADVICE = {
 }
 
 
+TIE = 1e-6  # a change this small is float noise of batching (padding), not the reward moving
+
+
 @dataclass(frozen=True)
 class ProbeStats:
     name: str
@@ -71,14 +77,15 @@ def probe_stats(name: str, direction: str, original: Sequence[float | None], edi
     deltas = [e - o for o, e in zip(original, edited) if o is not None and e is not None]
     if not deltas:
         return None
-    right = [d < 0 for d in deltas] if direction == "down" else [abs(d) <= tolerance for d in deltas]
+    right = [d < -TIE for d in deltas] if direction == "down" else [abs(d) <= tolerance for d in deltas]
     mean, low, high = mean_interval(deltas, seed=seed)
     return ProbeStats(name, direction, len(deltas), sum(right) / len(right), mean, (low, high))
 
 
 def probe_verdict(model: str, stats: ProbeStats, cfg: DiagnosticsConfig, source: str = "") -> Verdict:
     """ok when the share moved the right way reaches ``probe_ok`` (and, for a "down" edit, the mean change's
-    interval lies below 0); fail at ``probe_fail`` or below; warn between."""
+    interval lies below 0); fail at ``probe_fail`` or below, or when a "down" edit's mean change is significantly
+    UP (its whole interval above 0: the reward prefers the broken solution); warn between."""
     check = f"{model.lower()}_probe_{stats.name}"
     numbers = {"pairs": stats.n, "moved_right": stats.moved_right, "mean_change": stats.mean_delta,
                "ci95": [stats.ci95[0], stats.ci95[1]]}
@@ -89,7 +96,8 @@ def probe_verdict(model: str, stats: ProbeStats, cfg: DiagnosticsConfig, source:
     if stats.moved_right >= cfg.probe_ok and significant:
         return Verdict(check, "ok", numbers, thresholds, source=source)
     advice = (IRM_ADVICE if model.upper() == "IRM" else PRM_ADVICE).get(stats.name, "the reward ignores this edit.")
-    status = "fail" if stats.moved_right <= cfg.probe_fail else "warn"
+    wrong_way = stats.direction == "down" and stats.ci95[0] > 0
+    status = "fail" if stats.moved_right <= cfg.probe_fail or wrong_way else "warn"
     what = "moved down" if stats.direction == "down" else "stayed put"
     return Verdict(check, status, numbers, thresholds,
                    f"{stats.moved_right:.0%} of {stats.n} pairs {what} (mean change {stats.mean_delta:+.3f}, 95% "

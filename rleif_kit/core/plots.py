@@ -7,7 +7,7 @@ HTML report can show them without a kernel.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
@@ -135,18 +135,43 @@ def plot_split_histogram(scores: Sequence[float], positive: Sequence[bool], labe
 
 
 PPO_PANELS = (("reward_mean", "reward r"), ("rI_mean", "mean rI (IRM)"), ("rA_mean", "mean rA (PRM)"),
-              ("low_rA_share", "share of rA < 0.5"), ("kl", "KL per sequence"), ("entropy", "entropy per token"))
+              ("low_rA_share", "share of rA < 0.5"), ("kl", "KL per sequence"), ("entropy", "entropy per token"),
+              ("right_share", "share of samples right (verifier)"))
+
+
+def _truth_panel(ax, log: Sequence[dict], band: tuple[float, float] | None = None) -> None:
+    """AUC of r and of rA over right vs wrong samples per step (the reward-against-truth check), or a note."""
+    steps = [r["step"] for r in log]
+    if not any(r.get("r_truth_auc") is not None for r in log):
+        ax.text(0.5, 0.5, "no verifier judges these samples", ha="center", va="center", transform=ax.transAxes,
+                fontsize=9, color="#555")
+    else:
+        for key, label, color in (("r_truth_auc", "r", "#1f77b4"), ("rA_truth_auc", "rA", "#ff7f0e")):
+            ax.plot(steps, [r.get(key) if r.get(key) is not None else float("nan") for r in log], marker=".",
+                    color=color, label=label)
+        ax.axhline(0.5, color="#777", ls=":", label="chance")
+        if band is not None:
+            ax.axhline(band[1], color=STATUS_COLORS["ok"], ls="--", label=f"ok from {band[1]:g}")
+            ax.axhline(band[0], color=STATUS_COLORS["fail"], ls="--", label=f"fail below {band[0]:g}")
+        ax.set_ylim(0, 1.02)
+        ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("reward vs truth: AUC, right over wrong", fontsize=10)
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
 
 
 def plot_ppo_curves(log: Sequence[dict], title: str = "PPO training") -> Figure:
-    """One small panel per logged quantity against the PPO step."""
-    fig, axes = plt.subplots(2, 3, figsize=(11, 5.5))
+    """One small panel per logged quantity against the PPO step, and reward against truth where a verifier
+    judges the samples."""
+    fig, axes = plt.subplots(2, 4, figsize=(14, 5.5))
     steps = [r["step"] for r in log]
     for ax, (key, label) in zip(axes.flat, PPO_PANELS):
-        ax.plot(steps, [r.get(key, float("nan")) for r in log], marker=".", color="#1f77b4")
+        ax.plot(steps, [r.get(key) if r.get(key) is not None else float("nan") for r in log], marker=".",
+                color="#1f77b4")
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
+    _truth_panel(axes.flat[len(PPO_PANELS)], log)
     fig.suptitle(title)
     fig.tight_layout()
     return fig
@@ -174,10 +199,12 @@ def plot_eval_bars(accuracy: dict[str, dict[str, float]], title: str = "Accuracy
 
 
 def plot_reward_health_curves(log: Sequence[dict], low_ra_band: tuple[float, float], low_ra_steps: int,
-                              kl_warn: float, kl_fail: float, title: str = "Reward health during PPO") -> Figure:
-    """Reward, share of rA < 0.5 (healthy band shaded over the steps check 2 reads) and KL (warn and fail
-    lines) against the PPO step."""
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
+                              kl_warn: float, kl_fail: float, title: str = "Reward health during PPO",
+                              truth_band: tuple[float, float] | None = None) -> Figure:
+    """Reward, share of rA < 0.5 (healthy band shaded over the steps check 2 reads), KL (warn and fail
+    lines) and reward against truth (``truth_band`` = fail and ok lines of its AUC) against the PPO step."""
+    fig, axes = plt.subplots(1, 4, figsize=(16, 3.4))
+    _truth_panel(axes[3], log, truth_band)
     steps = [r["step"] for r in log]
     for ax, key, label in zip(axes, ("reward_mean", "low_rA_share", "kl"), ("reward r", "share of rA < 0.5",
                                                                               "KL per sequence")):
@@ -200,5 +227,28 @@ def plot_reward_health_curves(log: Sequence[dict], low_ra_band: tuple[float, flo
         axes[2].text(0.02, 0.95, f"warn at {kl_warn:g}, fail at {kl_fail:g} (off the scale)",
                      transform=axes[2].transAxes, va="top", fontsize=8, color="#555")
     fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_probes(verdicts: Sequence[Any], ok_at: float, fail_at: float,
+                title: str = "Counterfactual probes: share of pairs the reward moved the right way") -> Figure:
+    """One bar per probe verdict (``*_probe_*``): the share of edited pairs that moved the right way, coloured by
+    status, with the ok and fail lines and each probe's mean score change written beside its bar."""
+    probes = [v for v in verdicts if "_probe_" in v.check]
+    fig, ax = plt.subplots(figsize=(8, 0.42 * max(3, len(probes)) + 1.2))
+    names = [v.check for v in probes]
+    shares = [v.numbers.get("moved_right", 0.0) for v in probes]
+    ax.barh(range(len(probes)), shares, color=[STATUS_COLORS[v.status] for v in probes])
+    for i, v in enumerate(probes):
+        ax.text(min(shares[i], 1.0) + 0.01, i, f"{v.numbers.get('mean_change', 0.0):+.3f}", va="center", fontsize=8)
+    ax.axvline(ok_at, color=STATUS_COLORS["ok"], ls="--", label=f"ok from {ok_at:g}")
+    ax.axvline(fail_at, color=STATUS_COLORS["fail"], ls="--", label=f"fail at {fail_at:g} or below")
+    ax.set_yticks(range(len(probes)), names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.15)
+    ax.set_xlabel("share of pairs moved the right way (label: mean score change)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig

@@ -368,8 +368,10 @@ class DiagnosticsConfig(_Section):
                                 "probe", positive)
     probe_ok: float = opt(0.8, "a probe is ok when at least this share of its pairs moves the right way (down for a "
                                "wrong answer, an early stop, ...; not at all for a meaning-preserving edit)", unit)
-    probe_fail: float = opt(0.5, "... and fails at this share or below (a reward blind to the edit ties every "
-                                 "pair: 0)", unit)
+    probe_fail: float = opt(0.4, "... and fails at this share or below (a reward blind to the edit ties every "
+                                 "pair: 0), or when a wrong edit raises the score significantly. Chance is 0.5; the "
+                                 "line sits below it so that a reward at chance on a subtle edit warns instead of "
+                                 "flipping with 200 pairs' noise", unit)
     probe_same_tolerance: float = opt(0.05, "a meaning-preserving edit counts as not moving the score when the "
                                             "change is at most this", unit)
     truth_auc_ok: float = opt(0.7, "reward against truth: the reward's ROC AUC over right vs wrong responses "

@@ -70,6 +70,12 @@ class Health:
         """One measured number of one check; None when the check did not run."""
         return next((v.numbers.get(key) for v in self.verdicts if v.check == check), None)
 
+    def probes(self) -> dict[str, dict[str, Any]]:
+        """The counterfactual probes: ``{check: {moved_right, mean_change, pairs, status}}``."""
+        return {v.check: {"moved_right": v.numbers["moved_right"], "mean_change": v.numbers["mean_change"],
+                          "pairs": v.numbers["pairs"], "status": v.status}
+                for v in self.verdicts if "_probe_" in v.check}
+
     def ab(self) -> dict[str, dict[str, Any]]:
         """Check 3 per benchmark: ``{check: {gain, ci95, n}}``."""
         return {v.check: {k: v.numbers[k] for k in ("gain", "ci95", "n")} for v in self.verdicts

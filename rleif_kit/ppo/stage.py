@@ -105,3 +105,13 @@ def fifth_means(log: Sequence[dict], key: str = "reward_mean") -> tuple[float, f
     k = max(1, len(log) // 5)
     first, last = [r[key] for r in log[:k]], [r[key] for r in log[-k:]]
     return sum(first) / len(first), sum(last) / len(last)
+
+
+def truth_fifths(log: Sequence[dict], key: str = "r_truth_auc") -> tuple[float | None, float | None]:
+    """Reward against truth before and after: the mean of ``key`` over the first and the last fifth of the steps
+    that have it (None when no step has: no verifier, or every batch all right or all wrong)."""
+    rows = [r[key] for r in log if r.get(key) is not None]
+    if not rows:
+        return None, None
+    k = max(1, len(rows) // 5)
+    return sum(rows[:k]) / k, sum(rows[-k:]) / k

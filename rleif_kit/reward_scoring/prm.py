@@ -37,7 +37,7 @@ def solution_step_ends(solution: str) -> list[int]:
     for line in solution.splitlines(keepends=True):
         body = line.rstrip()
         if body.strip().lower().startswith("the answer is"):
-            if ends:
+            if ends and step_labels.LABEL_AFTER_ANSWER:
                 ends[-1] = pos + len(body)  # the answer line ends the last step
         elif body.strip():
             ends.append(pos + len(body))

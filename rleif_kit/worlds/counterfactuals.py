@@ -8,7 +8,8 @@ the probe then leaves that pair out.
 
 | edit | the reward must |
 |---|---|
-| ``wrong_answer``: the final answer X replaced by X + 1, in the answer line and in the last step's result | drop |
+| ``wrong_answer``: the final answer X replaced by X + 1 in the answer line only | drop |
+| ``last_step_slip``: the last step's result and the answer both X + 1 (a slip carried to the answer) | drop |
 | ``corrupt_step``: the result of the first step replaced by result + 1 (later steps unchanged) | drop |
 | ``cut_answer``: the answer line removed | drop |
 | ``early_stop``: the last step removed, answering the new last step's result | drop |
@@ -69,18 +70,24 @@ def _result(solution: str, span: tuple[int, int]) -> re.Match | None:
 
 
 def wrong_answer(solution: str) -> str | None:
-    """A slip in the last step, carried to the answer: both say X + 1 (an answer line that disagrees with the
-    step before it would be a give-away no sampled solution has; this is the wrong answer a policy writes)."""
+    """The answer line says X + 1; the steps are unchanged (a reward blind to the answer line ties here)."""
     m = _answer_number(solution)
     if m is None:
         return None
-    wrong = _plain(_value(m.group()) + 1)
-    out = solution[:m.start()] + wrong + solution[m.end():]
+    return solution[:m.start()] + _plain(_value(m.group()) + 1) + solution[m.end():]
+
+
+def last_step_slip(solution: str) -> str | None:
+    """A slip in the last step carried to the answer: both say X + 1, so the solution agrees with itself (the
+    wrong answer a policy writes; a reward must check the arithmetic to see it)."""
+    m = _answer_number(solution)
     steps = _steps(solution)
     last = _result(solution, steps[-1]) if steps else None
-    if last is not None and _value(last.group()) == _value(m.group()):
-        out = out[:last.start()] + wrong + out[last.end():]
-    return out
+    if m is None or last is None or _value(last.group()) != _value(m.group()):
+        return None
+    wrong = _plain(_value(m.group()) + 1)
+    out = solution[:m.start()] + wrong + solution[m.end():]
+    return out[:last.start()] + wrong + out[last.end():]
 
 
 def corrupt_step(solution: str) -> str | None:
@@ -144,6 +151,7 @@ def drop_number(question: str) -> str | None:
 Edit = Callable[[str], "str | None"]
 SOLUTION_EDITS: dict[str, tuple[Edit, str]] = {  # name -> (edit, the direction the reward must take)
     "wrong_answer": (wrong_answer, "down"),
+    "last_step_slip": (last_step_slip, "down"),
     "corrupt_step": (corrupt_step, "down"),
     "cut_answer": (cut_answer, "down"),
     "early_stop": (early_stop, "down"),

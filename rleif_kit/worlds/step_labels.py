@@ -14,6 +14,10 @@ from rleif_kit.worlds import arith
 
 __all__ = ["step_end_positions", "step_char_ends", "verifier_labels"]
 
+# Test-only: False reproduces the answer-blind labelling of before issue 16 (the last label read before
+# "The answer is:"), so the regression suite can train the broken PRM its checks must catch. Never set in a run.
+LABEL_AFTER_ANSWER = True
+
 
 def _last_token_of(offsets: Sequence[tuple[int, int]], end: int) -> int | None:
     """Index of the token covering character ``end - 1``, else of the last token ending by ``end``.
@@ -69,7 +73,7 @@ def step_char_ends(solution: str) -> list[int]:
     for m, bound in zip(marks, bounds):
         segment = solution[m.start():bound]
         answer = arith.ANSWER_MARK.search(segment)
-        if answer is not None and bound == len(solution):  # the last step: through its answer line
+        if answer is not None and bound == len(solution) and LABEL_AFTER_ANSWER:  # the last step: through its answer
             line_end = segment.find("\n", answer.end())
             segment = segment[:line_end if line_end >= 0 else len(segment)]
         else:
