@@ -88,6 +88,8 @@ def test_a_rerun_decides_nothing_new_and_an_identical_run_makes_identical_record
     first = (paths.stage("01_evolve") / "evolved.jsonl").read_text()
     run_evolve(cfg, paths, progress=False)  # resume: every id is already decided
     assert (paths.stage("01_evolve") / "evolved.jsonl").read_text() == first
+    usage = json.loads((paths.stage("01_evolve") / "usage.json").read_text())
+    assert usage["total"]["invocations"] == 2 and len(usage["invocations"]) == 2  # both invocations kept
     cfg2, paths2 = _setup(tmp_path / "b", *extra)
     run_evolve(cfg2, paths2, progress=False)
     second = (paths2.stage("01_evolve") / "evolved.jsonl").read_text()

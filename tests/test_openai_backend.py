@@ -338,3 +338,41 @@ def test_hf_backend_generates_with_token_counts(small_model_dir):
     assert results[1].prompt_tokens == results[0].prompt_tokens + 1  # "17" is two digit tokens, "2" one
     assert backend.usage.requests == 3 and backend.usage.cost_usd is None
     assert backend.usage.completion_tokens == sum(r.completion_tokens for r in results)
+
+
+def test_a_key_echoed_at_the_cut_is_redacted_whole(monkeypatch):
+    """Issue 17: the reason was cut to 300 characters before redaction, so a key the server echoed across the cut
+    survived in part (15-17 of its characters in stdout, usage.json and failed.jsonl)."""
+    import types
+
+    import httpx
+    import openai
+
+    key = "sk-proj-0123456789abcdefghijKLMNOP"
+    backend = OpenAIBackend(endpoint(types.SimpleNamespace(base_url="http://127.0.0.1:9/v1")))
+    backend._client = types.SimpleNamespace(api_key=key)
+    response = httpx.Response(500, request=httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions"))
+    for lead in range(270, 300):
+        exc = openai.APIStatusError("boom", response=response, body={"message": "x" * lead + f" key {key} rejected"})
+        reason = backend._reason(exc)
+        assert len(reason) <= 300
+        assert not any(key[i:i + 6] in reason for i in range(len(key) - 5)), (lead, reason)
+
+
+def test_usage_accumulates_across_invocations():
+    """Issue 17: usage.json held only the last invocation, so after resumed runs it said $0."""
+    from rleif_kit.llm.base import merge_usage
+
+    first = {"requests": 10, "ok": 9, "failed": 1, "cached": 0, "prompt_tokens": 100, "completion_tokens": 50,
+             "cost_usd": 0.25, "stopped_reason": "budget: max_requests reached (10)"}
+    second = {"requests": 0, "ok": 4, "failed": 0, "cached": 4, "prompt_tokens": 0, "completion_tokens": 0,
+              "cost_usd": 0.0, "stopped_reason": None}
+    merged = merge_usage(merge_usage(None, first), second)
+    assert merged["stopped_reason"] is None and merged["requests"] == 0  # the top level is this invocation
+    assert merged["total"] == {"requests": 10, "ok": 13, "failed": 1, "cached": 4, "prompt_tokens": 100,
+                               "completion_tokens": 50, "cost_usd": 0.25, "invocations": 2}
+    assert [r["requests"] for r in merged["invocations"]] == [10, 0]
+    unpriced = merge_usage(merged, {**second, "cost_usd": None})
+    assert unpriced["total"]["cost_usd"] is None and unpriced["total"]["invocations"] == 3
+    legacy = merge_usage(first, second)  # a usage.json written before invocations were kept
+    assert legacy["total"]["requests"] == 10 and len(legacy["invocations"]) == 2

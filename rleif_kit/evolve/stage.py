@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from rleif_kit.core.stages import EVOLVE
 from rleif_kit.evolution.evolvers import Outcome, Task, child_record, make_evolver
 from rleif_kit.evolution.operators import Operator, child_id, choose_operator, load_templates, operators_for
 from rleif_kit.llm import ChatRequest, run_sync
+from rleif_kit.llm.base import merge_usage
 from rleif_kit.llm.openai_backend import estimate
 from rleif_kit.llm.tasks import run_bounded
 from rleif_kit.worlds.data import load_seeds
@@ -165,8 +167,9 @@ def _result(files: EvolveFiles, evolver: Any, paths: RunPaths) -> EvolveResult:
     backend = getattr(evolver, "backend", None)
     usage = backend.usage.to_dict() if backend is not None else {"requests": 0, "cost_usd": 0.0}
     stopped_reason = getattr(backend, "stopped_reason", None)
-    usage.update(model=evolver.model, stopped_reason=stopped_reason)
-    write_json_atomic(paths.evolve_usage, usage)
+    usage.update(model=evolver.model, stopped_reason=stopped_reason,
+                 finished=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    write_json_atomic(paths.evolve_usage, merge_usage(_previous_usage(paths.evolve_usage), usage))
     summary = summarize(files)
     write_json_atomic(paths.evolve_summary, summary)
     failed_now = [i for i, n in files.attempts.items() if i not in files.kept and i not in files.eliminated]
@@ -174,6 +177,20 @@ def _result(files: EvolveFiles, evolver: Any, paths: RunPaths) -> EvolveResult:
                         duplicate_ids=_count_duplicate_ids(files.evolved_path, files.eliminated_path),
                         stopped_reason=stopped_reason, usage=usage, per_round=summary["per_round"],
                         per_operator=summary["per_operator"], reasons=summary["reasons"])
+
+
+def _previous_usage(path: Path) -> dict | None:
+    """The usage.json of earlier invocations; None (with a note) when it is unreadable: the totals restart."""
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict):
+            return data
+    except (ValueError, OSError):
+        pass
+    print(f"note: {path} is unreadable; usage totals restart from this invocation")
+    return None
 
 
 def run_evolve(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True) -> EvolveResult:

@@ -90,6 +90,26 @@ class Usage:
         return asdict(self)
 
 
+USAGE_COUNTS = ("requests", "ok", "failed", "cached", "prompt_tokens", "completion_tokens")
+
+
+def merge_usage(previous: dict[str, Any] | None, now: dict[str, Any]) -> dict[str, Any]:
+    """``usage.json`` across invocations of a resumed stage: this invocation's figures at the top level (what the
+    notebook and the resume logic read), every invocation in order under ``invocations``, and their sums under
+    ``total`` (``cost_usd`` None as soon as one invocation's cost is unknown: an unknown cost never reads as $0).
+    A file from before invocations were kept counts as one invocation."""
+    previous = previous or {}
+    runs = list(previous.get("invocations", []))
+    if previous and not runs:
+        runs = [{k: v for k, v in previous.items() if k != "total"}]
+    runs.append({k: v for k, v in now.items() if k not in ("invocations", "total")})
+    total: dict[str, Any] = {k: sum(int(r.get(k) or 0) for r in runs) for k in USAGE_COUNTS}
+    costs = [r.get("cost_usd") for r in runs]
+    total["cost_usd"] = None if any(c is None for c in costs) else sum(costs)
+    total["invocations"] = len(runs)
+    return {**now, "invocations": runs, "total": total}
+
+
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to completion from synchronous code and return its result.
 

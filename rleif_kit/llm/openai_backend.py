@@ -234,10 +234,11 @@ class OpenAIBackend:
             reason = f"connection error{after}: {exc.__cause__ or exc}"
         else:
             reason = f"{type(exc).__name__}: {exc}"
+        secrets = [self._client.api_key] if self._client is not None else []
+        reason = redact(reason, secrets)  # before the cut: a key cut in half is no longer found whole
         if len(reason) > _MAX_ERROR_CHARS:
             reason = reason[: _MAX_ERROR_CHARS - 3] + "..."
-        secrets = [self._client.api_key] if self._client is not None else []
-        return redact(reason, secrets)
+        return reason
 
     async def _complete(self, requests: list[ChatRequest]) -> list[ChatResult]:
         # Stream under positional keys so repeated keys (k samples of one record) map back exactly.
