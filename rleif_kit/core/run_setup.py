@@ -19,6 +19,7 @@ from pathlib import Path
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig, load_config, to_toml
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.core import run_lock
 from rleif_kit.core.records import set_target, write_json_atomic
 from rleif_kit.core.stages import SETUP
 
@@ -98,6 +99,8 @@ def setup(params_path: str, overrides: list[str] | tuple = (), stage: str = SETU
     cfg = load_config(params_path, list(overrides or ()), workdir=wd)
     reports = Path(report_dir) if report_dir else wd / "reports" / cfg.run_name
     paths = RunPaths(output_dir=cfg.output_dir, report_dir=reports if reports.is_absolute() else wd / reports)
+    if run_lock.LOCK_ON_SETUP and dist.is_main() and "LOCAL_RANK" not in os.environ:
+        run_lock.acquire(cfg.output_dir)  # a stage command from a shell: one run per output directory
     paths.report_dir.mkdir(parents=True, exist_ok=True)
     apply_threads_and_seed(cfg)
     if dist.is_main():  # under accelerate launch: rank 0 alone

@@ -10,8 +10,11 @@ import argparse
 import sys
 from typing import Callable
 
+from rleif_kit.core import run_lock
 from rleif_kit.core.config import ConfigError
 from rleif_kit.core.settings import SettingsError
+
+READ_ONLY = ("diagnostics",)  # stages that only read the run: no lock
 
 
 def stage_parser(stage: str, description: str, settings: bool = False) -> argparse.ArgumentParser:
@@ -27,11 +30,13 @@ def stage_parser(stage: str, description: str, settings: bool = False) -> argpar
 
 
 def run_entry_point(stage: str, main: Callable[[], int | None]) -> int:
-    """Run a stage's ``main``: a user error (a bad config or settings file, a missing input, a bad value) is one
-    line and exit status 2, as from ``rleif``; anything else keeps its traceback."""
+    """Run a stage's ``main``: a user error (a bad config or settings file, a missing input, a bad value, an output
+    directory another run holds) is one line and exit status 2, as from ``rleif``; anything else keeps its
+    traceback."""
     try:
-        return main() or 0
-    except (ConfigError, SettingsError, FileNotFoundError, ValueError) as e:
+        with run_lock.locking(stage not in READ_ONLY):  # one run per output directory (core/run_lock.py)
+            return main() or 0
+    except (ConfigError, SettingsError, FileNotFoundError, ValueError, run_lock.RunLocked) as e:
         text = str(e)
         print(f"python -m rleif_kit.{stage}: error:" + ("\n" if "\n" in text else " ") + text, file=sys.stderr)
         return 2

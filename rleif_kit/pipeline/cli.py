@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rleif_kit.core import run_lock
 from rleif_kit.core.config import ConfigError, load_config, to_toml
 from rleif_kit.core.settings import SettingsError, load_settings
 from rleif_kit.models.generation import VLLMMissing
@@ -177,12 +178,13 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers = {"run": _run, "evolve": _evolve, "check-api": _check_api, "config": _config, "eval": _eval,
                 "plan": _plan, "doctor": _doctor, "build-tiny": _build_tiny}
-    user_errors: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError)
+    user_errors: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError, run_lock.RunLocked)
     try:
         from rleif_kit.pipeline.runner import StageFailed  # papermill's machinery: only once a command runs
 
         user_errors += (ModelNotFound, StageFailed, SettingsError, ValueError, VLLMMissing)
-        code = handlers[args.command](args)
+        with run_lock.locking(args.command in ("evolve", "eval")):  # `run` locks for the whole run itself
+            code = handlers[args.command](args)
     except user_errors as e:
         print(f"rleif {args.command}: error:\n{e}" if "\n" in str(e) else f"rleif {args.command}: error: {e}",
               file=sys.stderr)

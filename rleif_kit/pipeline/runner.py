@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rleif_kit.core.config import load_config
+from rleif_kit.core import run_lock
+from rleif_kit.core.config import RunConfig, load_config
 from rleif_kit.core.records import read_records, write_json_atomic
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import STAGES
@@ -142,6 +143,15 @@ def run_pipeline(params_path: str, stages: str | None = None, overrides: list[st
         load_settings(settings_path)
     n = cfg.loop.iterations
     steps = plan_steps(select_stages(stages), n)
+    run_lock.acquire(cfg.output_dir, "rleif run " + " ".join([params_path, *(f"--set {o}" for o in overrides)]))
+    try:
+        return _run_steps(cfg, params_path, overrides, settings_path, report_dir, force, workdir, n, steps)
+    finally:
+        run_lock.release(cfg.output_dir)
+
+
+def _run_steps(cfg: RunConfig, params_path: str, overrides: list[str], settings_path: str | None,
+               report_dir: str | None, force: bool, workdir: Path, n: int, steps: list) -> list[StageRun]:
     every_step = plan_steps(available_stages(), n)  # what a rerun makes stale, selected or not
     reports = (Path(report_dir) if report_dir else workdir / "reports" / cfg.run_name).resolve()
     reports.mkdir(parents=True, exist_ok=True)
