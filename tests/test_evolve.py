@@ -247,16 +247,49 @@ def test_the_hf_backend_evolves_with_a_local_model(tmp_path, small_model_dir):
     assert result.usage["completion_tokens"] > 0
 
 
-def test_a_wrong_key_stops_the_run_without_burning_retry_attempts(tmp_path, monkeypatch):
-    from rleif_kit.testing.fake_openai import FakeOpenAIServer
+def test_a_wrong_key_stops_the_run_without_burning_retry_attempts(tmp_path, monkeypatch, capsys):
+    """A 401 stops the run at once and raises (issue 17: it used to exit 0 with "(rerun to continue)", and
+    ``rleif run`` went on to 02 with nothing kept); ``rleif evolve`` exits 3 with one line."""
+    from rleif_kit.core.exits import EndpointRejected
     from rleif_kit.core.settings import load_settings
+    from rleif_kit.pipeline.cli import main
+    from rleif_kit.testing.fake_openai import FakeOpenAIServer
 
     monkeypatch.setenv("RLEIF_EVOLVE_KEY", "sk-wrong-wrong-wrong-1234")
     with FakeOpenAIServer(responder=evolution_responder, require_key=FAKE_KEY) as server:
         cfg, paths = _setup(tmp_path, *_openai_extra(20))
-        result = run_evolve(cfg, paths, load_settings(_settings(tmp_path, server, retries=0)), progress=False)
+        with pytest.raises(EndpointRejected, match="http 401") as rejected:
+            run_evolve(cfg, paths, load_settings(_settings(tmp_path, server, retries=0)), progress=False)
         sent = len(server.requests)
-    assert result.stopped_reason.startswith("endpoint rejected") and "401" in result.stopped_reason
-    assert sent < 20 and result.kept == 0  # stopped at the first answers, not after 20 x 3 failures
+        capsys.readouterr()
+        code = main(["evolve", "params/tiny-cpu.toml", "--settings", str(tmp_path / "settings.json"),
+                     *[a for o in tiny_overrides(tmp_path / "cli", *_openai_extra(20)) for a in ("--set", o)]])
+    assert sent < 20  # stopped at the first answers, not after 20 x 3 failures
     assert not list(read_jsonl(paths.stage("01_evolve") / "failed.jsonl"))  # no attempt was spent
-    assert "1234" not in result.stopped_reason
+    assert json.loads((paths.stage("01_evolve") / "usage.json").read_text())["stopped_reason"].startswith(
+        "endpoint rejected")  # what was done is written before the error
+    assert "1234" not in str(rejected.value) and "rleif check-api" in str(rejected.value)
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip() and "it/s" not in line]
+    assert code == 3 and len(err) == 1 and err[0].startswith("rleif evolve: error: endpoint rejected"), err
+
+
+def test_a_budget_stop_exits_4_and_a_rerun_continues(tmp_path, monkeypatch, capsys):
+    from rleif_kit.pipeline.cli import main
+    from rleif_kit.testing.fake_openai import FakeOpenAIServer
+
+    monkeypatch.setenv("RLEIF_EVOLVE_KEY", FAKE_KEY)
+    monkeypatch.chdir(ROOT)
+    with FakeOpenAIServer(responder=evolution_responder, require_key=FAKE_KEY) as server:
+        settings = _settings(tmp_path, server, retries=0)
+        args = ["evolve", "params/tiny-cpu.toml", "--settings", str(settings),
+                *[a for o in tiny_overrides(tmp_path / "run", *_openai_extra(6), "evol_instruct.max_requests=8",
+                                                  "evol_instruct.concurrency=2", "evol_instruct.cache=true")
+                  for a in ("--set", o)]]
+        first = main(args)
+        out = capsys.readouterr().out
+        assert first == 4 and "stopped: budget: max_requests reached (8)" in out and "rerun to continue" in out
+        for _ in range(10):  # each rerun sends 8 more; the cache keeps what the stopped ones paid for
+            if main(args) == 0:
+                break
+    usage = json.loads((tmp_path / "run" / "01_evolve" / "usage.json").read_text())
+    assert usage["stopped_reason"] is None and usage["total"]["requests"] > 8  # every invocation counted

@@ -59,3 +59,30 @@ def test_a_failing_stage_names_the_notebook_cell_and_error(tmp_path, monkeypatch
     assert message.startswith("03_sft failed in cell")
     assert "DataError" in message and "missing.jsonl" in message
     assert str(tmp_path / "r" / "03_sft.ipynb") in message
+
+
+def test_an_endpoint_rejection_or_a_budget_stop_ends_the_run_with_its_own_exit_code(tmp_path, monkeypatch):
+    """Issue 17: on a 401 ``rleif run`` went on to 02 with nothing kept. Now the rejection fails 01 (exit 3), and a
+    budget stop leaves 01 incomplete and stops the run there (exit 4); 02 runs in neither case."""
+    import json
+
+    from rleif_kit.pipeline.runner import StageStopped
+    from rleif_kit.testing.fake_openai import FakeOpenAIServer
+    from test_evolve import FAKE_KEY, _openai_extra, _settings, evolution_responder
+
+    monkeypatch.chdir(ROOT)
+    with FakeOpenAIServer(responder=evolution_responder, require_key=FAKE_KEY) as server:
+        settings = str(_settings(tmp_path, server, retries=0))
+        monkeypatch.setenv("RLEIF_EVOLVE_KEY", "sk-wrong-wrong-wrong-1234")
+        with pytest.raises(StageFailed, match="EndpointRejected: endpoint rejected the request: http 401") as bad:
+            run_pipeline(str(TINY_PARAMS), "01_evolve,02_dedup", tiny_overrides(tmp_path / "a", *_openai_extra(6)),
+                         settings, report_dir=str(tmp_path / "ra"))
+        assert bad.value.exit_code == 3 and not (tmp_path / "ra" / "02_dedup.ipynb").exists()
+        monkeypatch.setenv("RLEIF_EVOLVE_KEY", FAKE_KEY)
+        with pytest.raises(StageStopped, match="evolution stopped early .budget: max_requests reached") as stop:
+            run_pipeline(str(TINY_PARAMS), "01_evolve,02_dedup",
+                         tiny_overrides(tmp_path / "b", *_openai_extra(6), "evol_instruct.max_requests=5"), settings,
+                         report_dir=str(tmp_path / "rb"))
+    assert stop.value.exit_code == 4 and "rerun to continue" in str(stop.value)
+    assert not (tmp_path / "rb" / "02_dedup.ipynb").exists() and not (tmp_path / "b" / "01_evolve" / ".done.json").exists()
+    assert json.loads((tmp_path / "b" / "01_evolve" / "usage.json").read_text())["requests"] == 5

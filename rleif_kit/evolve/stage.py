@@ -33,6 +33,7 @@ from rleif_kit.core.stages import EVOLVE
 from rleif_kit.evolution.evolvers import Outcome, Task, child_record, make_evolver
 from rleif_kit.evolution.operators import Operator, child_id, choose_operator, load_templates, operators_for
 from rleif_kit.llm import ChatRequest, run_sync
+from rleif_kit.core.exits import EXIT_STOPPED, REJECTED_PREFIX, rejected_error
 from rleif_kit.llm.base import merge_usage
 from rleif_kit.llm.openai_backend import estimate
 from rleif_kit.llm.tasks import run_bounded
@@ -194,8 +195,13 @@ def _previous_usage(path: Path) -> dict | None:
 
 
 def run_evolve(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True) -> EvolveResult:
-    """Synchronous entry point (works inside Jupyter's running event loop too)."""
-    return run_sync(run_evolve_async(cfg, paths, settings, progress))
+    """Synchronous entry point (works inside Jupyter's running event loop too). Raises EndpointRejected, after
+    writing what was done, when the endpoint refused the requests (401 / 403 / 404): a run must stop there, not
+    go on to 02 with nothing kept."""
+    result = run_sync(run_evolve_async(cfg, paths, settings, progress))
+    if result.stopped_reason and result.stopped_reason.startswith(REJECTED_PREFIX):
+        raise rejected_error(result.stopped_reason)
+    return result
 
 
 def estimate_evolve(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> dict:
@@ -227,7 +233,8 @@ def evolve_command(params: str, overrides: list[str], settings_path: str | None,
     if dry_run:
         print(json.dumps(estimate_evolve(cfg, paths, settings), indent=2))
         return 0
-    result = run_evolve(cfg, paths, settings)
+    result = run_evolve(cfg, paths, settings)  # EndpointRejected: the callers exit EXIT_REJECTED with its line
     print(f"kept {result.kept}, eliminated {result.eliminated}, failed {result.failed}"
-          + (f"; stopped: {result.stopped_reason} (rerun to continue)" if result.stopped_reason else ""))
-    return 0
+          + (f"; stopped: {result.stopped_reason} (raise the budget in [evol_instruct], then rerun to continue)"
+             if result.stopped_reason else ""))
+    return EXIT_STOPPED if result.stopped_reason else 0

@@ -32,7 +32,14 @@ from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Iterable
 
 from rleif_kit.core.api_keys import make_async_client, redact
 from rleif_kit.core.settings import Endpoint, Price
-from rleif_kit.llm.base import ChatRequest, ChatResult, Usage, aiter_requests, run_sync
+from rleif_kit.core.exits import BUDGET_PREFIX, REJECTED_PREFIX
+from rleif_kit.llm.base import (
+    ChatRequest,
+    ChatResult,
+    Usage,
+    aiter_requests,
+    run_sync,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import openai
@@ -172,9 +179,9 @@ class OpenAIBackend:
         """True when no new request may start; sets ``stopped_reason`` the first time."""
         if self.stopped_reason is None:
             if self.max_requests is not None and self.sent >= self.max_requests:
-                self.stopped_reason = f"budget: max_requests reached ({self.max_requests})"
+                self.stopped_reason = f"{BUDGET_PREFIX} max_requests reached ({self.max_requests})"
             elif self.max_cost is not None and (self.usage.cost_usd or 0.0) >= self.max_cost:
-                self.stopped_reason = f"budget: max_cost reached (${self.usage.cost_usd:.4f} >= ${self.max_cost:g})"
+                self.stopped_reason = f"{BUDGET_PREFIX} max_cost reached (${self.usage.cost_usd:.4f} >= ${self.max_cost:g})"
         return self.stopped_reason is not None
 
     def _account(self, request: ChatRequest, result: ChatResult) -> ChatResult:
@@ -214,7 +221,7 @@ class OpenAIBackend:
     def _failure(self, request: ChatRequest, exc: Exception, latency_s: float) -> ChatResult:
         reason = self._reason(exc)
         if getattr(exc, "status_code", None) in FATAL_STATUSES and self.stopped_reason is None:
-            self.stopped_reason = f"endpoint rejected the request: {reason}"
+            self.stopped_reason = f"{REJECTED_PREFIX}: {reason}"
         return ChatResult(key=request.key, text=None, error=reason, finish_reason=None, prompt_tokens=0,
                           completion_tokens=0, model=self.model, latency_s=latency_s)
 

@@ -23,6 +23,7 @@ import sys
 from rleif_kit.core import run_lock
 from rleif_kit.core.config import ConfigError, load_config, to_toml
 from rleif_kit.core.settings import SettingsError, load_settings
+from rleif_kit.core.exits import EXIT_REJECTED, EndpointRejected
 from rleif_kit.models.generation import VLLMMissing
 from rleif_kit.models.loading import ModelNotFound
 from rleif_kit.models.planner import format_plan, plan
@@ -178,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers = {"run": _run, "evolve": _evolve, "check-api": _check_api, "config": _config, "eval": _eval,
                 "plan": _plan, "doctor": _doctor, "build-tiny": _build_tiny}
-    user_errors: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError, run_lock.RunLocked)
+    user_errors: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError, run_lock.RunLocked,
+                                                     EndpointRejected)
     try:
         from rleif_kit.pipeline.runner import StageFailed  # papermill's machinery: only once a command runs
 
@@ -188,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     except user_errors as e:
         print(f"rleif {args.command}: error:\n{e}" if "\n" in str(e) else f"rleif {args.command}: error: {e}",
               file=sys.stderr)
-        code = 2
+        code = EXIT_REJECTED if isinstance(e, EndpointRejected) else getattr(e, "exit_code", 2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         code = 130

@@ -23,6 +23,7 @@ from rleif_kit.core.config import RunConfig, load_config
 from rleif_kit.core.records import read_records, write_json_atomic
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import STAGES
+from rleif_kit.core.exits import EXIT_REJECTED, EXIT_STOPPED, EndpointRejected
 from rleif_kit.models.loading import resolve_model_name
 from rleif_kit.pipeline import resume
 from rleif_kit.pipeline.loop import iteration_dir, iteration_overrides, plan_steps, summarize_loop
@@ -32,7 +33,18 @@ NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 class StageFailed(RuntimeError):
-    pass
+    """A stage's notebook raised: ``exit_code`` 3 when the endpoint rejected the requests, else 2."""
+
+    def __init__(self, message: str, exit_code: int = 2):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class StageStopped(StageFailed):
+    """A stage finished but is incomplete (a budget stop, items pending): the run stops there (exit 4)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, EXIT_STOPPED)
 
 
 @dataclass(frozen=True)
@@ -90,7 +102,8 @@ def run_stage(stage: str, params_path: str, overrides: list[str], report_dir: Pa
         pm.execute_notebook(str(source), str(output), parameters=parameters, cwd=str(workdir),
                             progress_bar=sys.stderr.isatty(), kernel_name="python3", log_output=False)
     except Exception as err:  # papermill's PapermillExecutionError and kernel deaths alike
-        raise StageFailed(_failure_summary(stage, output, err)) from err
+        rejected = getattr(err, "ename", None) == EndpointRejected.__name__
+        raise StageFailed(_failure_summary(stage, output, err), EXIT_REJECTED if rejected else 2) from err
     return StageRun(stage, output, time.perf_counter() - start)
 
 
@@ -122,10 +135,9 @@ def _execute(cfg, stage: str, params_path: str, overrides: list[str], out_dir: P
     run = run_stage(stage, params_path, overrides, out_dir, workdir, settings_path)
     print(f"{tag} {stage} done in {run.seconds:.0f}s -> {run.output}", flush=True)
     incomplete = resume.incomplete_reason(cfg, stage, read_records(out_dir / "metrics.json").get(stage, {}))
-    if incomplete:
-        print(f"{tag} {stage}: {incomplete}; not marked complete (rerun to continue)", flush=True)
-    else:
-        resume.mark_done(cfg, stage, run.output, run.seconds)
+    if incomplete:  # later stages would run on part of the data: stop here
+        raise StageStopped(f"{stage}: {incomplete}; not marked complete, later stages not run: rerun to continue")
+    resume.mark_done(cfg, stage, run.output, run.seconds)
     return run
 
 

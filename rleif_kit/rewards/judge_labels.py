@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from rleif_kit.core.config import RunConfig
+from rleif_kit.core.exits import REJECTED_PREFIX, rejected_error
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
 from rleif_kit.core.reward_math import balance_pairs, ranking_to_pairs
 from rleif_kit.llm import ChatRequest, run_sync
@@ -179,7 +180,10 @@ def _judge(cfg: RunConfig, settings: Any, role: str, items: list[_Item], out_pat
     if max_attempts < 1:
         raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
     backend = make_judge_backend(cfg, settings, role, out_path)  # fails before anything is asked
-    return run_sync(_judge_async(cfg, backend, role, items, out_path, max_attempts, progress))[0]
+    decided, report = run_sync(_judge_async(cfg, backend, role, items, out_path, max_attempts, progress))
+    if report.stopped_reason and report.stopped_reason.startswith(REJECTED_PREFIX):
+        raise rejected_error(f"{role}: {report.stopped_reason}")  # 04 stops here, not with a model of no labels
+    return decided
 
 
 # ---------------------------------------------------------------- IRM: rankings of sibling sets

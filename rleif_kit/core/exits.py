@@ -1,0 +1,24 @@
+"""What the commands' exit statuses mean, and the error an endpoint's refusal raises (README "Command line").
+
+0 done; 1 ``rleif doctor`` found a fail; 2 a user error (a bad config or input, an output directory another run
+holds, a stage that failed); 3 and 4 below; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+EXIT_REJECTED = 3  # the endpoint rejected the requests (401 / 403 / 404): fix the key or the model name
+EXIT_STOPPED = 4  # stopped early on purpose (a max_requests / max_cost budget) or with items pending: rerun
+
+BUDGET_PREFIX = "budget:"
+REJECTED_PREFIX = "endpoint rejected the request"
+
+
+class EndpointRejected(RuntimeError):
+    """The endpoint refused the requests (authentication, permission, unknown model): nothing more was sent."""
+
+
+def rejected_error(stopped_reason: str) -> EndpointRejected:
+    return EndpointRejected(f"{stopped_reason}; nothing more was sent. Check the key's environment variable and "
+                            "the model name in settings.json (rleif check-api tries each endpoint)")
+
+
