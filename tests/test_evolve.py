@@ -293,3 +293,30 @@ def test_a_budget_stop_exits_4_and_a_rerun_continues(tmp_path, monkeypatch, caps
                 break
     usage = json.loads((tmp_path / "run" / "01_evolve" / "usage.json").read_text())
     assert usage["stopped_reason"] is None and usage["total"]["requests"] > 8  # every invocation counted
+
+
+def test_an_answer_cut_off_at_max_tokens_is_a_failure_not_sft_data(tmp_path):
+    """Issue 17: an answer with finish_reason "length" was kept (10 of 10), and "The answer is: 8" cut from 86
+    passed into the SFT data. Now it fails with its reason, like an API error, and a rerun retries it."""
+    import asyncio
+
+    from rleif_kit.evolution.evolvers import LLMEvolver, Task
+    from rleif_kit.evolution.operators import load_templates, operators_for
+    from rleif_kit.llm.base import ChatResult
+
+    class Stub:
+        model, stopped_reason = "stub", None
+
+        async def acomplete(self, request):
+            answer = request.key.endswith("#answer")
+            text = "Step 1: 43 * 2 = 86. The answer is: 8" if answer else "Raj has 43 plums and doubles them. How many?"
+            return ChatResult(request.key, text, None, "length" if answer else "stop", 10, 10, "stub", 0.0)
+
+    cfg, _ = _setup(tmp_path, 'evol_instruct.backend="openai"', "evol_instruct.equality_judge=false")
+    templates = load_templates(cfg.resolve(cfg.evol_instruct.prompts_dir), cfg.evol_instruct.domain)
+    operator = operators_for(cfg.evol_instruct.domain)[0]
+    evolver = LLMEvolver(cfg, Stub(), templates, judge=False)
+    task = Task("s-r1", {"id": "s", "text": "Raj has 43 plums. How many?"}, 1, operator)
+    outcome = asyncio.run(evolver.evolve(task))
+    assert outcome.kind == "failed" and outcome.record["error"].startswith("answer cut off at max_tokens")
+    assert "[evol_instruct] max_new_tokens" in outcome.record["error"]

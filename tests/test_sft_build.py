@@ -79,6 +79,25 @@ def test_regenerate_keeps_only_answers_equal_to_gold_and_resumes(tmp_path, monke
     assert weng["response"] == "Step 1: 12 / 60 = 0.2 per minute. Step 2: 0.2 * 50 = 10. The answer is: 10"
 
 
+def test_a_regenerated_solution_cut_off_at_max_tokens_is_dropped_with_its_reason(tmp_path, monkeypatch):
+    """Issue 17: a reply stopped at max_tokens ("The answer is: 8" of 86) must not become SFT data."""
+    from rleif_kit.core.settings import load_settings
+    from rleif_kit.testing.fake_openai import FakeOpenAIServer
+
+    monkeypatch.setenv("RLEIF_BUILD_KEY", "sk-build-0123456789")
+    with FakeOpenAIServer(responder=lambda body: "Step 1: 48 / 2 = 24. Step 2: 48 + 24 = 72. The answer is: 72") \
+            as server:
+        settings = tmp_path / "settings.json"
+        settings.write_text(json.dumps({"api": {"base_url": server.base_url, "api_key_env": "RLEIF_BUILD_KEY",
+                                                "max_retries": 0}, "models": {"evolve": "solver"}}))
+        cfg, _ = _cfg(tmp_path, 'sft.build="regenerate"', "evol_instruct.cache=false",
+                      "evol_instruct.max_new_tokens=16")  # the reply has 17 words: cut before its last one
+        report = build_sft_dataset(cfg, load_settings(settings))
+    assert report["kept"] == 0
+    assert report["dropped"] == {"cut off at max_tokens = 16 (finish_reason length): raise [evol_instruct] "
+                                 "max_new_tokens": 4}
+
+
 def test_answers_without_steps_are_rewritten_through_the_endpoint(tmp_path, monkeypatch):
     from rleif_kit.testing.fake_openai import FakeOpenAIServer
     from rleif_kit.core.settings import load_settings

@@ -9,13 +9,14 @@ an optional LLM equality judge and an optional step-by-step answer. ``make_evolv
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rleif_kit.core.config import RunConfig
 from rleif_kit.evolution.elimination import clean_evolved_text, elimination_reason
 from rleif_kit.evolution.operators import Operator, load_templates, seeded_rng
 from rleif_kit.llm import ChatRequest
+from rleif_kit.llm.base import cut_off, cut_off_reason
 from rleif_kit.llm.endpoint import make_llm_backend
 from rleif_kit.llm.hf_backend import HFBackend
 from rleif_kit.models.loading import load_tokenizer
@@ -110,6 +111,9 @@ class LLMEvolver:
         if ev.with_answers:
             q = self.answer_template.replace("{instruction}", text)
             answer = await self.backend.acomplete(self._ask(task.id + "#answer", q, 0.0, ev.max_new_tokens))
+            if answer.ok and cut_off(answer):  # "The answer is: 8" cut from 86 must not reach the SFT data
+                answer = replace(answer, text=None, error="answer " + cut_off_reason(
+                    ev.max_new_tokens, "[evol_instruct] max_new_tokens"))
             if not answer.ok:
                 return self._failure(task, answer)
             usage.update(prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens)

@@ -90,6 +90,16 @@ class Usage:
         return asdict(self)
 
 
+def cut_off(result: ChatResult) -> bool:
+    """The reply stopped at ``max_tokens`` (finish_reason "length"): for a request whose reply must be complete (an
+    answer, a solution, a verdict) that is a failure, never a reply to keep."""
+    return result.finish_reason == "length"
+
+
+def cut_off_reason(max_tokens: int, key: str) -> str:
+    return f"cut off at max_tokens = {max_tokens} (finish_reason length): raise {key}"
+
+
 USAGE_COUNTS = ("requests", "ok", "failed", "cached", "prompt_tokens", "completion_tokens")
 
 

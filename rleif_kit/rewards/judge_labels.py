@@ -37,6 +37,7 @@ from rleif_kit.core.exits import REJECTED_PREFIX, rejected_error
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
 from rleif_kit.core.reward_math import balance_pairs, ranking_to_pairs
 from rleif_kit.llm import ChatRequest, run_sync
+from rleif_kit.llm.base import cut_off
 from rleif_kit.llm.endpoint import make_llm_backend
 from rleif_kit.llm.tasks import run_bounded
 from rleif_kit.rewards import judges
@@ -140,7 +141,7 @@ async def _judge_async(cfg: RunConfig, backend: Any, role: str, items: list[_Ite
                 last = api_errors[item.id] + 1 >= cfg.evol_instruct.retry_failed
                 return {"status": "failed" if last else "api_error", "reason": f"api: {result.error}",
                         "attempts": attempt + 1}
-            answer, label = result.text, item.parse(result.text)
+            answer, label = result.text, None if cut_off(result) else item.parse(result.text)  # cut: ask again
             if label is not None:
                 return {"status": "ok", "label": label, "attempts": attempt + 1}
         return {"status": "failed", "reason": "unparseable", "attempts": max_attempts, "answer": answer[:2000]}

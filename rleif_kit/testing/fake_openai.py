@@ -77,7 +77,8 @@ class FakeOpenAIServer:
     Use as a context manager; ``base_url`` is ready for ``openai.OpenAI(base_url=...)``.
 
     * ``responder(body) -> str`` makes the reply content (default ``"ok"``); an exception in it
-      becomes a 500 whose message names the exception.
+      becomes a 500 whose message names the exception. A reply longer than the request's ``max_tokens``
+      (one word = one token here) is cut to it with ``finish_reason = "length"``, as real servers do.
     * ``latency_s`` delays every chat completion (non-blocking).
     * With probability ``fail_rate`` a chat completion fails in one of ``fail_modes``:
       ``"429"`` (with ``Retry-After: retry_after_s``), ``"500"``, or ``"timeout"`` (the request is
@@ -347,6 +348,12 @@ class FakeOpenAIServer:
             return _error(500, f"responder raised {type(exc).__name__}: {exc}", "server_error", None)
         self._count("ok")
         self._completion_ids += 1
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        finish = ["stop"] * len(contents)
+        if isinstance(limit, int) and limit > 0:  # a word is a token here: a longer reply is cut, as servers do
+            for i, c in enumerate(contents):
+                if _words(c) > limit:
+                    contents[i], finish[i] = " ".join(str(c).split()[:limit]), "length"
         prompt_tokens = sum(_words(m.get("content")) for m in body["messages"] if isinstance(m, dict))
         completion_tokens = sum(_words(c) for c in contents)
         return _Reply(200, {
@@ -355,8 +362,8 @@ class FakeOpenAIServer:
             "created": int(time.time()),
             "model": body.get("model") or FAKE_MODEL,
             "choices": [
-                {"index": i, "message": {"role": "assistant", "content": c}, "logprobs": None, "finish_reason": "stop"}
-                for i, c in enumerate(contents)
+                {"index": i, "message": {"role": "assistant", "content": c}, "logprobs": None,
+                 "finish_reason": finish[i]} for i, c in enumerate(contents)
             ],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},

@@ -26,6 +26,7 @@ from typing import Any
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
 from rleif_kit.llm import ChatRequest, run_sync
+from rleif_kit.llm.base import cut_off, cut_off_reason
 from rleif_kit.llm.endpoint import make_llm_backend
 from rleif_kit.worlds.math_data import load_gsm8k, load_hub_dataset, load_math
 from rleif_kit.worlds.stepwise import NormaliseError, answers_equal, final_answer, normalise_gsm8k, normalise_solution
@@ -84,6 +85,10 @@ async def _regenerate(cfg: RunConfig, problems: list[dict], backend: Any, log_pa
         if not result.ok:
             return  # not recorded: retried by the next run
         record = {"id": p["id"], "instruction": p["question"], "source": p["source"]}
+        if cut_off(result):  # a solution cut off inside its final number must not become SFT data
+            out.write({**record, "kept": False, "reason": cut_off_reason(request.max_tokens,
+                                                                         "[evol_instruct] max_new_tokens")})
+            return
         answer = final_answer(result.text or "")
         if answer is None or not answers_equal(answer, p["gold"]):
             out.write({**record, "kept": False, "reason": "final answer differs from gold"})
@@ -140,7 +145,7 @@ def rewrite_to_steps(cfg: RunConfig, settings: Any, items: list[dict]) -> dict[s
         except NormaliseError:
             return item["id"], None
         same = original is None or answers_equal(final_answer(text) or "", original)
-        return item["id"], text if result.ok and same else None
+        return item["id"], text if result.ok and same and not cut_off(result) else None
 
     async def run_all() -> dict[str, str | None]:
         try:
