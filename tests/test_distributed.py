@@ -136,7 +136,7 @@ def test_two_cpu_ranks_run_sft_and_a_ppo_step_with_identical_weights(tmp_path, s
     save_rm(irm, tok, paths.stage("04_reward_models") / "irm",
             {"head": "sequence", "finetune": "full", "base_model": str(small_model_dir)}, "# test IRM\n")
     policy, scorer, pool = load_policy(cfg, paths), RewardScorer(cfg, paths), instruction_pool(cfg, paths)
-    gate = reward_gate(cfg, policy, scorer, pool)
+    gate = reward_gate(cfg, paths, policy, scorer, pool)
     policy, result = train(cfg, paths, pool, scorer, policy, gate)
     assert result.steps == 1 and not result.stopped
     assert len((paths.stage("05_ppo") / "log.jsonl").read_text().splitlines()) == 1

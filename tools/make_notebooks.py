@@ -279,7 +279,7 @@ weights, model card); a rerun resumes from the last checkpoint."""),
         ("md", "## The reward-health gate\nIRM and PRM score distributions and the share of rA < 0.5 on "
                "responses of the SFT policy. A fail stops the notebook here with the advice."),
         ("code", "from rleif_kit.checks.verdicts import format_verdicts\nfrom rleif_kit.ppo.stage import needs_gate, reward_gate\n\n"
-                 "gate = reward_gate(cfg, policy, scorer, pool) if needs_gate(paths) else []\n"
+                 "gate = reward_gate(cfg, paths, policy, scorer, pool) if needs_gate(paths) else []\n"
                  'print(format_verdicts(gate) if gate else "resuming: the gate ran before the first update")'),
         ("md", "## Train"),
         ("code", "from rleif_kit.ppo.stage import train\n\n"

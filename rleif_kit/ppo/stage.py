@@ -57,7 +57,7 @@ def train(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: RewardS
     if cfg.ppo.algorithm == "ppo":
         return run_ppo(cfg, paths, pool, scorer, policy, gate, progress)
 
-    gate = gate if gate is not None else reward_gate(cfg, policy, scorer, pool, paths)
+    gate = gate if gate is not None else reward_gate(cfg, paths, policy, scorer, pool)
     raise_if_failed(gate, cfg.ppo.force)
     model, tokenizer, result = run_grpo(cfg, paths, pool, scorer, progress)
     result.gate = gate

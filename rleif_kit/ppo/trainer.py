@@ -256,11 +256,11 @@ def guard(row: dict, kl_limit: float) -> str:
     return ""
 
 
-def reward_gate(cfg: RunConfig, policy: Policy, scorer: RewardScorer, pool: Sequence[dict],
-                paths: RunPaths | None = None) -> list[Verdict]:
+def reward_gate(cfg: RunConfig, paths: RunPaths, policy: Policy, scorer: RewardScorer,
+                pool: Sequence[dict]) -> list[Verdict]:
     """Reward-health checks on ``gate_samples`` responses of the SFT policy (adapter off), then what the reward
     reads: check 1 (distributions), check 2 (share of rA < 0.5), reward against truth on those responses where
-    a verifier judges them, and the counterfactual probes of rA and rI on held-out problems (``paths`` given).
+    a verifier judges them, and the counterfactual probes of rA and rI on the run's held-out problems.
 
     With rA from the step verifier (``answer_reward = "verifier"``) there is no PRM to check: rA is 0 or 1
     and its distribution is the policy's accuracy, so check 1 covers the IRM alone (the probes still run: they
@@ -279,12 +279,10 @@ def reward_gate(cfg: RunConfig, policy: Policy, scorer: RewardScorer, pool: Sequ
     if any(c is not None for c in scores["correct"]):
         verdicts.append(check_reward_truth(scores["correct"], scores["reward"], scores["rA"], d,
                                            f"{src}, judged by the verifier", "On the SFT policy's samples"))
-    if paths is not None:
-        held = f"{STAGE} gate: held-out problems"
-        verdicts += prm_probes(scorer.answer_scores, probe_solutions(cfg, paths), d, f"{held}, rA from the {answer}",
-                               seed=cfg.base.seed, model="PRM" if answer == "prm" else "verifier")
-        verdicts += irm_probes(scorer.instruction_texts, instruction_probe_pairs(cfg, paths), d, held,
-                               seed=cfg.base.seed)
+    held = f"{STAGE} gate: held-out problems"
+    verdicts += prm_probes(scorer.answer_scores, probe_solutions(cfg, paths), d, f"{held}, rA from the {answer}",
+                           seed=cfg.base.seed, model="PRM" if answer == "prm" else "verifier")
+    verdicts += irm_probes(scorer.instruction_texts, instruction_probe_pairs(cfg, paths), d, held, seed=cfg.base.seed)
     return verdicts
 
 
@@ -330,7 +328,7 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
         print(f"resuming from {resume.name} (step {start})")
     else:
         if gate is None:
-            gate = reward_gate(cfg, policy, scorer, pool, paths)
+            gate = reward_gate(cfg, paths, policy, scorer, pool)
         if dist.is_main():
             save_gate(paths.ppo_gate, gate)
         if dist.any_rank(any(v.status == "fail" for v in gate)):
