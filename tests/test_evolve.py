@@ -320,3 +320,26 @@ def test_an_answer_cut_off_at_max_tokens_is_a_failure_not_sft_data(tmp_path):
     outcome = asyncio.run(evolver.evolve(task))
     assert outcome.kind == "failed" and outcome.record["error"].startswith("answer cut off at max_tokens")
     assert "[evol_instruct] max_new_tokens" in outcome.record["error"]
+
+
+def test_a_changed_evol_instruct_moves_the_old_records_aside_and_evolves_again(tmp_path, capsys):
+    """Issue 17: ``rleif run`` printed "config changed: evol_instruct.temperature 0.9 -> 0.2", then sent 0 requests
+    and marked 01 done with the old records. Records now carry what they were made under."""
+    extra = ('evol_instruct.backend="arith"', 'evol_instruct.seeds="arith:20"', "evol_instruct.rounds=1")
+    cfg, paths = _setup(tmp_path, *extra)
+    first = run_evolve(cfg, paths, progress=False)
+    old = paths.evolved.read_text()
+    cfg_more, _ = _setup(tmp_path, *extra[:2], "evol_instruct.rounds=2", "evol_instruct.concurrency=3")
+    run_evolve(cfg_more, paths, progress=False)  # more rounds, other concurrency: the same records, extended
+    assert paths.evolved.read_text().startswith(old) and not (paths.evolved.with_suffix(".stale.jsonl")).exists()
+    capsys.readouterr()
+    changed, _ = _setup(tmp_path, *extra, "evol_instruct.defect_rate=0.5")
+    again = run_evolve(changed, paths, progress=False)
+    note = capsys.readouterr().out
+    assert "made with other evol_instruct.defect_rate, evol_instruct.rounds" not in note  # rounds is not a record key
+    assert "records were made with other evol_instruct.defect_rate; moved to *.stale.jsonl, evolving again" in note
+    stale = paths.evolved.with_suffix(".stale.jsonl")
+    assert stale.exists() and stale.read_text().startswith(old)  # kept, not deleted
+    assert again.kept + again.eliminated == 20  # evolved again from the seeds (one round)
+    assert json.loads(paths.evolve_meta.read_text())["evol_instruct"]["defect_rate"] == 0.5
+    assert first.kept + first.eliminated == 20

@@ -128,6 +128,11 @@ class RunPaths:
         return self.stage_dir(EVOLVE) / "summary.json"
 
     @property
+    def evolve_meta(self) -> Path:
+        """What the records of 01_evolve were made under: records of another meta are moved aside."""
+        return self.stage_dir(EVOLVE) / "meta.json"
+
+    @property
     def response_cache(self) -> Path:
         """Every endpoint response of the run (``[evol_instruct] cache``): evolution, answers, judges."""
         return self.stage_dir(EVOLVE) / "cache.sqlite"

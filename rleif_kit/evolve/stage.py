@@ -14,6 +14,7 @@ continues, so a run killed at any moment loses at most the requests in flight.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from datetime import datetime, timezone
@@ -51,6 +52,58 @@ class EvolveResult:
     per_round: dict = field(default_factory=dict)  # round -> Counter(kept/eliminated/failed)
     per_operator: dict = field(default_factory=dict)  # operator -> Counter
     reasons: dict = field(default_factory=dict)  # elimination reason -> count
+
+
+# ---------------------------------------------------------------- what the records were made under
+
+# [evol_instruct] keys that decide a record's text (rounds only extends the lineages; concurrency, caching,
+# budgets and retries decide how, not what; the dedup keys are 02's)
+RECORD_KEYS = ("evolve_up_ratio", "evolve_down_ratio", "temperature", "top_p", "max_new_tokens", "backend", "domain",
+               "seeds", "max_seeds", "with_answers", "equality_judge", "hf_model", "prompts_dir", "defect_rate")
+
+
+def evolution_meta(cfg: RunConfig, evolver: Any) -> dict:
+    """The config keys, seed, model and prompt texts that decide the records of 01_evolve."""
+    ev = cfg.evol_instruct
+    prompts = {}
+    if ev.backend != "arith":
+        folder = cfg.resolve(ev.prompts_dir)
+        texts = {**load_templates(folder, ev.domain),
+                 **{name: (folder / f"{name}.txt").read_text(encoding="utf-8") for name in ("answer", "equality")}}
+        prompts = {name: hashlib.sha256(text.encode()).hexdigest()[:16] for name, text in sorted(texts.items())}
+    return {"evol_instruct": {k: getattr(ev, k) for k in RECORD_KEYS}, "seed": cfg.base.seed,
+            "model": getattr(evolver, "model", None), "prompts": prompts}
+
+
+def _flat(meta: dict) -> dict:
+    """``{"evol_instruct": {"temperature": 0.9}}`` -> ``{"evol_instruct.temperature": 0.9}`` (one level)."""
+    out = {}
+    for key, value in meta.items():
+        if isinstance(value, dict):
+            out.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            out[key] = value
+    return out
+
+
+def claim_records(paths: RunPaths, meta: dict) -> str | None:
+    """Make 01_evolve's records safe to resume under ``meta``: records made under another one are moved aside
+    (``*.stale.jsonl``, as evaluation does) and evolution starts over; returns the note it prints, else None.
+    Records without a meta (made before it was kept) are kept: nothing says they are stale."""
+    old = json.loads(paths.evolve_meta.read_text()) if paths.evolve_meta.exists() else None
+    note = None
+    files = [p for p in (paths.evolved, paths.eliminated, paths.evolve_failed) if p.exists()]
+    if old is not None and old != meta and files:
+        before, now = _flat(old), _flat(meta)
+        changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+        for path in files:
+            path.replace(path.with_suffix(".stale.jsonl"))
+        note = (f"{paths.rel(paths.evolve_meta.parent)}: records were made with other {', '.join(changed)}; moved "
+                "to *.stale.jsonl, evolving again")
+        print(note, flush=True)
+    paths.evolve_meta.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(paths.evolve_meta, meta)
+    return note
 
 
 # ---------------------------------------------------------------- the run
@@ -128,6 +181,7 @@ async def run_evolve_async(cfg: RunConfig, paths: RunPaths, settings: Any = None
     ev = cfg.evol_instruct
     evolver = evolver or make_evolver(cfg, settings)
     operators = operators_for(ev.domain)
+    claim_records(paths, json.loads(json.dumps(evolution_meta(cfg, evolver))))  # stale records moved aside
     files = EvolveFiles(paths, ev.checkpoint_every)
     lineages = {s["root_id"]: s for s in load_seeds(cfg, paths)}
     if ev.backend == "arith" and not all(s.get("problem") for s in lineages.values()):
