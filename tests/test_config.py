@@ -139,7 +139,7 @@ def test_mistyped_ratio_gives_no_sum_error_from_the_default(tmp_path):
     # down = "0.5" is reported; the sum check would otherwise read the default 0.3 (0.3 + 0.5 = 0.8)
     path = write(tmp_path, BASE + '[evol_instruct]\nevolve_down_ratio = "0.5"\nevolve_up_ratio = 0.5\n')
     errors = errors_of(path)
-    assert len(errors) == 1 and "evolve_down_ratio = '0.5': expected a number" in errors[0]
+    assert len(errors) == 1 and "evolve_down_ratio = '0.5': expected a finite number" in errors[0]
 
 
 # ---------------------------------------------------------------- overrides

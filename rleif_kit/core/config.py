@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -99,15 +100,19 @@ class RunConfig:
         return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
 
 
+MAX_INT = 10**9
+
+
 def _type_error(value: Any, hint: Any) -> str | None:
     """None when ``value`` has the TOML type that ``hint`` asks for, else what was expected."""
     if hint is bool:
         return None if isinstance(value, bool) else "true or false"
-    if hint is int:
-        return None if isinstance(value, int) and not isinstance(value, bool) else "an integer"
+    if hint is int:  # no setting of the kit counts past a billion; beyond is a typo (or a hang)
+        ok = isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_INT
+        return None if ok else f"an integer between {-MAX_INT:,} and {MAX_INT:,}"
     if hint is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        return None if ok else "a number"
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        return None if ok else "a finite number"
     if hint is str:
         return None if isinstance(value, str) else "a string"
     if hint == list[str]:
@@ -224,10 +229,16 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (), workdir: st
     p = p if p.is_absolute() else workdir / p
     if not p.exists():
         raise ConfigError([f"{path}: config file not found (looked in {p.resolve()})"])
+    if not p.is_file():
+        raise ConfigError([f"{path}: is a directory, not a TOML config file (e.g. params/tiny-cpu.toml)"])
     try:
         raw = tomllib.loads(p.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise ConfigError([f"{path}: not valid TOML: {e}"]) from None
+    except UnicodeDecodeError as e:
+        raise ConfigError([f"{path}: not a text file (invalid UTF-8 at byte {e.start}): expected TOML"]) from None
+    except OSError as e:
+        raise ConfigError([f"{path}: cannot be read: {e.strerror}"]) from None
     return build_config(raw, source=str(path), overrides=overrides, workdir=workdir)
 
 

@@ -31,7 +31,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-__all__ = ["JsonlWriter", "read_jsonl", "repair_torn_tail", "read_ids", "write_jsonl"]
+__all__ = ["JsonlWriter", "read_jsonl", "repair_torn_tail", "read_ids", "write_jsonl", "read_user_jsonl",
+           "UserFileError"]
 
 _CHUNK = 1 << 16
 
@@ -108,6 +109,63 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict]:
                 pending = (lineno, raw)
             else:
                 yield record
+
+
+class UserFileError(ValueError):
+    """A file the user gave (seeds, SFT or PRM data, samples) is not what it must be: the message names it."""
+
+
+MAX_LINE_BYTES = 64 << 20  # one record of a user's file; a longer "line" is a binary or a one-line dump
+
+
+def read_user_jsonl(path: str | os.PathLike[str], what: str = "") -> Iterator[tuple[str, dict]]:
+    """``("file:line", record)`` for each non-blank line of a JSONL file the USER gave: strict, no line skipped.
+
+    The checkpoint reader's tolerance for a torn last line (:func:`read_jsonl`) is for files the kit wrote
+    itself; an input file with a broken line, even the last, is simply broken. Raises UserFileError, naming the
+    file (and ``what`` it is for), for: a missing path, a directory, a line that is not UTF-8 text, not JSON,
+    not a JSON object, or longer than 64 MiB.
+    """
+    path = Path(path)
+    label = f"{what}: " if what else ""
+    if not path.exists():
+        raise UserFileError(f"{label}file not found: {path}")
+    if not path.is_file():
+        raise UserFileError(f"{label}{path} is a directory, not a JSONL file")
+    try:
+        f = open(path, "rb")
+    except OSError as exc:
+        raise UserFileError(f"{label}{path}: cannot be read: {exc.strerror}") from None
+    with f:
+        lineno = 0
+        while True:
+            raw = f.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
+            lineno += 1
+            where = f"{path}:{lineno}"
+            if len(raw) > MAX_LINE_BYTES:
+                raise UserFileError(f"{where}: a line longer than {MAX_LINE_BYTES >> 20} MiB: not a JSONL file "
+                                    "(one JSON object per line)")
+            if not raw.strip():
+                continue
+            if b"\x00" in raw:
+                raise UserFileError(f"{where}: NUL bytes: a binary file, not JSONL text (one JSON object per line)")
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise UserFileError(f"{where}: not UTF-8 text (byte {exc.start} of the line): expected one JSON "
+                                    "object per line") from None
+            try:
+                record = json.loads(text)
+            except ValueError as exc:
+                hint = " (a JSON array is not JSONL: one object per line)" if lineno == 1 and \
+                    text.lstrip().startswith("[") else ""
+                raise UserFileError(f"{where}: invalid JSON ({exc}){hint}") from None
+            if not isinstance(record, dict):
+                hint = " (a JSON array is not JSONL: one object per line)" if isinstance(record, list) else ""
+                raise UserFileError(f"{where}: expected a JSON object, got {type(record).__name__}{hint}")
+            yield where, record
 
 
 def _parse(raw: bytes) -> dict | None:

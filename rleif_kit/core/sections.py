@@ -7,63 +7,23 @@ The README's reference table lists the same keys.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any, Callable
+from dataclasses import dataclass, fields
 
-from rleif_kit.core.reward_math import FormulaError, parse_reward_formula
-
-
-def opt(default: Any, help: str, check: Callable[[Any], str | None] | None = None, **kw):
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"help": help, "check": check})
-    return field(default=default, metadata={"help": help, "check": check}, **kw)
-
-
-def required(help: str, check=None):
-    return field(metadata={"help": help, "check": check})
-
-
-def positive(v):
-    return None if v > 0 else "a value > 0"
-
-
-def non_negative(v):
-    return None if v >= 0 else "a value >= 0"
-
-
-def unit(v):
-    return None if 0 <= v <= 1 else "a value in [0, 1]"
-
-
-def at_least(n):
-    return lambda v: None if v >= n else f"a value >= {n}"
-
-
-def steps_or_epochs(v):
-    return None if v == -1 or v > 0 else "-1 (use epochs) or a number of steps > 0"
-
-
-def one_of(*choices):
-    return lambda v: None if v in choices else "one of " + ", ".join(repr(c) for c in choices)
-
-
-def subset_of(*choices):
-    def check(values):
-        bad = [v for v in values if v not in choices]
-        return None if not bad else f"a list drawn from {', '.join(choices)} (unknown: {', '.join(bad)})"
-    return check
-
-
-def nonempty(v):
-    return None if v.strip() else "a non-empty string"
-
-
-def formula(v):
-    try:
-        parse_reward_formula(v)
-    except FormulaError as e:
-        return f"an expression over rI and rA ({e})"
-    return None
+from rleif_kit.core.fields import (
+    MAX_TOKENS,
+    at_least,
+    between,
+    formula,
+    non_negative,
+    nonempty,
+    one_of,
+    opt,
+    positive,
+    required,
+    steps_or_epochs,
+    subset_of,
+    unit,
+)
 
 
 class _Section:
@@ -168,12 +128,12 @@ class SFTConfig(_Section):
 
 @dataclass(frozen=True)
 class EvolInstructConfig(_Section):
-    rounds: int = opt(8, "evolution rounds", positive)
+    rounds: int = opt(8, "evolution rounds", between(1, 1000))
     evolve_down_ratio: float = opt(0.3, "share of downward operators (simpler / new topic)", unit)
     evolve_up_ratio: float = opt(0.7, "share of upward operators (constraints / concretize / reasoning)", unit)
     temperature: float = opt(0.9, "sampling temperature of the evolver", non_negative)
     top_p: float = opt(0.95, "nucleus sampling", lambda v: None if 0 < v <= 1 else "a value in (0, 1]")
-    max_new_tokens: int = opt(1024, "longest evolved instruction", positive)
+    max_new_tokens: int = opt(1024, "longest evolved instruction", MAX_TOKENS)
     dedup_threshold: float = opt(0.85, "cosine similarity at or above which an instruction is a duplicate",
                                  lambda v: None if 0 < v <= 1 else "a value in (0, 1]")
     backend: str = opt("openai", "evolver: 'openai' (endpoint from settings.json, role evolve), 'hf' (local "
@@ -265,7 +225,7 @@ class PPOConfig(_Section):
     mini_batch: int = opt(8, "examples per PPO update", positive)
     ppo_epochs: int = opt(4, "passes over each rollout batch", positive)
     gen_batch: int = opt(16, "prompts generated together (a micro-batch of the rollout)", positive)
-    max_new_tokens: int = opt(512, "longest sampled response", positive)
+    max_new_tokens: int = opt(512, "longest sampled response", MAX_TOKENS)
     temperature: float = opt(1.0, "sampling temperature of the rollouts (log-probs and KL are taken at the "
                                        "same temperature)", positive)
     vf_coef: float = opt(0.1, "weight of the value loss", non_negative)
@@ -304,7 +264,7 @@ class EvalConfig(_Section):
     limit: int = opt(0, "evaluate the first N items of each benchmark; 0 = all (a rerun with a larger N "
                         "continues)", non_negative)
     cot_prompt: bool = opt(True, "append \"Let's think step by step.\" to the Alpaca response header")
-    max_new_tokens: int = opt(512, "longest generated answer", positive)
+    max_new_tokens: int = opt(512, "longest generated answer", MAX_TOKENS)
     batch_size: int = opt(16, "prompts per generation batch (local models)", positive)
     temperature: float = opt(0.0, "sampling temperature; 0 = greedy, as the published numbers were made",
                              non_negative)

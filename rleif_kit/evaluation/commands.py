@@ -19,7 +19,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from rleif_kit.core.jsonl import read_jsonl, write_jsonl
+from rleif_kit.core.jsonl import read_user_jsonl, write_jsonl
 from rleif_kit.core.run_setup import setup
 from rleif_kit.core.sections import EvalConfig
 from rleif_kit.core.settings import Endpoint, SettingsError, load_settings
@@ -83,7 +83,7 @@ def run_benchmark(benchmark: str, ev: EvalConfig, *, model: str | None = None, s
 def score_samples_file(benchmark: str, samples: str, ev: EvalConfig, *, data: str | None = None,
                        settings: Any = None, out: str | None = None) -> tuple[dict, Path]:
     """Score generations made elsewhere: (summary, per-item results file)."""
-    lines = list(read_jsonl(samples))
+    lines = [r for _, r in read_user_jsonl(samples, "--samples")]
     if not lines:
         raise ValueError(f"{samples}: no samples")
     path = Path(out or Path("reports") / "eval" / Path(samples).stem) / f"{benchmark}.jsonl"
@@ -91,8 +91,11 @@ def score_samples_file(benchmark: str, samples: str, ev: EvalConfig, *, data: st
         problems = {it["id"]: it["problem"] for it in load_items("humaneval", settings=settings, data=data)}
         seen: dict[str, int] = {}
         for i, s in enumerate(lines, 1):
-            if s.get("task_id") not in problems or not ("completion" in s or "response" in s):
-                raise ValueError(f"{samples}:{i}: needs a known 'task_id' and 'completion' or 'response'")
+            task = s.get("task_id")
+            text = s.get("completion", s.get("response"))
+            if not isinstance(task, str) or task not in problems or not isinstance(text, str):
+                raise ValueError(f"{samples}:{i}: needs a known 'task_id' (a string such as \"HumanEval/0\") and a "
+                                 "string 'completion' or 'response'")
             seen[s["task_id"]] = seen.get(s["task_id"], -1) + 1
             s.setdefault("completion_id", seen[s["task_id"]])
             s.setdefault("id", f"{s['task_id']}#{s['completion_id']}")

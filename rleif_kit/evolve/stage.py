@@ -114,9 +114,9 @@ class EvolveFiles:
 
     def __init__(self, paths: RunPaths, fsync_every: int):
         self.evolved_path, self.eliminated_path, self.failed_path = paths.evolved, paths.eliminated, paths.evolve_failed
-        self.kept = {r["id"]: r for r in read_jsonl(self.evolved_path)}
-        self.eliminated = {r["id"]: r for r in read_jsonl(self.eliminated_path)}
-        self.attempts = Counter(r["id"] for r in read_jsonl(self.failed_path))
+        self.kept = {r["id"]: r for r in _records(self.evolved_path, paths)}
+        self.eliminated = {r["id"]: r for r in _records(self.eliminated_path, paths)}
+        self.attempts = Counter(r["id"] for r in _records(self.failed_path, paths))
         self.writers = {k: JsonlWriter(p, fsync_every=fsync_every) for k, p in
                         (("kept", self.evolved_path), ("eliminated", self.eliminated_path),
                          ("failed", self.failed_path))}
@@ -133,6 +133,19 @@ class EvolveFiles:
     def close(self) -> None:
         for w in self.writers.values():
             w.close()
+
+
+def _records(path: Path, paths: RunPaths) -> list[dict]:
+    """A record file of this stage, each record checked for what resuming needs: a string ``id`` and an integer
+    ``round`` (a hand-edited file that lost them fails here with its line, not deep in the run)."""
+    out = []
+    for n, r in enumerate(read_jsonl(path), 1):
+        if not isinstance(r.get("id"), str) or not isinstance(r.get("round"), int) or isinstance(r["round"], bool):
+            raise ValueError(f"{paths.rel(path)}: record {n} has no string 'id' and integer 'round' ({sorted(r)}): "
+                             f"the kit writes this file; restore it, or delete {paths.rel(path.parent)} to evolve "
+                             "again")
+        out.append(r)
+    return out
 
 
 def plan_round(lineages: dict[str, dict], round_: int, files: EvolveFiles, cfg: RunConfig,

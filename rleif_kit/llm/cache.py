@@ -16,6 +16,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 from rleif_kit.llm.base import ChatRequest, ChatResult
@@ -40,14 +41,33 @@ class ResponseCache:
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise ValueError(f"{self.path}: is a directory, not the response cache (a SQLite file)")
+        self._lock = threading.Lock()
+        try:
+            self._db = self._open()
+        except sqlite3.DatabaseError as e:  # not a database (a torn copy, another file): kept aside, not lost
+            aside = self.path.with_name(self.path.name + f".corrupt-{int(time.time())}")
+            self.path.replace(aside)
+            for suffix in ("-wal", "-shm"):
+                Path(str(self.path) + suffix).unlink(missing_ok=True)
+            print(f"note: {self.path} was not a readable cache ({e}); moved to {aside.name}, starting an empty one")
+            self._db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
         # check_same_thread=False: a backend may be driven from run_sync's worker thread; the lock
         # serialises access, and each call is one short statement.
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._lock = threading.Lock()
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: consistent after a crash
-            self._db.execute(_SCHEMA)
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        try:
+            with self._lock:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: consistent after a crash
+                db.execute(_SCHEMA)
+                db.execute("SELECT count(*) FROM responses").fetchone()
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
 
     def get(self, request: ChatRequest, model: str) -> ChatResult | None:
         """The stored result for this request and model (``cached=True``, ``key`` of ``request``)."""

@@ -13,14 +13,13 @@ cannot be found gets ``None`` (flagged), never a silent one-step score.
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from rleif_kit.core.config import RunConfig
-from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
+from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, read_user_jsonl, write_jsonl
 from rleif_kit.core.launch import load_result
 from rleif_kit.core.metrics import roc_auc, threshold_accuracy
 from rleif_kit.core.paths import RunPaths
@@ -44,20 +43,19 @@ def load_prm800k_style(path: Path) -> list[dict]:
     the format the SFT model writes, so the PRM sees one form.
     """
     out = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            r = json.loads(line)
-            missing = {"question", "steps", "labels"} - set(r)
-            if missing or len(r["steps"]) != len(r["labels"]) or not r["steps"]:
-                raise ValueError(f"{path}:{n}: expected question, steps and one label per step "
-                                 f"(missing {sorted(missing)})" if missing else
-                                 f"{path}:{n}: {len(r['steps'])} steps but {len(r['labels'])} labels")
-            solution = " ".join(f"Step {i}: {s.strip()}" for i, s in enumerate(r["steps"], 1))
-            out.append({"id": str(r.get("id", f"{path.stem}-{n}")), "question": r["question"],
-                        "solution": solution, "labels": [v is True or v == 1 for v in r["labels"]],
-                        "source": "prm_data"})
+    for where, r in read_user_jsonl(path, "[reward_model] prm_data"):
+        missing = {"question", "steps", "labels"} - set(r)
+        if missing:
+            raise ValueError(f"{where}: expected question, steps and one label per step (missing {sorted(missing)})")
+        steps, labels = r["steps"], r["labels"]
+        if not isinstance(r["question"], str) or not isinstance(steps, list) or not isinstance(labels, list) \
+                or not all(isinstance(x, str) for x in steps):
+            raise ValueError(f"{where}: 'question' must be a string, 'steps' a list of strings, 'labels' a list")
+        if len(steps) != len(labels) or not steps:
+            raise ValueError(f"{where}: {len(steps)} steps but {len(labels)} labels")
+        solution = " ".join(f"Step {i}: {s.strip()}" for i, s in enumerate(steps, 1))
+        out.append({"id": str(r.get("id", where.rsplit(':', 1)[1])), "question": r["question"],
+                    "solution": solution, "labels": [v is True or v == 1 for v in labels], "source": "prm_data"})
     return out
 
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from rleif_kit.sandbox import launcher as sandbox_launcher
 from rleif_kit.sandbox.launcher import SETUP_FAILED
+from rleif_kit.sandbox.root_view import root_view
 
 
 @dataclass(frozen=True)
@@ -223,30 +224,6 @@ def _launcher() -> str:
                               cfile=os.path.join(folder, "sandbox_launcher.pyc"), doraise=True)
 
 
-LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")  # libc, libm, libssl, libffi, ...
-
-
-@functools.lru_cache(maxsize=1)
-def _root_view() -> tuple[list[str], list[str]]:
-    """(what the program's new root shows, read only; what is masked inside it): the interpreter's installation
-    and the shared libraries, with every site-packages / dist-packages folder hidden, the evaluator's own
-    included (a program that can read the datasets or the kit can read the expected answers)."""
-    import glob
-    import site
-    import sysconfig
-
-    keep = list(dict.fromkeys([sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-                               sysconfig.get_paths()["stdlib"], *[d for d in LIBRARY_DIRS if os.path.isdir(d)]]))
-    mask = set(site.getsitepackages() + [site.getusersitepackages()])
-    for folder in keep:
-        for pattern in ("lib/python3*/site-packages", "lib/python3*/dist-packages", "python3*/site-packages",
-                        "python3*/dist-packages", "python3/dist-packages", "local/lib/python3*/*-packages",
-                        "site-packages", "dist-packages"):
-            mask.update(glob.glob(os.path.join(folder, pattern)))
-    inside = [m for m in sorted(mask) if any(m == k or m.startswith(k.rstrip("/") + "/") for k in keep)]
-    return keep, inside
-
-
 def _user_processes(uid: int) -> list[int]:
     """Pids whose real uid is ``uid`` (empty where there is no /proc)."""
     pids = []
@@ -310,7 +287,7 @@ def _config(plan: SandboxPlan, tmp: str, uid: int | None, timeout: float, limits
     nproc = limits.nproc
     if uid is None and hasattr(os, "geteuid") and os.geteuid() != 0:
         nproc += len(_user_processes(os.getuid()))  # the limit counts all of this user's processes
-    keep, mask = _root_view() if plan.namespaces else ([], [])
+    keep, mask = root_view() if plan.namespaces else ([], [])
     return {"tmpdir": tmp, "uid": uid, "namespaces": plan.namespaces, "parent": os.getpid(),
             "root_dir": os.path.join(os.path.dirname(_launcher()), "root"), "keep": keep, "mask": mask,
             "tmp_bytes": limits.tmp_bytes, "result_file": RESULT_FILE,

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rleif_kit.core.jsonl import read_jsonl
+from rleif_kit.core.jsonl import read_user_jsonl
 from rleif_kit.worlds.data import heldout_problems
 from rleif_kit.worlds.math_data import load_gsm8k, load_hub_dataset, load_math
 from rleif_kit.worlds.prompts import code_prompt, math_prompt
@@ -87,7 +87,7 @@ def _math(path: Path | None, cfg: Any, paths: Any) -> list[dict]:
 
 def _arith(path: Path | None, cfg: Any, paths: Any) -> list[dict]:
     if path is not None:
-        records = list(read_jsonl(path))
+        records = [r for _, r in read_user_jsonl(path, "arith data")]
     elif cfg is not None and paths is not None:
         records = heldout_problems(cfg, paths)
     else:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterator
 
 from rleif_kit.core.config import RunConfig
-from rleif_kit.core.jsonl import read_jsonl, write_jsonl
+from rleif_kit.core.jsonl import UserFileError, read_jsonl, read_user_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.worlds import arith
 from rleif_kit.worlds.math_sft import build_sft_dataset
@@ -25,18 +25,31 @@ class DataError(ValueError):
 
 
 def load_instructions(path: Path, what: str) -> list[dict]:
-    """``instruction``/``response`` records (``output`` is accepted for Alpaca-style files)."""
-    if not path.exists():
-        raise DataError(f"{what}: file not found: {path}")
-    out = []
-    for i, r in enumerate(read_jsonl(path)):
-        response = r.get("response", r.get("output"))
-        if not isinstance(r.get("instruction"), str) or not isinstance(response, str):
-            raise DataError(f"{path}: record {i + 1} needs string fields 'instruction' and 'response' "
-                            f"(has {sorted(r)})")
-        out.append({"id": str(r.get("id", f"{path.stem}-{i:06d}")), "instruction": r["instruction"],
-                    "response": response})
+    """``instruction``/``response`` records (``output`` is accepted for Alpaca-style files), read strictly: every
+    bad line, empty file or repeated id is an error naming it."""
+    out, seen = [], {}
+    try:
+        for i, (where, r) in enumerate(read_user_jsonl(path, what)):
+            response = r.get("response", r.get("output"))
+            if not isinstance(r.get("instruction"), str) or not isinstance(response, str):
+                raise DataError(f"{where}: needs string fields 'instruction' and 'response' (has {sorted(r)})")
+            rid = _record_id(r, f"{path.stem}-{i:06d}", where)
+            if rid in seen:
+                raise DataError(f"{where}: id {rid!r} already used at line {seen[rid]}: ids must be unique")
+            seen[rid] = where.rsplit(":", 1)[1]
+            out.append({"id": rid, "instruction": r["instruction"], "response": response})
+    except UserFileError as e:
+        raise DataError(str(e)) from None
+    if not out:
+        raise DataError(f"{what}: {path} holds no records")
     return out
+
+
+def _record_id(record: dict, default: str, where: str) -> str:
+    rid = record.get("id", default)
+    if not isinstance(rid, (str, int)) or isinstance(rid, bool):
+        raise DataError(f"{where}: 'id' must be a string or an integer, got {type(rid).__name__}")
+    return str(rid)
 
 
 def arith_size(dataset: str) -> int | None:
@@ -121,17 +134,27 @@ def load_seeds(cfg: RunConfig, paths: RunPaths) -> Iterator[dict]:
     path = cfg.resolve(ev.seeds)
     if not path.exists():
         raise FileNotFoundError(f"[evol_instruct] seeds = {ev.seeds!r}: file not found ({path})")
-    for i, rec in enumerate(read_jsonl(path)):
-        if limit is not None and i >= limit:
-            return
-        text = rec.get("instruction", rec.get("question", rec.get("text")))
-        if not isinstance(text, str):
-            raise ValueError(f"{path}: seed {i + 1} has no 'instruction' (or 'question', 'text') string")
-        sid = str(rec.get("id", f"seed-{i:06d}"))
-        seed = {"id": sid, "root_id": sid, "round": 0, "text": text, "answer": rec.get("response", rec.get("answer"))}
-        if "problem" in rec:  # an arithmetic-world record (e.g. the loop's previous 02_dedup/instructions.jsonl)
-            seed["problem"] = rec["problem"]
-        yield seed
+    seen: dict[str, str] = {}
+    try:
+        for i, (where, rec) in enumerate(read_user_jsonl(path, "[evol_instruct] seeds")):
+            if limit is not None and i >= limit:
+                return
+            text = rec.get("instruction", rec.get("question", rec.get("text")))
+            if not isinstance(text, str) or not text.strip():
+                raise DataError(f"{where}: seed has no 'instruction' (or 'question', 'text') string")
+            sid = _record_id(rec, f"seed-{i:06d}", where)
+            if sid in seen:  # two lineages under one id would collapse into one
+                raise DataError(f"{where}: seed id {sid!r} already used at line {seen[sid]}: ids must be unique")
+            seen[sid] = where.rsplit(":", 1)[1]
+            seed = {"id": sid, "root_id": sid, "round": 0, "text": text,
+                    "answer": rec.get("response", rec.get("answer"))}
+            if "problem" in rec:  # an arithmetic-world record (e.g. the loop's previous 02_dedup/instructions.jsonl)
+                seed["problem"] = rec["problem"]
+            yield seed
+    except UserFileError as e:
+        raise DataError(str(e)) from None
+    if not seen:
+        raise DataError(f"[evol_instruct] seeds = {ev.seeds!r}: {path} holds no seeds")
 
 
 def _arith_seeds(cfg: RunConfig, paths: RunPaths, n: int) -> list[dict]:

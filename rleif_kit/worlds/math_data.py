@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 from typing import Callable, Iterator
 
+from rleif_kit.core.jsonl import read_user_jsonl
 from rleif_kit.worlds.stepwise import last_boxed
 
 __all__ = ["load_gsm8k", "load_math", "last_boxed", "load_hub_dataset"]
@@ -38,19 +39,9 @@ def _require(rec: object, fields: tuple[str, ...], where: str) -> dict:
 
 
 def _jsonl(path: Path) -> Iterator[tuple[str, object]]:
-    """(``file:line``, parsed value) per non-blank line; a bad line is an error, not skipped.
-
-    Why not :func:`rleif_kit.core.jsonl.read_jsonl`: that one forgives a torn last line (a crash of
-    our own writer); an input data set with a broken line is simply broken.
-    """
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield f"{path}:{lineno}", json.loads(line)
-            except ValueError as exc:
-                raise ValueError(f"{path}:{lineno}: invalid JSON ({exc})") from None
+    """(``file:line``, record) per non-blank line, strictly (``core.jsonl.read_user_jsonl``): an input data set
+    with a broken line is broken, even at its end."""
+    yield from read_user_jsonl(path)
 
 
 def _gsm8k_gold(answer: str, where: str) -> str:

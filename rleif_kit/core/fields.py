@@ -1,0 +1,69 @@
+"""The field helpers of the config sections: ``opt``/``required`` (a default, its help text, its range check) and
+the range checks themselves, each returning None when a value is fine, else what was expected."""
+
+from __future__ import annotations
+
+from dataclasses import field
+from typing import Any, Callable
+
+from rleif_kit.core.reward_math import FormulaError, parse_reward_formula
+
+
+def opt(default: Any, help: str, check: Callable[[Any], str | None] | None = None, **kw):
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help, "check": check})
+    return field(default=default, metadata={"help": help, "check": check}, **kw)
+
+
+def required(help: str, check=None):
+    return field(metadata={"help": help, "check": check})
+
+
+def positive(v):
+    return None if v > 0 else "a value > 0"
+
+
+def non_negative(v):
+    return None if v >= 0 else "a value >= 0"
+
+
+def unit(v):
+    return None if 0 <= v <= 1 else "a value in [0, 1]"
+
+
+def at_least(n):
+    return lambda v: None if v >= n else f"a value >= {n}"
+
+
+def between(low, high):
+    return lambda v: None if low <= v <= high else f"a value from {low:,} to {high:,}"
+
+
+MAX_TOKENS = between(1, 1_000_000)  # no model writes a million tokens in one reply
+
+
+def steps_or_epochs(v):
+    return None if v == -1 or v > 0 else "-1 (use epochs) or a number of steps > 0"
+
+
+def one_of(*choices):
+    return lambda v: None if v in choices else "one of " + ", ".join(repr(c) for c in choices)
+
+
+def subset_of(*choices):
+    def check(values):
+        bad = [v for v in values if v not in choices]
+        return None if not bad else f"a list drawn from {', '.join(choices)} (unknown: {', '.join(bad)})"
+    return check
+
+
+def nonempty(v):
+    return None if v.strip() else "a non-empty string"
+
+
+def formula(v):
+    try:
+        parse_reward_formula(v)
+    except FormulaError as e:
+        return f"an expression over rI and rA ({e})"
+    return None
