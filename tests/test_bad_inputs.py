@@ -83,7 +83,8 @@ OVERRIDE_CASES = {
     "unknown key": ("ppo.learning_rate=1e-5", "learning_rate"),
     "inf": ("ppo.lr=inf", "expected a finite number"),
     "negative count": ("ppo.total_steps=-5", "total_steps = -5"),
-    "a huge count": ("evol_instruct.rounds=10000000000000", "rounds = 10000000000000: expected an integer between"),
+    "a huge count": ("evol_instruct.rounds=10000000000000", "rounds = 10000000000000: expected a value from 1 to 1,000"),
+    "an integer past 2**53": ("ppo.total_steps=100000000000000000000", "expected an integer between"),
     "a boolean for a number": ("ppo.lr=true", "lr = True: expected a finite number"),
     "a bad reward formula": ("ppo.reward_formula=__import__('os')", "reward_formula"),
     "a reward formula of 5,000 terms": ("ppo.reward_formula=" + "+".join(["rA"] * 5000), "reward_formula"),
@@ -150,7 +151,7 @@ def test_rounds_past_any_run_stop_the_dry_run_at_once(tmp_path, capsys, monkeypa
     seeds = tmp_path / "seeds.jsonl"
     seeds.write_text('{"instruction": "a"}\n')
     _one_line_error(*_evolve_dry(capsys, tmp_path, seeds, "evol_instruct.rounds=10000000000000"),
-                    "expected an integer between", "evolve")
+                    "expected a value from 1 to 1,000", "evolve")
 
 
 # ---------------------------------------------------------------- settings files (rleif evolve --settings)

@@ -2,8 +2,9 @@
 so every one must be scored failed, and the evaluator must stay unharmed. Before this suite 7 of 22 forged a
 pass (the marker was in the program text, atexit and __eq__ tricks, tracing in check).
 
-Value-judged tasks (HumanEval/0: returns booleans) get the arguments only; in-process tasks (HumanEval/32, 53: a
-test of another shape) run the test with the hooks closed."""
+Value-judged tasks (HumanEval/0: returns booleans) get the arguments only; test-judged tasks (HumanEval/32: a loop over
+random polynomials and the prompt's ``poly`` helper) run their test in the evaluator, each call of the candidate
+crossing into the sandbox as plain data."""
 
 from __future__ import annotations
 
@@ -69,6 +70,10 @@ TRICKS = {
 
 @pytest.mark.parametrize("name", sorted(TRICKS))
 def test_a_hostile_completion_on_a_value_judged_task_fails(problems, name):
+    from rleif_kit.sandbox.runner import sandbox_plan
+
+    if "own copy" in name and "minimal-root" not in sandbox_plan().protections:
+        pytest.skip("no minimal root here: the dataset on the evaluator's disk is readable (rows say -unprotected)")
     assert judging_plan(problems["HumanEval/0"]) is not None
     row = check_samples([{"task_id": "HumanEval/0", "completion": TRICKS[name]}], problems, timeout=5,
                         progress=False)[0]
@@ -77,42 +82,31 @@ def test_a_hostile_completion_on_a_value_judged_task_fails(problems, name):
 
 FALLBACK_TRICKS = {
     "print a pass marker and exit 0": "    return 0.0\nprint('passed'); import os; os._exit(0)\n",
-    "read the test from check.json or the program": "    return 0.0\nimport os\nprint(os.listdir('.'))\n",
-    "atexit reports success": "    return 0.0\nimport atexit, json\natexit.register(lambda: open('result.json', "
-                              "'w').write(json.dumps({'fallback': 'x'})))\n",
-    "sys.settrace rewrites the assertion": "    return 0.0\nimport sys\nsys.settrace(lambda *a: None)\n",
-    "an object whose comparisons are all true":
+    "look for the test in its files": "    import os\n    return float(len(os.listdir('.')))\n",
+    "atexit prints success": "    return 0.0\nimport atexit\natexit.register(lambda: print('passed'))\n",
+    "redefine the prompt's helper the test calls":  # forged a pass when the test ran in the candidate's process
+        "    return 0.0\n\n\ndef poly(xs, x):\n    return 0.0\n",
+    "patch math.fabs so every check holds":
+        "    import math\n    math.fabs = lambda x: 0.0\n    return 0.0\n",
+    "a float subclass whose comparisons are all true":
         "    class Z(float):\n        def __lt__(self, o): return True\n        def __rsub__(self, o): return self\n"
         "        def __abs__(self): return self\n    return Z(1.0)\n",
-    "a thread replaces check's code once it exists":
-        "    return 0.0\nimport threading, time\n"
-        "def swap():\n    for _ in range(500):\n        c = globals().get('check')\n"
-        "        if c is not None:\n            c.__code__ = (lambda candidate: None).__code__\n            return\n"
-        "        time.sleep(0.001)\n"
-        "threading.Thread(target=swap, daemon=True).start()\n",
+    "sys.settrace in a thread": "    return 0.0\nimport sys, threading\nthreading.settrace(lambda *a: None)\n",
+    "exit from inside the call": "    import os\n    os._exit(0)\n",
+    "answer with the wrong protocol line": "    import os\n    os.write(1, b'\\x1e{\"value\": 0.0}\\n')\n    return 0.0\n",
 }
 
 
 @pytest.mark.parametrize("name", sorted(FALLBACK_TRICKS))
-def test_a_hostile_completion_on_an_in_process_task_fails(problems, name):
+def test_a_hostile_completion_on_a_test_judged_task_fails(problems, name):
     assert judging_plan(problems["HumanEval/32"]) is None
     row = check_samples([{"task_id": "HumanEval/32", "completion": FALLBACK_TRICKS[name]}], problems, timeout=5,
                         progress=False)[0]
-    assert row["passed"] is False and row["judged"] == "in-process", (name, row["result"])
+    assert row["passed"] is False and row["judged"] == "test", (name, row["result"])
 
 
 def test_wrong_answers_fail_and_right_ones_pass_both_ways(problems):
     rows = check_samples([{"task_id": t, "completion": c} for t in ("HumanEval/0", "HumanEval/32")
                           for c in (WRONG, problems[t]["canonical_solution"])], problems, progress=False)
     assert [r["passed"] for r in rows] == [False, True, False, True]
-    assert [r["judged"] for r in rows] == ["value", "value", "in-process", "in-process"]
-
-
-def test_the_evaluator_is_unharmed(problems, tmp_path):
-    """After the whole suite's worth of tricks the evaluator's own files and process are intact."""
-    import os
-
-    before = set(os.listdir(tmp_path))
-    check_samples([{"task_id": "HumanEval/0", "completion": c} for c in TRICKS.values()], problems, timeout=5,
-                  progress=False)
-    assert set(os.listdir(tmp_path)) == before and os.getpid() > 0
+    assert [r["judged"] for r in rows] == ["value", "value", "test", "test"]

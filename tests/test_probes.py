@@ -184,3 +184,29 @@ def test_is_correct_per_world():
     assert is_correct({"text": "q", "answer": "3 + 4 = 7\n#### 7"}, "Step 1: 3 + 4 = 7. The answer is: 7") is True
     assert is_correct({"text": "q", "gold": "7"}, "The answer is: 8") is False
     assert is_correct({"text": "q"}, "The answer is: 8") is None
+
+
+def test_commute_leaves_a_step_with_several_operators_alone():
+    """Swapping inside ``10 - 3 + 4`` or ``2 + 3 * 4`` would change its meaning: only one-operator steps."""
+    assert cf.commute("Step 1: 10 - 3 + 4 = 11. The answer is: 11") is None
+    assert cf.commute("Step 1: 2 + 3 * 4 = 14. Step 2: 14 * 2 = 28. The answer is: 28") == \
+        "Step 1: 2 + 3 * 4 = 14. Step 2: 2 * 14 = 28. The answer is: 28"
+
+
+def test_the_gate_probes_the_whole_reward_so_a_formula_that_ignores_ra_fails():
+    from rleif_kit.core.reward_math import parse_reward_formula
+    from rleif_kit.ppo.trainer import _reward_of
+
+    class Stub:
+        def __init__(self, formula):
+            self.formula = parse_reward_formula(formula)
+
+        answer_scores = staticmethod(verifier_scores)
+
+        def instruction_texts(self, texts):
+            return [0.8 for _ in texts]
+
+    ignores = {v.check: v.status for v in prm_probes(_reward_of(Stub("rI")), _items(), D, model="verifier")}
+    assert ignores["verifier_probe_wrong_answer"] == "fail" and ignores["verifier_probe_early_stop"] == "fail"
+    reads = {v.check: v.status for v in prm_probes(_reward_of(Stub("rI * rA")), _items(), D, model="verifier")}
+    assert set(reads.values()) == {"ok"}, reads

@@ -100,7 +100,7 @@ class RunConfig:
         return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
 
 
-MAX_INT = 10**9
+MAX_INT = 2**53  # integers a float holds exactly; the settings that can hang a run have bounds of their own
 
 
 def _type_error(value: Any, hint: Any) -> str | None:

@@ -99,7 +99,7 @@ def setup(params_path: str, overrides: list[str] | tuple = (), stage: str = SETU
     cfg = load_config(params_path, list(overrides or ()), workdir=wd)
     reports = Path(report_dir) if report_dir else wd / "reports" / cfg.run_name
     paths = RunPaths(output_dir=cfg.output_dir, report_dir=reports if reports.is_absolute() else wd / reports)
-    if run_lock.LOCK_ON_SETUP and dist.is_main() and "LOCAL_RANK" not in os.environ:
+    if run_lock.LOCK_ON_SETUP and dist.is_main():  # ranks a holder started inherit its lock (run_lock)
         run_lock.acquire(cfg.output_dir)  # a stage command from a shell: one run per output directory
     paths.report_dir.mkdir(parents=True, exist_ok=True)
     apply_threads_and_seed(cfg)

@@ -283,7 +283,9 @@ def check_ppo_log(cfg: RunConfig, paths: RunPaths, health: Health, scored: Score
         health.skipped.append(f"low_ra_share: neither {paths.rel(path)} nor a PRM to score with")
     if truth is None and held is not None and any(c is not None for c in held.correct):
         # before PPO (or a log without truth fields): the PRM's rA, and r with the IRM's rI, on held-out samples
-        ra = [0.0 if a is None else a for a in held.ra]
+        raw = verifier_scores(held.records, held.solutions) if cfg.reward_model.answer_reward == "verifier" \
+            else held.ra  # the rA PPO gets
+        ra = [0.0 if a is None else a for a in raw]
         reward = ra
         if scored.irm is not None:
             formula = parse_reward_formula(cfg.ppo.reward_formula)

@@ -19,6 +19,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from rleif_kit.core.exits import EXIT_STOPPED
 from rleif_kit.core.jsonl import read_user_jsonl, write_jsonl
 from rleif_kit.core.run_setup import setup
 from rleif_kit.core.sections import EvalConfig
@@ -148,7 +149,7 @@ def run_command(args: Any) -> int:
     print(format_summary(args.target, summary))
     print(f"per-item results: {path}"
           + (f"; {pending} items failed at the endpoint (rerun to retry)" if pending else ""))
-    return 1 if pending else 0
+    return EXIT_STOPPED if pending else 0  # resumable: a rerun retries them
 
 
 def run_stage(args: Any, settings: Any) -> int:
@@ -166,4 +167,4 @@ def run_stage(args: Any, settings: Any) -> int:
     for verdict in result.ab.values():
         print(verdict.line())
     print(f"per-item results and summary.json in {paths.eval_dir}")
-    return 1 if result.pending else 0
+    return EXIT_STOPPED if result.pending else 0

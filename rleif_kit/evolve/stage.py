@@ -97,7 +97,11 @@ def claim_records(paths: RunPaths, meta: dict) -> str | None:
         before, now = _flat(old), _flat(meta)
         changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
         for path in files:
-            path.replace(path.with_suffix(".stale.jsonl"))
+            stale, n = path.with_suffix(".stale.jsonl"), 1
+            while stale.exists():  # an earlier move's stale records are kept too
+                n += 1
+                stale = path.with_suffix(f".stale-{n}.jsonl")
+            path.replace(stale)
         note = (f"{paths.rel(paths.evolve_meta.parent)}: records were made with other {', '.join(changed)}; moved "
                 "to *.stale.jsonl, evolving again")
         print(note, flush=True)

@@ -47,6 +47,9 @@ class ResponseCache:
         try:
             self._db = self._open()
         except sqlite3.DatabaseError as e:  # not a database (a torn copy, another file): kept aside, not lost
+            if getattr(e, "sqlite_errorname", "SQLITE_NOTADB") not in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+                raise ValueError(f"{self.path}: the response cache cannot be opened ({e}): is another run using "
+                                 "it?") from None
             aside = self.path.with_name(self.path.name + f".corrupt-{int(time.time())}")
             self.path.replace(aside)
             for suffix in ("-wal", "-shm"):

@@ -56,7 +56,7 @@ from rleif_kit.ppo.policy import (
 )
 from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
 from rleif_kit.worlds.data import instruction_pool
-from rleif_kit.worlds.probe_sets import instruction_probe_pairs, probe_solutions
+from rleif_kit.worlds.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
 from rleif_kit.worlds.prompts import math_prompt
 
 STAGE = PPO
@@ -280,10 +280,27 @@ def reward_gate(cfg: RunConfig, paths: RunPaths, policy: Policy, scorer: RewardS
         verdicts.append(check_reward_truth(scores["correct"], scores["reward"], scores["rA"], d,
                                            f"{src}, judged by the verifier", "On the SFT policy's samples"))
     held = f"{STAGE} gate: held-out problems"
-    verdicts += prm_probes(scorer.answer_scores, probe_solutions(cfg, paths), d, f"{held}, rA from the {answer}",
-                           seed=cfg.base.seed, model="PRM" if answer == "prm" else "verifier")
+    solutions = probe_solutions(cfg, paths)
+    if not solutions:
+        return verdicts + [Verdict("probes", "warn", {}, {}, f"Not probed: {NO_PROBE_SET}.", held)]
+    verdicts += prm_probes(_reward_of(scorer), solutions, d, f"{held}, r = {cfg.ppo.reward_formula} with rA from the "
+                           f"{answer}", seed=cfg.base.seed, model="PRM" if answer == "prm" else "verifier")
     verdicts += irm_probes(scorer.instruction_texts, instruction_probe_pairs(cfg, paths), d, held, seed=cfg.base.seed)
     return verdicts
+
+
+def _reward_of(scorer: RewardScorer):
+    """The whole reward r = formula(rI, rA) of (record, solution) pairs, the question's rI fixed: what PPO
+    optimises, so a formula that ignores rA fails the answer probes too."""
+    ri_cache: dict[str, float] = {}
+
+    def score(records: Sequence[dict], solutions: Sequence[str]) -> list:
+        texts = [r["text"] for r in records]
+        new = [t for t in dict.fromkeys(texts) if t not in ri_cache]
+        ri_cache.update(zip(new, scorer.instruction_texts(new) if new else []))
+        ra = scorer.answer_scores(records, solutions)
+        return [None if a is None else scorer.formula(ri_cache[t], a) for t, a in zip(texts, ra)]
+    return score
 
 
 def _read_log(path: Path, upto: int) -> list[dict]:

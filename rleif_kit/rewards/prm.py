@@ -54,7 +54,7 @@ def load_prm800k_style(path: Path) -> list[dict]:
         if len(steps) != len(labels) or not steps:
             raise ValueError(f"{where}: {len(steps)} steps but {len(labels)} labels")
         solution = " ".join(f"Step {i}: {s.strip()}" for i, s in enumerate(steps, 1))
-        out.append({"id": str(r.get("id", where.rsplit(':', 1)[1])), "question": r["question"],
+        out.append({"id": str(r.get("id", f"{path.stem}-{where.rsplit(':', 1)[1]}")), "question": r["question"],
                     "solution": solution, "labels": [v is True or v == 1 for v in labels], "source": "prm_data"})
     return out
 

@@ -207,7 +207,7 @@ def _launch(cfg: dict) -> None:
 
 
 def _run_program(cfg: dict) -> None:
-    """Run program.py as ``__main__`` the way ``python program.py`` would, site-packages importable."""
+    """Run program.py as ``__main__`` the way ``python program.py`` would, with the standard library only."""
     import _sitebuiltins
     import builtins
     import types

@@ -123,7 +123,11 @@ def early_stop(solution: str) -> str | None:
 
 
 def commute(solution: str) -> str | None:
+    """``a + b`` as ``b + a`` in the first step with a single ``+`` or ``*`` (a step with more operators, such as
+    ``10 - 3 + 4``, is skipped: swapping there would change its meaning)."""
     for start, end in _steps(solution):
+        if len(re.findall(r"[-+*/×÷]", solution[start:end].split("=", 1)[0].split(":", 1)[-1])) != 1:
+            continue
         for m in BINARY.finditer(solution, start, end):
             a, op, b = m.group(1), m.group(2), m.group(3)
             if a != b:

@@ -75,7 +75,9 @@ def regenerate_prompt(question: str) -> str:
 
 async def _regenerate(cfg: RunConfig, problems: list[dict], backend: Any, log_path: Path) -> None:
     """One request per problem not yet in ``log_path``; each outcome appended as it arrives."""
-    done = {r["id"] for r in read_jsonl(log_path)}
+    limit = cfg.evol_instruct.max_new_tokens
+    done = {r["id"] for r in read_jsonl(log_path)  # a reply cut off at a smaller max_tokens is asked again
+            if not (r.get("cut_off_at") is not None and r["cut_off_at"] < limit)}
     todo = [p for p in problems if p["id"] not in done]
 
     async def one(p: dict, out: JsonlWriter) -> None:
@@ -86,8 +88,8 @@ async def _regenerate(cfg: RunConfig, problems: list[dict], backend: Any, log_pa
             return  # not recorded: retried by the next run
         record = {"id": p["id"], "instruction": p["question"], "source": p["source"]}
         if cut_off(result):  # a solution cut off inside its final number must not become SFT data
-            out.write({**record, "kept": False, "reason": cut_off_reason(request.max_tokens,
-                                                                         "[evol_instruct] max_new_tokens")})
+            out.write({**record, "kept": False, "cut_off_at": request.max_tokens,
+                       "reason": cut_off_reason(request.max_tokens, "[evol_instruct] max_new_tokens")})
             return
         answer = final_answer(result.text or "")
         if answer is None or not answers_equal(answer, p["gold"]):
@@ -113,7 +115,7 @@ def build_sft_dataset(cfg: RunConfig, settings: Any = None, progress: bool = Tru
         log_path = target.with_suffix(".regenerate.jsonl")
         backend = make_llm_backend(cfg, settings)
         run_sync(_regenerate(cfg, problems, backend, log_path))
-        outcomes = list(read_jsonl(log_path))
+        outcomes = list({r["id"]: r for r in read_jsonl(log_path)}.values())  # the latest outcome per id
         rows = [{k: r[k] for k in ("id", "instruction", "response", "source")} for r in outcomes if r["kept"]]
         rejected = [{"id": r["id"], "reason": r["reason"]} for r in outcomes if not r["kept"]]
     write_jsonl(target, rows)
