@@ -145,4 +145,5 @@ def test_notebook_07_on_a_hand_made_run(tmp_path, monkeypatch, small_model_dir):
     assert got["ab"]["sft_vs_ppo_arith"]["gain"] == pytest.approx(0.3) and got["evolve_failed"] == 2
     assert 0 <= got["irm_mean"] <= 1 and got["fails"] == sum(s == "fail" for s in got["verdicts"].values())
     figures = {p.name for p in (reports / "figures").glob("07_*.png")}
-    assert figures == {"07_score_histograms.png", "07_ppo_health.png", "07_sft_vs_ppo.png", "07_dedup_operators.png"}
+    assert figures == {"07_score_histograms.png", "07_ppo_health.png", "07_sft_vs_ppo.png", "07_dedup_operators.png",
+                       "07_probes.png"}

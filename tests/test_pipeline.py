@@ -176,10 +176,11 @@ def test_diagnostics_stage_checks_everything_and_agrees_with_the_ab(tiny_run):
             "verifier_probe_early_stop", "irm_probe_unsolvable"} <= set(v), v
     assert dg["fails"] == 0 and "fail" not in v.values(), v
     warns = {k for k, s in v.items() if s == "warn"}
-    assert warns <= {f"prm_probe_{e}" for e in ("wrong_answer", "corrupt_step", "cut_answer", "early_stop",
-                                                "commute")} | {"irm_probe_ambiguous"}, v
+    assert warns <= {f"prm_probe_{e}" for e in ("wrong_answer", "last_step_slip", "corrupt_step", "cut_answer",
+                                                "early_stop", "commute")} | {"irm_probe_ambiguous"}, v
     assert {k: s for k, s in v.items() if k.startswith("verifier_probe")} == {
-        f"verifier_probe_{e}": "ok" for e in ("wrong_answer", "corrupt_step", "cut_answer", "early_stop", "commute")}
+        f"verifier_probe_{e}": "ok" for e in ("wrong_answer", "last_step_slip", "corrupt_step", "cut_answer",
+                                              "early_stop", "commute")}
     assert v["reward_truth"] == "ok" and dg["reward_truth"]["r_auc"] >= 0.7, dg["reward_truth"]
     assert v["kl_blowup"] == "ok" and v["step_format"] == "ok" and v["prompt_consistency"] == "ok"
     assert (tiny_run / "reports" / "figures" / "07_probes.png").exists()
