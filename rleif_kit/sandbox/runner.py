@@ -304,13 +304,7 @@ def _run(plan: SandboxPlan, source: str, timeout: float, limits: Limits, slot: i
     uid = _slot_uid(slot) if plan.drop_uid else None
     tmp = tempfile.mkdtemp(prefix="rleif-sandbox-")
     try:
-        for name, text in {"program.py": source, **(files or {})}.items():
-            with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
-                f.write(text)
-            if uid is not None:
-                os.chown(os.path.join(tmp, name), uid, uid)
-        if uid is not None:
-            os.chown(tmp, uid, uid)
+        write_program(tmp, uid, source, files)
         cfg = _config(plan, tmp, uid, timeout, limits)
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             rc, timed_out, status, wall = _launch_and_wait(plan, cfg, out, err, timeout)
@@ -325,6 +319,17 @@ def _run(plan: SandboxPlan, source: str, timeout: float, limits: Limits, slot: i
                              result=_result_file(tmp, limits.file_bytes))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_program(tmp: str, uid: int | None, source: str, files: dict[str, str] | None) -> None:
+    """``program.py`` and its input files into the temp dir, owned by the slot's uid (and the dir with them)."""
+    for name, text in {"program.py": source, **(files or {})}.items():
+        with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
+            f.write(text)
+        if uid is not None:
+            os.chown(os.path.join(tmp, name), uid, uid)
+    if uid is not None:
+        os.chown(tmp, uid, uid)
 
 
 def _result_file(tmp: str, limit: int) -> bytes | None:

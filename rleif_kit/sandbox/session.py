@@ -34,6 +34,7 @@ from rleif_kit.sandbox.runner import (
     _slot_uid,
     _tail,
     sandbox_plan,
+    write_program,
 )
 
 TAG = b"\x1e"  # starts every reply line of the server loop
@@ -99,13 +100,7 @@ def run_session(source: str, talk: Callable[[Callable[[Any], dict]], Any], timeo
     uid = _slot_uid(slot) if plan.drop_uid else None
     tmp = tempfile.mkdtemp(prefix="rleif-sandbox-")
     try:
-        for name, text in {"program.py": source, **(files or {})}.items():
-            with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
-                f.write(text)
-            if uid is not None:
-                os.chown(os.path.join(tmp, name), uid, uid)
-        if uid is not None:
-            os.chown(tmp, uid, uid)
+        write_program(tmp, uid, source, files)
         cfg = _config(plan, tmp, uid, timeout, limits)
         with tempfile.TemporaryFile() as err:
             return _converse(plan, cfg, err, talk, timeout, uid)
