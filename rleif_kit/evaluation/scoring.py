@@ -29,7 +29,8 @@ def check_response(benchmark: str, item: Mapping[str, Any], response: str) -> di
     if benchmark == "gsm8k":
         checked = check_gsm8k(response, str(gold))
     elif benchmark == "math":
-        checked = check_math(response, math_gold(gold) if gold and "\\boxed" in gold else gold)
+        checked = check_math(response, math_gold(gold) if gold and "\\boxed" in gold else gold,
+                             question=item.get("question"))
     elif benchmark == "arith":
         answer = arith.extract_answer(response)
         question = item.get("question")

@@ -18,74 +18,12 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from rleif_kit.worlds import math_compat, math_equiv
+from rleif_kit.worlds import answer_styles, math_compat, math_equiv
+from rleif_kit.worlds.numbers import format_number, normalize_number, number_value, numbers
 
 ANSWER_MARK = "The answer is:"
 GSM8K_GOLD_MARK = "####"
-
-# One number: optional sign, optional "$", thousands groups or plain digits, decimals, "/ denominator", "%".
-# The sign must not follow a word, digit or closing bracket, so "10-4" is 10 then 4, not 10 and -4.
-_NUMBER = re.compile(
-    r"(?:(?<![\w)\].])(?P<sign>[-\u2212]))?\s?\$?\s?"
-    r"(?P<int>\d{1,3}(?:,\d{3})+(?!\d)|\d+)?(?P<dec>\.\d+)?"
-    r"(?:\s?/\s?(?P<den>\d+(?:\.\d+)?))?(?P<pct>\s?%)?"
-)
-
-
-def _numbers(text: str) -> list[re.Match]:
-    """Every number in ``text``, in order (matches that hold no digit are dropped)."""
-    return [m for m in _NUMBER.finditer(text) if m.group("int") or m.group("dec")]
-
-
-def _value(m: re.Match) -> Fraction | None:
-    """The exact value of one number match; None for a zero denominator."""
-    value = Fraction((m.group("int") or "0").replace(",", "") + (m.group("dec") or ""))
-    if m.group("den"):
-        den = Fraction(m.group("den"))
-        if den == 0:
-            return None
-        value /= den
-    return -value if m.group("sign") else value
-
-
-def normalize_number(text: str | None) -> Fraction | None:
-    """The value of a text that is one number ("$1,000.00", "-3/4", "50%", "7."), else None.
-
-    Surrounding spaces, a trailing period and a surrounding ``$...$`` are ignored; anything else
-    around the number (words, a second number) makes it None: a gold answer must be unambiguous.
-    """
-    if text is None:
-        return None
-    s = text.strip().rstrip(".").strip()
-    if len(s) >= 2 and s[0] == s[-1] == "$" and s.count("$") == 2:
-        s = s[1:-1].strip()
-    found = _numbers(s)
-    if len(found) != 1 or found[0].group(0).strip() != s:
-        return None
-    return _value(found[0])
-
-
-def format_number(value: Fraction | None) -> str | None:
-    """A canonical string for a number: "1000", "0.75", "1/3" (what per-item results record)."""
-    if value is None:
-        return None
-    if value.denominator == 1:
-        return str(value.numerator)
-    den = value.denominator
-    while den % 2 == 0:
-        den //= 2
-    while den % 5 == 0:
-        den //= 5
-    if den == 1:  # terminating decimal
-        text = f"{float(value):.12f}".rstrip("0")
-        if Fraction(text) == value:
-            return text
-    return f"{value.numerator}/{value.denominator}"
-
-
-def _first_number(text: str) -> Fraction | None:
-    found = _numbers(text)
-    return _value(found[0]) if found else None
+__all__ = ["format_number", "normalize_number"]  # re-exported: the number readers live in ``numbers``
 
 
 def gsm8k_gold(answer: str) -> Fraction | None:
@@ -97,19 +35,24 @@ def gsm8k_gold(answer: str) -> Fraction | None:
 def extract_gsm8k(response: str, flexible: bool = False) -> Fraction | None:
     """The model's GSM8k answer.
 
-    Strict: the first number after the last "The answer is:"; when the response has no such line,
-    the first number after the last ``####``. Flexible: the strict answer, else the last number in
-    the response (a model that ends "... so she has 18 apples." without the answer line).
+    Strict: the value the answer line states — the line after the last "The answer is:", or after the
+    last ``####`` when the response has no such line — read by ``answer_styles.line_value`` ("3 * 6 = 18"
+    is 18, "2 1/2" is 5/2, "1.5e3" and "1.5 thousand" are 1500; a range or alternatives, "18-20",
+    "18 or 20", state no single value and read as None). Flexible: the strict answer; where there is no
+    answer line (or it holds no number), the last number in the response (a model that ends "... so she
+    has 18 apples." without the line). A hedged answer line is None in both.
     """
     for mark in (ANSWER_MARK, GSM8K_GOLD_MARK):
         if mark in response:
-            value = _first_number(response.rsplit(mark, 1)[1])
+            value = answer_styles.line_value(response.rsplit(mark, 1)[1])
+            if value == answer_styles.AMBIGUOUS:
+                return None
             if value is not None or not flexible:
                 return value
             break
     if flexible:
-        found = _numbers(response)
-        return _value(found[-1]) if found else None
+        found = numbers(response)
+        return number_value(found[-1]) if found else None
     return None
 
 
@@ -233,10 +176,12 @@ def wizardmath_math_answer(response: str) -> str | None:
     return ans.strip()
 
 
-def check_math(response: str, gold: str | None, timeout: float = 2.0) -> dict[str, Any]:
-    """Strict and compat correctness of one MATH response; ``gold`` is the answer (see ``math_gold``)."""
+def check_math(response: str, gold: str | None, timeout: float = 2.0, question: str | None = None) -> dict[str, Any]:
+    """Strict and compat correctness of one MATH response; ``gold`` is the answer (see ``math_gold``);
+    ``question`` decides whether a list answer must come in order (``math_equiv.asks_for_order``)."""
     answer = extract_math(response)
-    correct = answer is not None and gold is not None and math_equiv.is_equiv(answer, gold, timeout=timeout)
+    correct = answer is not None and gold is not None and math_equiv.is_equiv(answer, gold, timeout=timeout,
+                                                                              question=question)
     compat_answer = wizardmath_math_answer(response)
     compat = compat_answer is not None and gold is not None and math_compat.compat_is_equiv(compat_answer, gold)
     return {"gold": gold, "answer": answer, "correct": bool(correct), "compat_correct": bool(compat)}

@@ -27,5 +27,6 @@ def is_correct(record: Mapping[str, Any], response: str) -> bool | None:
     if gold is None:
         return None
     if record.get("benchmark") == "math" or record.get("source") == "math":
-        return bool(check_math(response, str(gold))["correct"])
+        question = record.get("question", record.get("instruction"))
+        return bool(check_math(response, str(gold), question=question if isinstance(question, str) else None)["correct"])
     return bool(check_gsm8k(response, str(gold))["correct"])

@@ -1,0 +1,128 @@
+"""The ways real answers are written, rewritten to the one reading a checker compares — or refused.
+
+Why: a model that writes "2 1/2", "1.5e3", "1.5 million" or "3 * 6 = 18" has stated a value, and a checker
+that reads 2, 1.5 or 3 there scores a right answer wrong; a model that writes "18-20" or "18 or 20" has not
+stated one value, and a checker that reads 18 there scores a hedge right. The rules, each tested in
+``tests/test_math_traps.py``:
+
+- mixed numbers: ``6\\frac15`` and ``33 \\frac{1}{3}`` (LaTeX) or "2 1/2" (text) are 31/5, 100/3, 5/2 — only
+  when the fraction is proper (``2\\frac{3}{2}`` stays a product); a sign in front applies to the whole;
+- scientific notation: "1.5e3", "1.5E+3", "1.5 x 10^3", "1.5 \\times 10^{3}", "1.5·10³" are 1500;
+- scale words after digits: "1.5 million", "3 thousand", "2.5 billion"; numbers spelled out in words
+  ("twelve") are not read: the trained format states the number;
+- "expression = value" (``3 * 6 = 18``): the value after the last "=" counts, when everything before it is
+  arithmetic; "value ≈ decimal" (``\\frac13 \\approx 0.33``): the exact value before it counts;
+- ranges and alternatives ("18-20" with 18 < 20, "18–20", "18 to 20", "between 18 and 20", "18 or 20"):
+  ambiguous, never one value (in MATH, "or" / "and" between answers make a list, which matches a list gold).
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from rleif_kit.worlds.numbers import format_number, number_value, numbers
+
+AMBIGUOUS = "ambiguous"  # what a line that states a range or alternatives reads as (never equal to a value)
+
+SCALES = {"thousand": 10 ** 3, "million": 10 ** 6, "billion": 10 ** 9, "trillion": 10 ** 12}
+_SCALE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(thousand|million|billion|trillion)\b", re.I)
+_SUPERSCRIPTS = str.maketrans("\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079\u207b", "0123456789-")
+_SCI_E = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)[eE]([+-]?\d{1,3})(?![\w.])")
+_SCI_TIMES = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|[x\u00d7*\u00b7])\s*10\s*(?:\^|\*\*)\s*"
+                        r"\{?\s*([+-]?\d{1,3})\s*\}?")
+_MIXED_LATEX = re.compile(r"(?<![\w.^_\\])(\d+)\s*\\frac\{(\d+)\}\{(\d+)\}")
+_MIXED_PLAIN = re.compile(r"(?<![\w.^_/\\])(\d+)\s+(\d+)\s*/\s*(\d+)(?![\w.])")
+_PLAIN = r"\$?\s*\d[\d,]*(?:\.\d+)?"
+_RANGE_DASH = re.compile(rf"(?<![\w.)\]}}{{^_\\/*])({_PLAIN})\s*-\s*({_PLAIN})(?![\w.(\\^{{/*!])")
+_RANGE_WORD = re.compile(rf"{_PLAIN}\s*(?:[\u2013\u2014]|\bto\b)\s*-?{_PLAIN}|\bbetween\s+-?{_PLAIN}"
+                         rf"\s+and\s+-?{_PLAIN}", re.I)
+_OR = re.compile(rf"{_PLAIN}\s*,?\s*\bor\b\s*-?{_PLAIN}", re.I)
+_ARITHMETIC = re.compile(r"[\d\s.,+\-*/()\[\]{}^x\u00d7\u00b7\u2212%:]*")
+_OPERATOR_COMMANDS = re.compile(r"\\(?:times|cdot|div|[dt]?frac)(?![a-zA-Z])")
+
+
+def _decimal(value: Fraction) -> str:
+    return format_number(value) or "0"
+
+
+def rewrite_scales(text: str) -> str:
+    """"1.5 million" -> "1500000" (exact)."""
+    return _SCALE.sub(lambda m: _decimal(Fraction(m.group(1)) * SCALES[m.group(2).lower()]), text)
+
+
+def rewrite_scientific(text: str) -> str:
+    """"1.5e3", "1.5 x 10^3", "1.5 \\times 10^{3}", "1.5·10³" -> "1500" (exact; exponents up to 3 digits)."""
+    text = text.translate(_SUPERSCRIPTS) if "10" in text else text
+    for pattern in (_SCI_E, _SCI_TIMES):
+        text = pattern.sub(lambda m: _decimal(Fraction(m.group(1)) * Fraction(10) ** int(m.group(2))), text)
+    return text
+
+
+def rewrite_mixed(text: str, latex: bool = True) -> str:
+    """Mixed numbers to improper fractions: ``6\\frac{1}{5}`` -> ``\\frac{31}{5}``, "2 1/2" -> "5/2"; only for
+    a proper fraction (numerator below the denominator), else the text is left as it is."""
+    def whole(m: re.Match, fmt: str) -> str:
+        n, num, den = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        if not 0 < num < den:
+            return m.group(0)
+        return fmt.format(n * den + num, den)
+    text = _MIXED_PLAIN.sub(lambda m: whole(m, "{}/{}"), text)
+    return _MIXED_LATEX.sub(lambda m: whole(m, "\\frac{{{}}}{{{}}}"), text) if latex else text
+
+
+def is_range(text: str, alternatives: bool = True) -> bool:
+    """Does ``text`` state a range of numbers ("18-20", "18 to 20"), or (``alternatives``) "18 or 20"?
+
+    A hyphen between two plain numbers reads as a range only when the first is the smaller ("18-20"); "20-18"
+    is a difference, as is anything with a sign, a bracket or a letter beside it."""
+    if _RANGE_WORD.search(text) or alternatives and _OR.search(text):
+        return True
+    for m in _RANGE_DASH.finditer(text):
+        low, high = (Fraction(g.replace("$", "").replace(",", "").strip()) for g in m.groups())
+        if low < high:
+            return True
+    return False
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _clean(line: str) -> str:
+    """LaTeX markup that carries no value: ``\\boxed{}``, ``\\text{}``, ``$``, spacing commands."""
+    line = re.sub(r"\\(?:boxed|text|textbf|mathrm|mbox)\{([^{}]*)\}", r"\1", line)
+    line = re.sub(r"\\[dt]frac", r"\\frac", line)
+    line = re.sub(r"\\frac\s*\{?(\d)\}?\s*\{?(\d)\}?(?!\d)", r"\\frac{\1}{\2}", line)  # \frac12
+    line = re.sub(r"\\frac\{(\d+)\}\{(\d+)\}", r" \1/\2", rewrite_mixed(line))
+    for old, new in (("\\$", "$"), ("\\!", ""), ("\\,", ""), ("{,}", ","), ("\\left", ""), ("\\right", ""),
+                     ("\\%", "%"), ("\\(", ""), ("\\)", ""), ("\\[", ""), ("\\]", "")):
+        line = line.replace(old, new)
+    return line.replace("$", " ")  # "$5" is 5 and "$18$" is 18: a dollar sign or a math delimiter, never a value
+
+
+def _sentence(line: str) -> str:
+    """The line up to its first sentence end (a period not inside a number)."""
+    m = re.search(r"\.(?!\d)", line)
+    return line[:m.start()] if m else line
+
+
+def line_value(text: str) -> Fraction | str | None:
+    """The one value an answer line states (what follows "The answer is:"), :data:`AMBIGUOUS` for a range
+    or alternatives, None when it states no number. See the module docstring for the styles read."""
+    line = _clean(_first_line(text))
+    if "=" in line:
+        head, _, value = line.rpartition("=")
+        if numbers(value) and all(_ARITHMETIC.fullmatch(_OPERATOR_COMMANDS.sub(" ", part)) for part in head.split("=")):
+            line = value
+    for approx in ("\\approx", "\u2248"):
+        if approx in line and numbers(line.split(approx)[0]):
+            line = line.split(approx)[0]
+    line = _sentence(rewrite_mixed(rewrite_scientific(rewrite_scales(line)), latex=False))
+    if is_range(line):
+        return AMBIGUOUS
+    found = numbers(line)
+    return number_value(found[0]) if found else None
