@@ -18,7 +18,7 @@ import pytest
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
 from rleif_kit.worlds import arith
 from rleif_kit.evaluation.stage import evaluate_benchmark, run_eval, wrong_answers
-from rleif_kit.worlds.prompts import math_prompt
+from rleif_kit.worlds.prompts import math_prompt, wizardcoder_tabs
 from rleif_kit.core.jsonl import read_jsonl
 from rleif_kit.core.sections import EvalConfig
 
@@ -129,7 +129,7 @@ def test_humaneval_samples_pass_at_k_through_the_sandbox(tmp_path):
             assert stop == () and all("Create a Python script for this problem:" in p for p in prompts)
             out = []
             for p, k in zip(prompts, sample_indices):
-                item = next(it for it in items if it["problem"]["prompt"] in p)
+                item = next(it for it in items if wizardcoder_tabs(it["problem"]["prompt"]) in p)
                 body = item["problem"]["canonical_solution"] if k == 0 or item is items[0] else "    return None\n"
                 out.append(f"Here it is:\n```python\n{item['problem']['prompt']}{body}```\nDone.")
             return out

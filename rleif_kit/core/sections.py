@@ -251,12 +251,18 @@ class PPOConfig(_Section):
 
 WIZARDMATH_STOP = ["Question:", "Question", "USER:", "USER", "ASSISTANT:", "ASSISTANT", "Instruction:", "Instruction",
                    "Response:", "Response"]
+# The stop lists of WizardMath's inference scripts (nlpxucan/WizardLM, WizardMath/inference/gsm8k_inference.py):
+# the first release (commit 96dae6b, which made the published v1.0 numbers) and every later one (01f17bf ... f45fc86).
+STOP_LISTS = {"wizardmath-96dae6b": WIZARDMATH_STOP,
+              "wizardmath-01f17bf": ["Instruction:", "Instruction", "Response:", "Response"]}
 
 
 @dataclass(frozen=True)
 class EvalConfig(_Section):
-    benchmarks: list[str] = opt(["gsm8k", "math"], "benchmarks to run",
-                                subset_of("gsm8k", "math", "humaneval", "arith"))
+    benchmarks: list[str] = opt(["gsm8k", "math"], "benchmarks to run ('mbpp': the original tasks with "
+                                                   "WizardCoder's mbpp_gen.py prompt; 'mbppplus': the EvalPlus-style "
+                                                   "prompts of WizardCoder-33B-V1.1)",
+                                subset_of("gsm8k", "math", "humaneval", "mbpp", "mbppplus", "arith"))
     models: list[str] = opt(["sft", "ppo"], "models to evaluate: 'sft' (03_sft/model) and 'ppo' (05_ppo/model), "
                                             "each skipped with a note when missing; 'base' ([base].model_name); "
                                             "'served' (settings.json models.math_eval / code_eval)",
@@ -270,12 +276,31 @@ class EvalConfig(_Section):
                              non_negative)
     top_p: float = opt(0.95, "nucleus sampling when temperature > 0",
                        lambda v: None if 0 < v <= 1 else "a value in (0, 1]")
-    n_samples: int = opt(1, "HumanEval completions per problem; pass@k is reported for k = 1, 10, 100 up to it",
+    n_samples: int = opt(1, "HumanEval / MBPP completions per problem; pass@k is reported for k = 1, 10, 100 up to it",
                          positive)
-    stop: list[str] = opt(WIZARDMATH_STOP, "stop strings of math generation (WizardMath's inference list); "
-                                           "HumanEval stops at EOS only, as WizardCoder's did")
-    code_timeout: float = opt(10.0, "HumanEval: wall-clock seconds per program in the sandbox", positive)
-    code_workers: int = opt(0, "HumanEval: programs run in parallel in the sandbox; 0 = one per CPU",
+    stop_list: str = opt("wizardmath-96dae6b", "stop strings of math generation, named by the commit of WizardMath's "
+                                               "gsm8k_inference.py they come from: 'wizardmath-96dae6b' (the first "
+                                               "release, with Question/USER/ASSISTANT: reproduces the published "
+                                               "numbers) or 'wizardmath-01f17bf' (every later script: Instruction, "
+                                               "Response only); code stops at EOS only, as WizardCoder's did",
+                         one_of(*STOP_LISTS))
+    stop: list[str] = opt([], "explicit stop strings of math generation instead of stop_list's; empty = stop_list")
+    code_prompt: str = opt("wizardcoder-9bdbb46", "HumanEval prompt version, by the commit of WizardCoder's "
+                                                  "humaneval_gen.py: 'wizardcoder-9bdbb46' (June 2023, the published "
+                                                  "15B result: one blank line after the header) or "
+                                                  "'wizardcoder-080166c' (later scripts: two)",
+                           one_of("wizardcoder-9bdbb46", "wizardcoder-080166c"))
+    compat_gsm8k: str = opt("round-96dae6b", "GSM8k compat scorer, by the commit of gsm8k_inference.py: "
+                                             "'round-96dae6b' (the rounded prediction equals the gold) or "
+                                             "'math-equal-f45fc86' (or grader.math_equal: the gold x100 or /100, "
+                                             "1e-4 relative)", one_of("round-96dae6b", "math-equal-f45fc86"))
+    compat_math: str = opt("math-equal-09b6403", "MATH compat scorer, by the commit of WizardMath's util.py: "
+                                                 "'math-equal-09b6403' (math_equal, and a normalisation error "
+                                                 "counts as right), 'math-equal-cd6a0e6' (that error fixed) or "
+                                                 "'strings-96dae6b' (the first release: equal strings only)",
+                           one_of("math-equal-09b6403", "math-equal-cd6a0e6", "strings-96dae6b"))
+    code_timeout: float = opt(10.0, "HumanEval / MBPP: wall-clock seconds per program in the sandbox", positive)
+    code_workers: int = opt(0, "HumanEval / MBPP: programs run in parallel in the sandbox; 0 = one per CPU",
                             non_negative)
     backend: str = opt("transformers", "generation of local models (base, sft, ppo): 'transformers' (the "
                                        "reference) or 'vllm' (installed separately on a GPU machine)",

@@ -6,6 +6,7 @@ and the A/B table of two result directories.
     rleif eval humaneval --served [NAME] --settings settings.json       # the endpoint's code_eval model
     rleif eval gsm8k --samples outputs.jsonl [--data PATH]               # lines: id, response, gold (or --data)
     rleif eval humaneval --samples samples.jsonl                         # lines: task_id, completion or response
+    rleif eval mbpp --samples samples.jsonl [--data mbpp.jsonl]          # task_id 11 or "Mbpp/11"; mbppplus alike
     rleif eval compare reports/eval/sft reports/eval/ppo                 # A = baseline (SFT), B = candidate (PPO)
 
 Generation settings come from ``[eval]``'s defaults, then settings.json's ``eval`` section (cot,
@@ -28,7 +29,8 @@ from rleif_kit.evaluation.generators import ServedModel
 from rleif_kit.evaluation.scoring import check_code, check_response, compare_dirs, format_compare, summarize
 from rleif_kit.evaluation.stage import STAGE, evaluate_benchmark, local_generator, run_eval
 from rleif_kit.sandbox.runner import describe_sandbox
-from rleif_kit.worlds.benchmarks import BENCHMARKS, load_items
+from rleif_kit.worlds import mbpp
+from rleif_kit.worlds.benchmarks import BENCHMARKS, CODE_BENCHMARKS, load_items
 
 FLAGS = {"backend": "backend", "limit": "limit", "cot": "cot_prompt", "max_new_tokens": "max_new_tokens",
          "batch_size": "batch_size", "n_samples": "n_samples", "temperature": "temperature"}
@@ -54,7 +56,7 @@ def served_endpoint(settings: Any, benchmark: str, name: str = "") -> Any:
     without that role, ``name`` on the ``api`` section's server."""
     if settings is None:
         raise ValueError("--served needs --settings settings.json (where the endpoint is)")
-    role = "code_eval" if benchmark == "humaneval" else "math_eval"
+    role = "code_eval" if benchmark in CODE_BENCHMARKS else "math_eval"
     try:
         endpoint = settings.endpoint(role)
     except SettingsError:
@@ -74,7 +76,7 @@ def run_benchmark(benchmark: str, ev: EvalConfig, *, model: str | None = None, s
     generator = (local_generator(model, None, ev, key="--backend") if model is not None
                  else ServedModel(served_endpoint(settings, benchmark, served)))
     path = Path(out or Path("reports") / "eval" / generator.name) / f"{benchmark}.jsonl"
-    if benchmark == "humaneval":
+    if benchmark in CODE_BENCHMARKS:
         print(describe_sandbox())
     rows, pending, _ = evaluate_benchmark(generator, benchmark, items, path, ev)
     generator.close()
@@ -88,19 +90,11 @@ def score_samples_file(benchmark: str, samples: str, ev: EvalConfig, *, data: st
     if not lines:
         raise ValueError(f"{samples}: no samples")
     path = Path(out or Path("reports") / "eval" / Path(samples).stem) / f"{benchmark}.jsonl"
-    if benchmark == "humaneval":
-        problems = {it["id"]: it["problem"] for it in load_items("humaneval", settings=settings, data=data)}
-        seen: dict[str, int] = {}
-        for i, s in enumerate(lines, 1):
-            task = s.get("task_id")
-            text = s.get("completion", s.get("response"))
-            if not isinstance(task, str) or task not in problems or not isinstance(text, str):
-                raise ValueError(f"{samples}:{i}: needs a known 'task_id' (a string such as \"HumanEval/0\") and a "
-                                 "string 'completion' or 'response'")
-            seen[s["task_id"]] = seen.get(s["task_id"], -1) + 1
-            s.setdefault("completion_id", seen[s["task_id"]])
-            s.setdefault("id", f"{s['task_id']}#{s['completion_id']}")
-        rows = check_code(lines, problems, timeout=ev.code_timeout, workers=ev.code_workers or None)
+    if benchmark in CODE_BENCHMARKS:
+        problems = {it["id"]: it["problem"] for it in load_items(benchmark, settings=settings, data=data)}
+        lines = _code_samples(benchmark, lines, problems, samples)
+        rows = check_code(lines, problems, timeout=ev.code_timeout, workers=ev.code_workers or None,
+                          benchmark=benchmark)
     else:
         needs_data = bool(data) or any("gold" not in s for s in lines)
         items = {it["id"]: it for it in load_items(benchmark, settings=settings, data=data)} if needs_data else {}
@@ -112,6 +106,30 @@ def score_samples_file(benchmark: str, samples: str, ev: EvalConfig, *, data: st
             rows.append(check_response(benchmark, item, s["response"]))
     write_jsonl(path, rows)
     return summarize(benchmark, rows), path
+
+
+def _code_samples(benchmark: str, lines: list[dict], problems: dict, samples: str) -> list[dict]:
+    """Sample lines with their task ids resolved (MBPP: 11, "11" and "Mbpp/11" name one task) and their
+    completion ids numbered per task. For MBPP a ``completion`` is post-processed like a ``response``: WizardCoder's
+    raw generation files keep the model's text under ``completion`` (the cuts leave plain code unchanged)."""
+    seen: dict[str, int] = {}
+    out = []
+    for i, s in enumerate(lines, 1):
+        task, text = s.get("task_id"), s.get("completion", s.get("response"))
+        if benchmark != "humaneval" and mbpp.task_number(task) is not None:
+            task = mbpp.task_id_for(benchmark, mbpp.task_number(task))
+        if not isinstance(task, str) or task not in problems or not isinstance(text, str):
+            example = "\"HumanEval/0\"" if benchmark == "humaneval" else "11 or \"Mbpp/11\""
+            raise ValueError(f"{samples}:{i}: needs a known 'task_id' of the {benchmark} data (such as {example}) and a "
+                             "string 'completion' or 'response'")
+        s = {**s, "task_id": task}
+        if benchmark != "humaneval" and "completion" in s:
+            s["response"] = s.pop("completion")
+        seen[task] = seen.get(task, -1) + 1
+        s.setdefault("completion_id", seen[task])
+        s.setdefault("id", f"{task}#{s['completion_id']}")
+        out.append(s)
+    return out
 
 
 def format_summary(benchmark: str, summary: dict) -> str:

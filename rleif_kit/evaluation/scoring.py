@@ -13,24 +13,27 @@ from typing import Any, Mapping, Sequence
 
 from rleif_kit.checks.verdicts import ab_verdict
 from rleif_kit.core.jsonl import read_jsonl
-from rleif_kit.core.sections import DiagnosticsConfig
+from rleif_kit.core.sections import DiagnosticsConfig, EvalConfig
+from rleif_kit.evaluation.postprocess import POSTPROCESS
 from rleif_kit.evaluation.humaneval import check_samples, pass_at_k_table
 from rleif_kit.worlds import arith
 from rleif_kit.worlds.answers import check_gsm8k, check_math, math_gold
-from rleif_kit.worlds.benchmarks import BENCHMARKS
+from rleif_kit.worlds.benchmarks import BENCHMARKS, CODE_BENCHMARKS
 
 PASS_KS = (1, 10, 100)
 
 
-def check_response(benchmark: str, item: Mapping[str, Any], response: str) -> dict[str, Any]:
+def check_response(benchmark: str, item: Mapping[str, Any], response: str, ev: Any = None) -> dict[str, Any]:
     """One row for one math-like response: id, raw response, extracted answer, gold, correct, and
-    ``flexible_*`` / ``compat_correct`` (GSM8k, MATH) or ``steps_ok`` (arith) where they are defined."""
+    ``flexible_*`` / ``compat_correct`` (GSM8k, MATH; the compat scorer's version from ``ev``, an ``[eval]``
+    section, default its defaults) or ``steps_ok`` (arith) where they are defined."""
     gold = item.get("gold")
+    ev = ev if ev is not None else EvalConfig()
     if benchmark == "gsm8k":
-        checked = check_gsm8k(response, str(gold))
+        checked = check_gsm8k(response, str(gold), compat=ev.compat_gsm8k)
     elif benchmark == "math":
         checked = check_math(response, math_gold(gold) if gold and "\\boxed" in gold else gold,
-                             question=item.get("question"))
+                             question=item.get("question"), compat=ev.compat_math)
     elif benchmark == "arith":
         answer = arith.extract_answer(response)
         question = item.get("question")
@@ -42,13 +45,16 @@ def check_response(benchmark: str, item: Mapping[str, Any], response: str) -> di
 
 
 def check_code(samples: Sequence[Mapping[str, Any]], problems: Mapping[str, dict], *, timeout: float = 10.0,
-               workers: int | None = None) -> list[dict[str, Any]]:
-    """HumanEval rows for samples ``{"id", "task_id", "completion_id", "response" or "completion"}``,
-    each run against its problem's tests in the sandbox; ``correct`` = passed, ``result`` = why not."""
-    checked = check_samples(samples, problems, timeout=timeout, workers=workers, progress=False)
+               workers: int | None = None, benchmark: str = "humaneval") -> list[dict[str, Any]]:
+    """HumanEval / MBPP rows for samples ``{"id", "task_id", "completion_id", "response" or "completion"}``,
+    each run against its problem's tests in the sandbox (a response cut out by WizardCoder's post-processing
+    for ``benchmark``); ``correct`` = passed, ``result`` = why not, ``judged`` = how the verdict was made."""
+    checked = check_samples(samples, problems, timeout=timeout, workers=workers, progress=False,
+                            extract=POSTPROCESS[benchmark], desc=benchmark)
     return [{"id": s.get("id", f"{s['task_id']}#{c['completion_id']}"), "task_id": s["task_id"],
              "completion_id": c["completion_id"], "response": s.get("response"), "completion": c["completion"],
-             "correct": c["passed"], "result": c["result"], "wall_s": c["wall_s"]} for s, c in zip(samples, checked)]
+             "correct": c["passed"], "result": c["result"], "judged": c["judged"], "wall_s": c["wall_s"]}
+            for s, c in zip(samples, checked)]
 
 
 def _share(rows: Sequence[Mapping[str, Any]], key: str) -> float | None:
@@ -58,7 +64,7 @@ def _share(rows: Sequence[Mapping[str, Any]], key: str) -> float | None:
 
 def summarize(benchmark: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """n and strict accuracy; GSM8k adds flexible and compat, MATH compat, arith the share with every
-    step right, HumanEval pass@k (k up to the samples per task) over ``n_tasks``."""
+    step right, HumanEval / MBPP pass@k (k up to the samples per task) over ``n_tasks``."""
     out: dict[str, Any] = {"n": len(rows), "accuracy": _share(rows, "correct")}
     if benchmark == "gsm8k":
         out["flexible_accuracy"] = _share(rows, "flexible_correct")
@@ -66,7 +72,7 @@ def summarize(benchmark: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, An
         out["compat_accuracy"] = _share(rows, "compat_correct")
     if benchmark == "arith":
         out["steps_ok"] = _share(rows, "steps_ok")
-    if benchmark == "humaneval":
+    if benchmark in CODE_BENCHMARKS:
         by_task: dict[str, list[bool]] = {}
         for r in rows:
             by_task.setdefault(r["task_id"], []).append(bool(r["correct"]))

@@ -66,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     doctor.add_argument("--no-score", action="store_true", help="skip check 1 (it loads the reward models)")
 
     ev = sub.add_parser("eval", help="evaluate a run's models (PARAMS), one model on a benchmark, or compare A B")
-    ev.add_argument("target", help="params/<run>.toml, a benchmark (gsm8k, math, arith, humaneval) or 'compare'")
+    ev.add_argument("target", help="params/<run>.toml, a benchmark (gsm8k, math, arith, humaneval, mbpp, mbppplus) "
+                                   "or 'compare'")
     ev.add_argument("dirs", nargs="*", help="compare: result directories A (baseline, SFT) and B (candidate, PPO)")
     ev.add_argument("--model", help="a local model directory (full weights, PPO export, or SFT adapter)")
     ev.add_argument("--served", nargs="?", const="", metavar="NAME",

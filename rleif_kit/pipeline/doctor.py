@@ -39,7 +39,7 @@ def needed_roles(cfg: Any) -> list[str]:
         roles.append("prm_judge")
     if "served" in cfg.eval.models:
         roles += (["math_eval"] if any(b in MATH_BENCHMARKS for b in cfg.eval.benchmarks) else [])
-        roles += (["code_eval"] if "humaneval" in cfg.eval.benchmarks else [])
+        roles += (["code_eval"] if {"humaneval", "mbpp", "mbppplus"} & set(cfg.eval.benchmarks) else [])
     return roles
 
 

@@ -38,7 +38,8 @@ FIRST_READER = {
     "sft": DEDUP, "dedup": DEDUP, "diagnostics": DEDUP,
     "eval": DEDUP,  # cot_prompt, max_new_tokens, batch_size: the SFT rows, SFT/PRM/PPO generation
     **{f"eval.{k}": EVAL for k in ("benchmarks", "models", "limit", "temperature", "top_p", "n_samples",
-                                         "stop", "code_timeout", "code_workers", "backend")},
+                                         "stop", "stop_list", "code_prompt", "compat_gsm8k", "compat_math",
+                                         "code_timeout", "code_workers", "backend")},
     "reward_model": REWARD_MODELS,
     "ppo": PPO,
 }

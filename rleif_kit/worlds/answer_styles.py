@@ -33,7 +33,7 @@ _SCI_TIMES = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|[x\u00d7
                         r"\{?\s*([+-]?\d{1,3})\s*\}?")
 _MIXED_LATEX = re.compile(r"(?<![\w.^_\\])(\d+)\s*\\frac\{(\d+)\}\{(\d+)\}")
 _MIXED_PLAIN = re.compile(r"(?<![\w.^_/\\])(\d+)\s+(\d+)\s*/\s*(\d+)(?![\w.])")
-_PLAIN = r"\$?\s*\d[\d,]*(?:\.\d+)?"
+_PLAIN = r"\$?\s*(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"
 _RANGE_DASH = re.compile(rf"(?<![\w.)\]}}{{^_\\/*])({_PLAIN})\s*-\s*({_PLAIN})(?![\w.(\\^{{/*!])")
 _RANGE_WORD = re.compile(rf"{_PLAIN}\s*(?:[\u2013\u2014]|\bto\b)\s*-?{_PLAIN}|\bbetween\s+-?{_PLAIN}"
                          rf"\s+and\s+-?{_PLAIN}", re.I)

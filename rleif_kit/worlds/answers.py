@@ -81,7 +81,7 @@ def wizardmath_gsm8k_answer(response: str) -> int | None:
     return None if value == float("inf") else round(value)
 
 
-def check_gsm8k(response: str, gold: str) -> dict[str, Any]:
+def check_gsm8k(response: str, gold: str, compat: str = "round-96dae6b") -> dict[str, Any]:
     """Strict, flexible and compat correctness of one GSM8k response against its gold.
 
     ``gold`` is GSM8k's full answer field (with ``#### X``) or the bare number. A gold that does not
@@ -90,7 +90,7 @@ def check_gsm8k(response: str, gold: str) -> dict[str, Any]:
     gold_value = gsm8k_gold(gold)
     strict = extract_gsm8k(response)
     flexible = extract_gsm8k(response, flexible=True)
-    compat = wizardmath_gsm8k_answer(response)
+    compat_answer = wizardmath_gsm8k_answer(response)
     ok = gold_value is not None
     return {
         "gold": format_number(gold_value),
@@ -98,7 +98,7 @@ def check_gsm8k(response: str, gold: str) -> dict[str, Any]:
         "correct": ok and strict is not None and strict == gold_value,
         "flexible_answer": format_number(flexible),
         "flexible_correct": ok and flexible is not None and flexible == gold_value,
-        "compat_correct": ok and compat is not None and float(compat) == float(gold_value),
+        "compat_correct": ok and math_compat.compat_gsm8k_equal(compat_answer, float(gold_value), compat),
     }
 
 
@@ -176,12 +176,15 @@ def wizardmath_math_answer(response: str) -> str | None:
     return ans.strip()
 
 
-def check_math(response: str, gold: str | None, timeout: float = 2.0, question: str | None = None) -> dict[str, Any]:
+def check_math(response: str, gold: str | None, timeout: float = 2.0, question: str | None = None,
+               compat: str = "math-equal-09b6403") -> dict[str, Any]:
     """Strict and compat correctness of one MATH response; ``gold`` is the answer (see ``math_gold``);
-    ``question`` decides whether a list answer must come in order (``math_equiv.asks_for_order``)."""
+    ``question`` decides whether a list answer must come in order (``math_equiv.asks_for_order``); ``compat``
+    names the published scorer's version (``math_compat.MATH_VERSIONS``)."""
     answer = extract_math(response)
     correct = answer is not None and gold is not None and math_equiv.is_equiv(answer, gold, timeout=timeout,
                                                                               question=question)
     compat_answer = wizardmath_math_answer(response)
-    compat = compat_answer is not None and gold is not None and math_compat.compat_is_equiv(compat_answer, gold)
-    return {"gold": gold, "answer": answer, "correct": bool(correct), "compat_correct": bool(compat)}
+    compat_ok = compat_answer is not None and gold is not None and math_compat.compat_is_equiv(compat_answer, gold,
+                                                                                              compat)
+    return {"gold": gold, "answer": answer, "correct": bool(correct), "compat_correct": bool(compat_ok)}

