@@ -264,3 +264,31 @@ def test_asks_for_order(question, ordered):
                                          ("1-2\\sqrt3", False), ("x^2-3", False), ("18 or 20", True)])
 def test_is_range(text, hedged):
     assert is_range(text) is hedged
+
+
+# ---------------------------------------------------------------- the published scorers, by version
+
+def test_gsm8k_compat_versions_follow_their_commits():
+    # 96dae6b / 01f17bf: the rounded prediction must equal the gold; f45fc86 adds grader.math_equal
+    assert check_gsm8k("The answer is: 1800", "#### 18")["compat_correct"] is False
+    assert check_gsm8k("The answer is: 1800", "#### 18", compat="math-equal-f45fc86")["compat_correct"] is True
+    assert check_gsm8k("The answer is: 0.18", "#### 18", compat="math-equal-f45fc86")["compat_correct"] is False
+    assert check_gsm8k("The answer is: 70007", "#### 70000", compat="math-equal-f45fc86")["compat_correct"] is True
+    assert check_gsm8k("The answer is: 70008", "#### 70000", compat="math-equal-f45fc86")["compat_correct"] is False
+    assert check_gsm8k("The answer is: 7.6", "#### 8")["compat_correct"] is True  # both round 7.6 to 8
+    with pytest.raises(ValueError, match="unknown GSM8k compat scorer"):
+        check_gsm8k("The answer is: 1", "1", compat="latest")
+
+
+def test_math_compat_versions_follow_their_commits():
+    def compat(pred, gold, version):
+        return check_math(f"The answer is: {pred}", gold, compat=version)["compat_correct"]
+
+    assert compat("x/2", "7", "math-equal-09b6403") is True      # a normalisation error counts as right
+    assert compat("x/2", "7", "math-equal-cd6a0e6") is False     # ... fixed
+    assert compat("x/2", "7", "strings-96dae6b") is False
+    assert compat("1800", "18", "math-equal-cd6a0e6") is True    # math_equal's x100
+    assert compat("1800", "18", "strings-96dae6b") is False      # the first release compared strings only
+    assert compat("\\dfrac{1}{2}", "\\frac12", "strings-96dae6b") is True
+    assert compat("0.5", "\\frac12", "strings-96dae6b") is True  # its strip_string maps 0.5 to \frac{1}{2}
+    assert compat("2/4", "\\frac12", "strings-96dae6b") is False
