@@ -106,7 +106,8 @@ def test_load_hub_dataset_offline_says_to_pass_a_local_file(monkeypatch, tmp_pat
     _offline(monkeypatch, tmp_path)
     with pytest.raises(RuntimeError, match="pass a local file instead") as err:
         load_hub_dataset(name, "test")
-    assert ("openai/gsm8k" if name == "gsm8k" else "hendrycks/competition_math") in str(err.value)
+    # hendrycks/competition_math was taken down: the default MATH copy keeps the original fields
+    assert ("openai/gsm8k" if name == "gsm8k" else "DigitalLearningGmbH/MATH-lighteval") in str(err.value)
 
 
 def test_load_hub_dataset_converts_rows_and_rejects_unknown_names(monkeypatch):

@@ -31,20 +31,29 @@ def setup_cell(stage: str) -> str:
 
 NOTEBOOKS = {
     "00_setup": [
-        ("md", """# 00 · Setup: config, base model, endpoints
+        ("md", """# 00 · Setup: config, base model, data, endpoints
 
 RLEIF runs for days; this notebook makes the cheap checks first. It validates the run config (every
 error at once), resolves the base model (building the offline tiny Llama when the preset asks for it),
 writes the resolved config and the manifest (versions, git commit, hardware) into the run directory,
-and — when a `settings.json` is given — makes one chat round trip per configured model.
+builds the data files later stages read from your raw data, and — when a `settings.json` is given — makes
+one chat round trip per configured model.
 
-**Reads** `params/<run>.toml`, optional `settings.json` · **Writes** `config.resolved.toml`, `manifest.json`"""),
+**Reads** `params/<run>.toml`, optional `settings.json`, your raw GSM8k / MATH data · **Writes**
+`config.resolved.toml`, `manifest.json`, the seeds and the SFT set when missing, `00_setup/data_report.json`"""),
         ("params", PARAMETERS),
         ("code", setup_cell("00_setup")),
         ("md", "## The resolved config\nEvery key, defaults included — the same text is saved as `config.resolved.toml`."),
         ("code", "from rleif_kit.core.config import to_toml\n\nprint(to_toml(cfg))"),
         ("md", "## Base model\nA local directory or a hub id in the Hugging Face cache; the tiny preset builds its model here."),
         ("code", "from rleif_kit.worlds.tiny_corpus import ensure_base_model\n\nbase_model = ensure_base_model(cfg)\nbase_model"),
+        ("md", "## Data\nEverything later stages read: the evolution seeds (GSM8k + MATH training questions, "
+               "deduplicated and decontaminated), the step-by-step SFT set and the open-domain sample — built here "
+               "from your raw data when they do not exist yet, counted when they do (`rleif data` runs the same "
+               "alone). The arithmetic world generates its data in the stages."),
+        ("code", "from rleif_kit.core.settings import load_settings\nfrom rleif_kit.prepare.stage import run_data\n\n"
+                 "data = run_data(cfg, paths, load_settings(settings_path) if settings_path else None)\n"
+                 "print(data.table())"),
         ("md", "## Endpoints\nOne chat round trip per configured model (skipped without `settings_path`). "
                "The API key is read from the environment variable the settings name; it never appears here."),
         ("code", "from rleif_kit.pipeline.check_api import check_settings_file\n\n"
@@ -53,7 +62,9 @@ and — when a `settings.json` is given — makes one chat round trip per config
         ("code", 'from rleif_kit.core.records import record\n\n'
                  'record("base_model", base_model)\n'
                  'record("endpoints_checked", len(rows))\n'
-                 'record("endpoints_ok", sum(r.ok for r in rows))'),
+                 'record("endpoints_ok", sum(r.ok for r in rows))\n'
+                 'record("data", {a.name: {"status": a.status, "records": a.records, "rejected": a.rejected} '
+                 'for a in data.artifacts})'),
     ],
     "01_evolve": [
         ("md", """# 01 · Evol-Instruct: evolve the seed instructions

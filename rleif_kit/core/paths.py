@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from rleif_kit.core.stages import DEDUP, DIAGNOSTICS, EVAL, EVOLVE, PPO, REWARD_MODELS, SFT, STAGES
+from rleif_kit.core.stages import DEDUP, DIAGNOSTICS, EVAL, EVOLVE, PPO, REWARD_MODELS, SETUP, SFT, STAGES
 
 DONE_MARKER = ".done.json"
 RM_ROWS = {"irm": "irm_pairs.jsonl", "prm": "prm_steps.jsonl"}  # what each reward model trains on
@@ -90,6 +90,16 @@ class RunPaths:
         if self.report_dir is None:
             raise ValueError(f"no report directory for the run at {self.output_dir}")
         return self.report_dir
+
+    # 00_setup's data step
+    @property
+    def data_report(self) -> Path:
+        return self.stage_dir(SETUP) / "data_report.json"
+
+    @property
+    def seeds_rejected(self) -> Path:
+        """Training questions the data step did not make seeds, each with its reason."""
+        return self.stage_dir(SETUP) / "seeds_rejected.jsonl"
 
     # the outer loop ([loop] iterations): iteration k > 1 is a run of its own under iter-k/
     @property

@@ -98,6 +98,12 @@ class SFTConfig(_Section):
     gsm8k_train: str = opt("", "GSM8k training JSONL (question/answer) to build `dataset` from when it is "
                                "missing; 'hub' = load through datasets; '' = none")
     math_train: str = opt("", "MATH training JSONL or folder (problem/solution) for the same; 'hub'; '' = none")
+    gsm8k_hub: str = opt("openai/gsm8k:main", "the dataset 'hub' loads for GSM8k (train here, test in 06): "
+                                              "'repo:config', or a local folder datasets.load_dataset reads",
+                         nonempty)
+    math_hub: str = opt("DigitalLearningGmbH/MATH-lighteval:default", "the same for MATH (the original "
+                                                                       "hendrycks/competition_math was taken down)",
+                        nonempty)
     build: str = opt("normalise", "how a missing `dataset` is built: 'normalise' the gold solutions to the "
                                   "step format, or 'regenerate' them through the evolve model and keep those "
                                   "whose final answer equals gold (the paper's way)",

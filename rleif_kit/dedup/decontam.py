@@ -21,67 +21,17 @@ the eval items before SFT and reward-model training:
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from typing import Iterable, Sequence
 
 import numpy as np
 
 from rleif_kit.dedup.embeddings import unit_rows
+from rleif_kit.worlds.overlap import MIN_WORDS, NgramIndex, word_ngrams
 
 __all__ = ["MIN_WORDS", "word_ngrams", "NgramIndex", "decontaminate"]
 
-MIN_WORDS = 8  # a text shorter than n words is used whole when it has at least this many
-_WORD_RE = re.compile(r"[^\W_]+")  # runs of letters/digits: punctuation and underscores stripped
 _EPS = 1e-6  # float32 slack on the threshold comparison, as in rleif_kit.dedup.near_duplicates
 _BLOCK = 1024  # items per block in the embedding layer: block × eval floats at a time
-
-
-def _words(text: str) -> list[str]:
-    return _WORD_RE.findall(unicodedata.normalize("NFKC", text).casefold())
-
-
-def word_ngrams(text: str, n: int = 13) -> set[tuple[str, ...]]:
-    """The word n-grams of ``text``; a text of ``MIN_WORDS``..n-1 words is one "n-gram" (itself),
-    a shorter one has none."""
-    words = _words(text)
-    if len(words) < n:
-        return {tuple(words)} if len(words) >= MIN_WORDS else set()
-    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
-
-
-class NgramIndex:
-    """The eval items' n-grams → eval ids; :meth:`hits` looks a training text up.
-
-    ``eval_ids`` keeps the eval items' order: the rows of ``eval_vectors`` given to
-    :func:`decontaminate` must follow it.
-    """
-
-    def __init__(self, eval_items: Iterable[tuple[str, str]], n: int = 13):
-        if not isinstance(n, int) or n < 1:
-            raise ValueError(f"n must be an integer >= 1, got {n!r}")
-        self.n = n
-        self.eval_ids: list[str] = []
-        self._grams: dict[int, dict[str, set[str]]] = {}  # gram length -> joined gram -> eval ids
-        for eval_id, text in eval_items:
-            eval_id = str(eval_id)
-            self.eval_ids.append(eval_id)
-            for gram in word_ngrams(text, n):
-                self._grams.setdefault(len(gram), {}).setdefault(" ".join(gram), set()).add(eval_id)
-
-    def __len__(self) -> int:
-        return len(self.eval_ids)
-
-    def hits(self, text: str) -> list[str]:
-        """Sorted ids of the eval items sharing at least one n-gram (or a whole short item) with ``text``."""
-        words = _words(text)
-        found: set[str] = set()
-        for length, grams in self._grams.items():  # n, plus one entry per short eval item length
-            for i in range(len(words) - length + 1):
-                ids = grams.get(" ".join(words[i:i + length]))
-                if ids:
-                    found |= ids
-        return sorted(found)
 
 
 def decontaminate(ids: Sequence, texts: Sequence[str], index: NgramIndex,

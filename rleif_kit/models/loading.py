@@ -61,9 +61,28 @@ def resolve_model_name(name: str, cfg: RunConfig, key: str = "[base] model_name"
         return str(local)  # built on first use by ensure_base_model
     raise ModelNotFound(
         f"{cfg.source}: {key} = {name!r} resolves nowhere: no directory {local}, and no hub id "
-        f"'{name}' in the Hugging Face cache. Download the weights (e.g. `huggingface-cli download "
-        f"meta-llama/Llama-2-7b-hf --local-dir ./models/Llama-2-7b-hf`) and set {key} to that path."
+        f"'{name}' in the Hugging Face cache. {_where_to_get(name, key)}"
     )
+
+
+# Names the recipe's papers use that are not a download as written (WizardMath's Table: the IRM starts from
+# Wizard-E, an instruction model WizardLM never published).
+_KNOWN = {
+    "wizard-e-7b": "Wizard-E-7B, the paper's IRM base, was never published: use an open instruction-tuned 7B of "
+                   "your choice (e.g. a Llama-2-7b chat model) as a local path or hub id, or \"sft\" for this "
+                   "run's own SFT model",
+    "llama-2-7b-hf": "Llama-2-7b-hf is gated on the hub: accept its license at huggingface.co/meta-llama/"
+                     "Llama-2-7b-hf, then `huggingface-cli download meta-llama/Llama-2-7b-hf --local-dir "
+                     "./models/Llama-2-7b-hf`",
+}
+
+
+def _where_to_get(name: str, key: str) -> str:
+    known = _KNOWN.get(Path(name).name.lower())
+    if known:
+        return f"{known}; then set {key} to it."
+    return (f"Download the weights (`huggingface-cli download <org>/<model> --local-dir ./models/<model>`) and set "
+            f"{key} to that path.")
 
 
 def tiny_build_target(cfg: RunConfig) -> Path | None:

@@ -1,6 +1,7 @@
 """The ``rleif`` command.
 
     rleif run params/tiny-cpu.toml [--stages 03_sft,...] [--set section.key=value ...] [--settings FILE] [--force]
+    rleif data params/wizardmath-7b.toml [--settings FILE]   # build seeds + SFT set from raw GSM8k / MATH data
     rleif evolve params/wizardmath-7b.toml --settings settings.json --dry-run   # requests, tokens, cost
     rleif check-api --settings settings.json
     rleif doctor params/wizardmath-7b.toml --settings settings.json   # every check before a long run
@@ -53,6 +54,13 @@ def _parser() -> argparse.ArgumentParser:
     evolve.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
     evolve.add_argument("--settings", help="endpoint settings (settings.json)")
     evolve.add_argument("--dry-run", action="store_true", help="estimate requests, tokens and cost; send nothing")
+
+    data = sub.add_parser("data", help="stage 00's data step alone: build the seeds and the SFT set from raw "
+                                       "GSM8k / MATH data, check the open-domain file, print what was built")
+    data.add_argument("params")
+    data.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    data.add_argument("--settings", help="endpoint settings (settings.json): eval paths for decontamination, the "
+                                         "endpoint for [sft] build = 'regenerate'")
 
     check = sub.add_parser("check-api", help="one chat round trip per configured model")
     check.add_argument("--settings", default="settings.json")
@@ -149,6 +157,12 @@ def _doctor(args) -> int:
     return 0 if report.ok else 1
 
 
+def _data(args) -> int:
+    from rleif_kit.prepare.stage import data_command
+
+    return data_command(args.params, args.overrides, args.settings)
+
+
 def _evolve(args) -> int:
     from rleif_kit.evolve.stage import evolve_command
 
@@ -178,14 +192,15 @@ def _plan(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handlers = {"run": _run, "evolve": _evolve, "check-api": _check_api, "config": _config, "eval": _eval,
+    handlers = {"run": _run, "data": _data, "evolve": _evolve, "check-api": _check_api, "config": _config, "eval": _eval,
                 "plan": _plan, "doctor": _doctor, "build-tiny": _build_tiny}
     user_errors: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError, run_lock.RunLocked,
                                                      EndpointRejected)
     try:
         from rleif_kit.pipeline.runner import StageFailed  # papermill's machinery: only once a command runs
+        from rleif_kit.worlds.math_data import HubUnavailable
 
-        user_errors += (ModelNotFound, StageFailed, SettingsError, ValueError, VLLMMissing)
+        user_errors += (ModelNotFound, StageFailed, SettingsError, ValueError, VLLMMissing, HubUnavailable)
         with run_lock.locking(args.command in ("evolve", "eval")):  # `run` locks for the whole run itself
             code = handlers[args.command](args)
     except user_errors as e:

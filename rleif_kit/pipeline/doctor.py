@@ -2,7 +2,8 @@
 
 In order: the config is valid; the settings file is valid, each API key the run needs is in the
 environment and each configured role's endpoint answers one chat round trip (``check_api``); the base
-models resolve (``models.loading.resolve_model_name``); the evolution temperature; a sample of the SFT data has
+models resolve (``models.loading.resolve_model_name``); every data file the stages read, or the raw data
+stage 00 builds it from, and the evaluation sets (``data_checks``); the evolution temperature; a sample of the SFT data has
 explicit steps; then every reward-health check whose artifacts already exist (``diagnostics.stage.run_diagnostics``).
 Each is a :class:`Verdict`; any fail makes the command exit non-zero.
 """
@@ -17,11 +18,12 @@ from rleif_kit.core.api_keys import known_secrets, read_api_key
 from rleif_kit.core.config import ConfigError, load_config
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.settings import SettingsError, load_settings
-from rleif_kit.core.stages import DEDUP, SFT
+from rleif_kit.core.stages import SETUP, SFT
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.diagnostics.stage import Health, run_diagnostics
 from rleif_kit.models.loading import ModelNotFound, resolve_model_name
 from rleif_kit.pipeline.check_api import check_endpoint
+from rleif_kit.pipeline.data_checks import check_data
 from rleif_kit.worlds import arith
 from rleif_kit.worlds.benchmarks import MATH_BENCHMARKS
 from rleif_kit.worlds.data import DataError, arith_size, load_instructions
@@ -108,7 +110,7 @@ def step_format_sample(cfg: Any) -> Verdict | str:
     try:
         rows = load_instructions(cfg.resolve(cfg.sft.dataset), "[sft] dataset")
     except DataError:
-        return f"step_format: [sft] dataset {cfg.sft.dataset} is not built yet ({DEDUP} builds it); checked after"
+        return f"step_format: [sft] dataset {cfg.sft.dataset} is not built yet ({SETUP} builds it); checked after"
     return dg.check_step_format([r["response"] for r in rows], d, seed=cfg.base.seed,
                                 source=f"[sft] dataset = {cfg.sft.dataset}")
 
@@ -126,6 +128,7 @@ def run_doctor(params_path: str, overrides: list[str] | tuple = (), settings_pat
     report.verdicts.append(Verdict("config", "ok", {"run": cfg.run_name}, source=params_path))
     report.verdicts += check_endpoints(cfg, settings_path)
     report.verdicts += check_models(cfg)
+    report.verdicts += check_data(cfg, settings_path)
     report.verdicts.append(dg.check_evolve_temperature(cfg.evol_instruct.temperature, cfg.diagnostics))
     paths = RunPaths(output_dir=cfg.output_dir, report_dir=wd / "reports" / cfg.run_name)  # nothing is written
     sft_data = (paths.sft_data, paths.sft_rows)

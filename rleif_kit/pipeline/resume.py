@@ -32,7 +32,11 @@ MARKER = DONE_MARKER
 # modules' reads of cfg.<section>; when a stage starts reading an earlier-unused key, move it here.
 FIRST_READER = {
     "base": SETUP, "tiny": SETUP, "arith": SETUP,
-    "sft.open_domain_path": SETUP,  # part of the tiny tokenizer's corpus
+    "sft.open_domain_path": SETUP,  # part of the tiny tokenizer's corpus; checked by the data step
+    # the data step (prepare.stage) builds the seeds and the SFT set from the raw data
+    **{f"sft.{k}": SETUP for k in ("dataset", "gsm8k_train", "math_train", "build", "gsm8k_hub", "math_hub",
+                                   "open_domain_samples")},
+    "evol_instruct.seeds": SETUP,
     "arith.teacher_early_stop": DEDUP,  # only the SFT rows
     "evol_instruct": EVOLVE,
     "sft": DEDUP, "dedup": DEDUP, "diagnostics": DEDUP,

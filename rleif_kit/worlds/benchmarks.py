@@ -73,21 +73,25 @@ def load_items(benchmark: str, *, settings: Any = None, data: str | None = None,
     return items[:limit] if limit else items
 
 
-def _hub(name: str) -> list[dict]:
+def _hub(name: str, cfg: Any = None) -> list[dict]:
+    source = None
+    if cfg is not None:
+        hub = cfg.sft.gsm8k_hub if name == "gsm8k" else cfg.sft.math_hub
+        source = str(cfg.resolve(hub)) if cfg.resolve(hub).is_dir() else hub
     try:
-        return load_hub_dataset(name, "test")
+        return load_hub_dataset(name, "test", source)
     except RuntimeError as e:
         raise FileNotFoundError(f"{name} test set: no local file (set eval.{name}_path in settings.json, or "
                                 f"pass --data) and the hub failed: {e}") from None
 
 
 def _gsm8k(path: Path | None, cfg: Any, paths: Any) -> list[dict]:
-    records = load_gsm8k(path) if path is not None else _hub("gsm8k")
+    records = load_gsm8k(path) if path is not None else _hub("gsm8k", cfg)
     return [{"id": r["id"], "question": r["question"], "gold": r["gold"]} for r in records]
 
 
 def _math(path: Path | None, cfg: Any, paths: Any) -> list[dict]:
-    records = load_math(path) if path is not None else _hub("math")
+    records = load_math(path) if path is not None else _hub("math", cfg)
     return [{"id": r["id"], "question": r["question"], "gold": r["gold"], "level": r.get("level"),
              "type": r.get("type")} for r in records]
 

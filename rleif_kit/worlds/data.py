@@ -133,7 +133,8 @@ def load_seeds(cfg: RunConfig, paths: RunPaths) -> Iterator[dict]:
         return
     path = cfg.resolve(ev.seeds)
     if not path.exists():
-        raise FileNotFoundError(f"[evol_instruct] seeds = {ev.seeds!r}: file not found ({path})")
+        raise FileNotFoundError(f"[evol_instruct] seeds = {ev.seeds!r}: file not found ({path}); `rleif data PARAMS` "
+                                "(stage 00) builds it from [sft] gsm8k_train / math_train")
     seen: dict[str, str] = {}
     try:
         for i, (where, rec) in enumerate(read_user_jsonl(path, "[evol_instruct] seeds")):

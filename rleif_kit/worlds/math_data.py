@@ -23,7 +23,10 @@ from rleif_kit.worlds.stepwise import last_boxed
 
 __all__ = ["load_gsm8k", "load_math", "last_boxed", "load_hub_dataset"]
 
-HUB = {"gsm8k": ("openai/gsm8k", "main"), "math": ("hendrycks/competition_math", None)}
+# The default hub datasets ("repo:config"): GSM8k's own; for MATH a full copy with the original fields, since
+# hendrycks/competition_math was taken down (16 Jan 2025). [sft] gsm8k_hub / math_hub name others, or a local
+# folder that datasets.load_dataset reads (train.jsonl / test.jsonl, parquet, ...).
+HUB = {"gsm8k": "openai/gsm8k:main", "math": "DigitalLearningGmbH/MATH-lighteval:default"}
 
 
 def _require(rec: object, fields: tuple[str, ...], where: str) -> dict:
@@ -40,7 +43,10 @@ def _require(rec: object, fields: tuple[str, ...], where: str) -> dict:
 
 def _jsonl(path: Path) -> Iterator[tuple[str, object]]:
     """(``file:line``, record) per non-blank line, strictly (``core.jsonl.read_user_jsonl``): an input data set
-    with a broken line is broken, even at its end."""
+    with a broken line is broken, even at its end. A ``.parquet`` file gives its rows."""
+    if path.suffix == ".parquet":
+        yield from load_parquet(path)
+        return
     yield from read_user_jsonl(path)
 
 
@@ -106,23 +112,45 @@ def _convert(name: str) -> Callable[[object, int, str], dict]:
     return lambda rec, i, where: _math_record(rec, f"math-{i:05d}", where)
 
 
-def load_hub_dataset(name: str, split: str) -> list[dict]:
-    """'gsm8k' or 'math' from the Hugging Face Hub, as the same records as the local loaders.
+class HubUnavailable(RuntimeError):
+    """A hub dataset that could not be loaded (offline, removed, no ``datasets``): one line, with the remedy."""
 
-    Any failure (no ``datasets`` installed, no network, a removed repository) becomes a
-    RuntimeError that says to pass a local file instead: an offline machine is normal here.
+
+def load_hub_dataset(name: str, split: str, source: str | None = None) -> list[dict]:
+    """'gsm8k' or 'math' through ``datasets.load_dataset``, as the same records as the local loaders.
+
+    ``source`` is "repo" or "repo:config" (default :data:`HUB`), or a local dataset folder (the same loading
+    code, offline). ``datasets`` caches what it downloads. Any failure (no ``datasets`` installed, no network,
+    a removed repository) becomes a RuntimeError that says to pass a local file instead: an offline machine
+    is normal here.
     """
     if name not in HUB:
         raise ValueError(f"unknown hub dataset {name!r}; expected one of {sorted(HUB)}")
-    repo, config = HUB[name]
+    source = source or HUB[name]
+    local = Path(source).expanduser()
+    repo, _, config = (str(local), "", "") if local.is_dir() else source.partition(":")
     hint = (f"pass a local file instead: load_{name}('<path>') "
             f"({'JSONL' if name == 'gsm8k' else 'JSONL or a directory of .json files'})")
     try:
         import datasets  # heavy: loaded on first use
 
-        rows = datasets.load_dataset(repo, config, split=split)
+        rows = datasets.load_dataset(repo, config or None, split=split)
     except Exception as exc:  # noqa: BLE001 - any failure has the same remedy
-        raise RuntimeError(f"could not load {repo} (split {split!r}) from the Hugging Face Hub: "
-                           f"{type(exc).__name__}: {exc}; {hint}") from exc
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        raise HubUnavailable(f"could not load {repo} (split {split!r}) from the Hugging Face Hub: {message}; "
+                           f"{hint}") from exc
     convert = _convert(name)
     return [convert(dict(row), i, f"{repo}:{split}:{i}") for i, row in enumerate(rows)]
+
+
+def load_parquet(path: Path) -> list[tuple[str, dict]]:
+    """(``file:row``, record) of every row of a parquet file (pyarrow comes with ``datasets``)."""
+    try:
+        import pyarrow.parquet as pq  # heavy: loaded on first use
+    except ImportError:
+        raise ValueError(f"{path}: reading parquet needs pyarrow (pip install pyarrow)") from None
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # noqa: BLE001 - a broken file is one line naming it
+        raise ValueError(f"{path}: not a readable parquet file ({type(exc).__name__})") from None
+    return [(f"{path}:{i + 1}", row) for i, row in enumerate(table.to_pylist())]

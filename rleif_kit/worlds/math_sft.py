@@ -45,12 +45,19 @@ def load_training_problems(cfg: RunConfig) -> list[dict]:
     for source, spec, local in (("gsm8k", cfg.sft.gsm8k_train, load_gsm8k), ("math", cfg.sft.math_train, load_math)):
         if not spec:
             continue
-        rows = load_hub_dataset(source, "train") if spec == "hub" else local(cfg.resolve(spec))
+        hub = cfg.sft.gsm8k_hub if source == "gsm8k" else cfg.sft.math_hub
+        rows = load_hub_dataset(source, "train", _hub_source(cfg, hub)) if spec == "hub" else local(cfg.resolve(spec))
         problems += [{**r, "source": source} for r in rows]
     if not problems:
         raise FileNotFoundError(f"[sft] dataset = {cfg.sft.dataset!r} does not exist and there is nothing to build "
                                 "it from: set [sft] gsm8k_train / math_train (local JSONL paths, or 'hub')")
     return problems
+
+
+def _hub_source(cfg: RunConfig, hub: str) -> str:
+    """A hub id as it is; a local folder resolved against the run's project root."""
+    local = cfg.resolve(hub)
+    return str(local) if local.is_dir() else hub
 
 
 def normalised_rows(problems: list[dict]) -> tuple[list[dict], list[dict]]:

@@ -1,0 +1,236 @@
+"""Stage 00's data step: build, from the user's raw data, every file later stages read — before evolution.
+
+Why before 01: the 7B recipe's stages read three data files — the evolution seeds (``[evol_instruct] seeds``),
+the step-by-step SFT set (``[sft] dataset``) and the open-domain sample (``[sft] open_domain_path``). When
+the first two do not exist yet, they are built here from GSM8k / MATH training data (``[sft] gsm8k_train`` /
+``math_train``: local JSONL, parquet, the original MATH folder, or ``"hub"`` for ``[sft] gsm8k_hub`` /
+``math_hub`` through ``datasets``): the seeds are the training questions, deduplicated and decontaminated
+against the evaluation sets at hand (``prepare.seeds``); the SFT set is their gold solutions in the step
+format, or regenerated through the endpoint (``worlds.math_sft``). A file that exists is read and counted,
+never overwritten. The arithmetic world generates its data in the stages and has nothing to build here.
+
+``rleif data PARAMS`` runs this alone and prints :meth:`DataReport.table`: per file, where it is, whether it
+was built, how many records, their lengths (in tokens of ``[base].model_name`` when its tokenizer is on this
+machine, else characters) and the rejected rows by reason. ``00_setup/data_report.json`` keeps the same.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from rleif_kit.core.config import RunConfig
+from rleif_kit.core.jsonl import read_jsonl, write_jsonl
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.records import write_json_atomic
+from rleif_kit.prepare.seeds import CONTAMINATED, build_seeds, reasons
+from rleif_kit.worlds.benchmarks import load_items
+from rleif_kit.worlds.data import DataError, arith_size, load_instructions, load_seeds
+from rleif_kit.worlds.math_sft import build_sft_dataset, load_training_problems
+from rleif_kit.worlds.overlap import NgramIndex
+from rleif_kit.worlds.prompts import math_prompt, sft_completion
+
+RAW_HINT = ("set [sft] gsm8k_train / math_train to GSM8k / MATH training data (JSONL, parquet, the MATH folder, or "
+            "'hub'), or point the key at a file you have (docs/your-own-7b-run.md)")
+
+
+@dataclass
+class Artifact:
+    """One data file: ``status`` "built", "exists", "generated" (the arithmetic world's, made in the stages) or
+    "off" (not used by this run)."""
+    name: str
+    key: str
+    status: str
+    path: str | None = None
+    records: int | None = None
+    lengths: dict[str, Any] | None = None
+    rejected: dict[str, int] = field(default_factory=dict)
+    note: str = ""
+
+
+@dataclass
+class DataReport:
+    world: str
+    length_unit: str  # "tokens" (of the base model's tokenizer) or "characters"
+    artifacts: list[Artifact] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def artifact(self, name: str) -> Artifact:
+        return next(a for a in self.artifacts if a.name == name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"world": self.world, "length_unit": self.length_unit, "notes": self.notes,
+                "artifacts": [asdict(a) for a in self.artifacts]}
+
+    def table(self) -> str:
+        """What was built, for a terminal: one block per file, then the notes."""
+        lines = []
+        for a in self.artifacts:
+            where = f" {a.path}" if a.path else ""
+            count = f": {a.records:,} records" if a.records is not None else ""
+            lines.append(f"{a.name:<12} {a.status:<9} {a.key}{where}{count}")
+            if a.lengths:
+                ln = a.lengths
+                lines.append(f"{'':<12} length in {self.length_unit}: mean {ln['mean']:.0f}, median {ln['p50']:.0f}, "
+                             f"p95 {ln['p95']:.0f}, max {ln['max']}"
+                             + (f"; {ln['over_max_seq_len']} over [sft] max_seq_len" if ln.get("over_max_seq_len")
+                                else ""))
+            for reason, n in a.rejected.items():
+                lines.append(f"{'':<12} rejected {n:,}: {reason}")
+            if a.note:
+                lines.append(f"{'':<12} {a.note}")
+        if self.length_unit == "characters":
+            lines.append("lengths are in characters: the base model's tokenizer is not on this machine")
+        return "\n".join(lines + [f"note: {n}" for n in self.notes])
+
+
+def _tokenizer(cfg: RunConfig) -> Callable[[str], int] | None:
+    """Token count with ``[base].model_name``'s tokenizer when it is on this machine (never downloads)."""
+    name = cfg.base.model_name
+    local = cfg.resolve(name)
+    try:
+        from transformers import AutoTokenizer  # heavy: loaded on first use
+
+        tok = AutoTokenizer.from_pretrained(str(local) if local.is_dir() else name, local_files_only=True)
+    except Exception:  # noqa: BLE001 - not at hand: lengths in characters, said so in the report
+        return None
+    return lambda text: len(tok(text, add_special_tokens=False)["input_ids"])
+
+
+def _lengths(texts: list[str], measure: Callable[[str], int], limit: int | None = None) -> dict[str, Any] | None:
+    if not texts:
+        return None
+    values = sorted(measure(t) for t in texts)
+    out = {"mean": statistics.fmean(values), "p50": values[len(values) // 2],
+           "p95": values[min(len(values) - 1, int(0.95 * len(values)))], "max": values[-1]}
+    if limit is not None:
+        out["over_max_seq_len"] = sum(v > limit for v in values)
+    return out
+
+
+def _eval_items(cfg: RunConfig, settings: Any, notes: list[str]) -> list[tuple[str, str]]:
+    """(id, question) of the GSM8k / MATH test sets at hand: the settings' eval paths; the hub only when the
+    training data came from it too (a machine that reaches the hub). What is missing is a note: 02_dedup
+    decontaminates the evolved instructions again."""
+    items: list[tuple[str, str]] = []
+    for bench, train in (("gsm8k", cfg.sft.gsm8k_train), ("math", cfg.sft.math_train)):
+        if bench not in cfg.eval.benchmarks:
+            continue
+        configured = settings is not None and getattr(settings.eval, f"{bench}_path", None)
+        if not configured and train != "hub":
+            notes.append(f"seeds not decontaminated against the {bench} test set: set eval.{bench}_path in "
+                         "settings.json (02_dedup checks the evolved set against it again)")
+            continue
+        try:
+            items += [(f"{bench}:{it['id']}", it["question"]) for it in load_items(bench, settings=settings, cfg=cfg)]
+        except (FileNotFoundError, ValueError, RuntimeError) as e:
+            notes.append(f"seeds not decontaminated against the {bench} test set: {e}")
+    return items
+
+
+def run_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataReport:
+    """Build what is missing, count what exists, and write ``00_setup/data_report.json``. A file that is neither
+    there nor buildable is a :class:`DataError` naming its key and what would build it."""
+    measure = _tokenizer(cfg)
+    report = DataReport(cfg.base.world, "tokens" if measure else "characters")
+    measure = measure or len
+    problems: list[dict] | None = None
+    evals: list[tuple[str, str]] | None = None
+
+    def eval_items() -> list[tuple[str, str]]:
+        nonlocal evals
+        if evals is None:
+            evals = _eval_items(cfg, settings, report.notes)
+        return evals
+
+    def training() -> list[dict]:
+        nonlocal problems
+        if problems is None:
+            problems = load_training_problems(cfg)
+        return problems
+
+    # the evolution seeds
+    ev = cfg.evol_instruct
+    seeds_path = cfg.resolve(ev.seeds) if not ev.seeds.startswith("arith:") else None
+    if seeds_path is None:
+        report.artifacts.append(Artifact("seeds", "[evol_instruct] seeds", "generated", note=f"{ev.seeds}: "
+                                         "the arithmetic world's problems, drawn in 01 (never a held-out one)"))
+    elif seeds_path.exists() or seeds_path == cfg.resolve(cfg.sft.dataset) and not arith_size(cfg.sft.dataset):
+        report.artifacts.append(Artifact("seeds", "[evol_instruct] seeds", "exists", str(seeds_path)))
+    elif cfg.sft.gsm8k_train or cfg.sft.math_train:
+        seeds, rejected = build_seeds(training(), eval_items())
+        write_jsonl(seeds_path, seeds)
+        write_jsonl(paths.seeds_rejected, rejected)
+        report.artifacts.append(Artifact("seeds", "[evol_instruct] seeds", "built", str(seeds_path), len(seeds),
+                                         _lengths([s["instruction"] for s in seeds], measure), reasons(rejected),
+                                         note=f"rejected rows: {paths.rel(paths.seeds_rejected)}" if rejected else ""))
+    else:
+        raise DataError(f"[evol_instruct] seeds = {ev.seeds!r}: file not found ({seeds_path}) and nothing to build it "
+                        f"from: {RAW_HINT}")
+
+    # the step-by-step SFT set
+    n = arith_size(cfg.sft.dataset)
+    sft_path = cfg.resolve(cfg.sft.dataset)
+    if n is not None:
+        report.artifacts.append(Artifact("sft dataset", "[sft] dataset", "generated", note=f"{cfg.sft.dataset}: "
+                                         "the arithmetic world's solutions, made in 02"))
+    else:
+        built = {}
+        if not sft_path.exists():
+            if not (cfg.sft.gsm8k_train or cfg.sft.math_train):
+                raise DataError(f"[sft] dataset = {cfg.sft.dataset!r}: file not found ({sft_path}) and nothing to "
+                                f"build it from: {RAW_HINT}")
+            built = build_sft_dataset(cfg, settings)
+        rows = load_instructions(sft_path, "[sft] dataset")
+        index = NgramIndex(eval_items()) if built or cfg.sft.gsm8k_train or cfg.sft.math_train else None
+        copies = [r for r in rows if index is not None and len(index) and index.hits(r["instruction"])]
+        if copies and built:  # a file built here is cleaned; the user's own file is only reported on
+            out = {r["id"] for r in copies}
+            rows = [r for r in rows if r["id"] not in out]
+            write_jsonl(sft_path, [r for r in read_jsonl(sft_path) if str(r.get("id")) not in out])
+            built["dropped"] = {**built.get("dropped", {}), CONTAMINATED: len(copies)}
+        elif copies:
+            report.notes.append(f"{len(copies)} rows of [sft] dataset share a 13-word sequence with an evaluation "
+                                f"item (first: {copies[0]['id']}); the file is yours, so it is left as it is")
+        texts = [math_prompt(r["instruction"], cfg.eval.cot_prompt) + sft_completion(r["response"]) for r in rows]
+        report.artifacts.append(Artifact("sft dataset", "[sft] dataset", "built" if built else "exists", str(sft_path),
+                                         len(rows), _lengths(texts, measure, cfg.sft.max_seq_len if
+                                                             report.length_unit == "tokens" else None),
+                                         built.get("dropped", {}), note=f"build mode: {cfg.sft.build}" if built else ""))
+    if report.artifact("seeds").status == "exists" and seeds_path is not None:  # count what 01 will read
+        seeds = list(load_seeds(cfg, paths))
+        a = report.artifact("seeds")
+        a.records, a.lengths = len(seeds), _lengths([s["text"] for s in seeds], measure)
+
+    # the open-domain sample
+    k = cfg.sft.open_domain_samples
+    if k == 0:
+        report.artifacts.append(Artifact("open domain", "[sft] open_domain_path", "off",
+                                         note="[sft] open_domain_samples = 0"))
+    else:
+        path = cfg.resolve(cfg.sft.open_domain_path) if cfg.sft.open_domain_path else None
+        if path is None or not path.exists():
+            raise DataError(f"[sft] open_domain_path = {cfg.sft.open_domain_path!r}: file not found; point it at an "
+                            "instruction/response (or Alpaca instruction/output) JSONL, or set [sft] "
+                            "open_domain_samples = 0")
+        pool = load_instructions(path, "[sft] open_domain_path")
+        report.artifacts.append(Artifact("open domain", "[sft] open_domain_path", "exists", str(path), len(pool),
+                                         _lengths([r["instruction"] + " " + r["response"] for r in pool], measure),
+                                         note=f"{min(k, len(pool))} drawn into SFT"))
+    write_json_atomic(paths.data_report, report.to_dict())
+    return report
+
+
+def data_command(params_path: str, overrides: list[str], settings_path: str | None) -> int:
+    """``rleif data PARAMS``: the data step alone, its report printed."""
+    from rleif_kit.core.run_setup import setup  # the run's lock and manifest, as every stage command
+    from rleif_kit.core.settings import load_settings
+    from rleif_kit.core.stages import SETUP
+
+    cfg, paths = setup(params_path, overrides, stage=SETUP)
+    settings = load_settings(settings_path) if settings_path else None
+    print(run_data(cfg, paths, settings).table())
+    print(f"report: {Path(paths.data_report)}")
+    return 0

@@ -1,0 +1,177 @@
+"""Stage 00's data step on the 7B preset with GSM8k/MATH-format files written here: `rleif data` builds the
+seeds and the SFT set (duplicates and contaminated questions rejected with reasons), `rleif evolve --dry-run`
+then plans the evolution, `rleif doctor` has no fail caused by ordering; the hub path runs on a local dataset
+folder; every missing input is one line naming its key. No network."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from rleif_kit.pipeline.cli import main
+from rleif_kit.worlds.gsm8k_format import gsm8k_problems
+
+PRESET = str(ROOT / "params" / "wizardmath-7b.toml")
+MATH_ROWS = [
+    {"problem": "What is $1+1$?", "solution": "We have $1+1=\\boxed{2}$.", "level": "Level 1", "type": "Prealgebra"},
+    {"problem": "Solve $x^2=4$. Enter all solutions, separated by commas.",
+     "solution": "Step 1: Taking square roots gives $x = 2$ or $x = -2$.\nStep 2: So the answer is $\\boxed{2, -2}$.",
+     "level": "Level 2", "type": "Algebra"},
+]
+
+
+def _write_jsonl(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture
+def raw(tmp_path):
+    """GSM8k-format train (30, one repeated with other case and spacing, one copied from the test set) and test
+    files, a MATH-format train file, an open-domain file and a settings file naming the test set."""
+    train = gsm8k_problems(30, seed=5)
+    test = gsm8k_problems(3, seed=99)
+    repeat = {**train[0], "question": "  " + train[0]["question"].upper().replace(" ", "  ")}
+    rows = train + [repeat, test[1]]
+    d = tmp_path / "raw"
+    d.mkdir()
+    _write_jsonl(d / "gsm8k_train.jsonl", rows)
+    _write_jsonl(d / "gsm8k_test.jsonl", test)
+    _write_jsonl(d / "math_train.jsonl", MATH_ROWS)
+    _write_jsonl(d / "open.jsonl", [{"instruction": "Name a colour.", "output": "Blue."}])
+    (d / "settings.json").write_text(json.dumps({
+        "api": {"base_url": "http://127.0.0.1:9/v1", "api_key_env": "RLEIF_TEST_KEY"},
+        "models": {"evolve": "teacher", "irm_judge": "teacher", "prm_judge": "teacher"},
+        "eval": {"gsm8k_path": str(d / "gsm8k_test.jsonl"), "math_path": str(d / "gsm8k_test.jsonl")},
+        "prices": {"teacher": {"input_per_million": 1.0, "output_per_million": 2.0}}}))
+    return d
+
+
+def _sets(run: Path, raw: Path, **extra) -> list[str]:
+    values = {"base.output_dir": str(run), "sft.gsm8k_train": str(raw / "gsm8k_train.jsonl"),
+              "sft.math_train": str(raw / "math_train.jsonl"), "sft.open_domain_path": str(raw / "open.jsonl"),
+              "sft.dataset": str(run / "stepwise.jsonl"), "evol_instruct.seeds": str(run / "seeds.jsonl"),
+              "sft.build": "normalise", "eval.benchmarks": ["gsm8k"], **extra}
+    return [a for k, v in values.items() for a in ("--set", f"{k}={json.dumps(v)}")]
+
+
+def test_rleif_data_then_evolve_dry_run_on_the_7b_preset(tmp_path, raw, capsys, monkeypatch):
+    run = tmp_path / "run"
+    settings = str(raw / "settings.json")
+    assert main(["data", PRESET, *_sets(run, raw), "--settings", settings]) == 0
+    out = capsys.readouterr().out
+    seeds = [json.loads(line) for line in (run / "seeds.jsonl").read_text().splitlines()]
+    assert len(seeds) == 30 + 2  # 30 GSM8k + 2 MATH; the repeat and the test-set copy are out
+    rejected = [json.loads(line) for line in (run / "00_setup" / "seeds_rejected.jsonl").read_text().splitlines()]
+    assert [r["reason"] for r in rejected] == ["duplicate question", "shares a 13-word sequence with an evaluation item"]
+    assert rejected[0]["of"] == seeds[0]["id"] and rejected[1]["eval_ids"] == ["gsm8k:gsm8k-00001"]
+    assert "seeds        built" in out and "32 records" in out and "rejected 1: duplicate question" in out
+    assert "sft dataset  built" in out and "open domain  exists" in out
+    assert "lengths are in characters" in out  # no Llama-2 tokenizer on this machine
+    report = json.loads((run / "00_setup" / "data_report.json").read_text())
+    assert {a["name"]: a["records"] for a in report["artifacts"]} == {"seeds": 32, "sft dataset": 32, "open domain": 1}
+    sft = next(a for a in report["artifacts"] if a["name"] == "sft dataset")
+    assert sft["rejected"]["shares a 13-word sequence with an evaluation item"] == 1  # the SFT set is cleaned too
+
+    monkeypatch.setenv("RLEIF_TEST_KEY", "sk-test")
+    assert main(["evolve", PRESET, *_sets(run, raw), "--settings", settings, "--dry-run"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["seeds"] == 32 and plan["requests"] == 32 * 8 * 3 and plan["cost_usd"] > 0
+
+    # a rerun builds nothing: the files exist and are counted, never overwritten
+    before = (run / "seeds.jsonl").read_text()
+    assert main(["data", PRESET, *_sets(run, raw), "--settings", settings]) == 0
+    assert "seeds        exists" in capsys.readouterr().out and (run / "seeds.jsonl").read_text() == before
+
+
+def test_doctor_has_no_fail_caused_by_ordering(tmp_path, raw):
+    from rleif_kit.pipeline.doctor import run_doctor
+
+    run = tmp_path / "run"
+    overrides = [a for a in _sets(run, raw) if a != "--set"]
+    rows = {v.check: v for v in run_doctor(PRESET, overrides, str(raw / "settings.json"), score=False).verdicts}
+    assert rows["data_seeds"].status == rows["data_sft"].status == "ok"
+    assert "not built yet: 00_setup" in rows["data_seeds"].advice
+    assert rows["data_gsm8k_train"].numbers == {"records": 32} and rows["eval_gsm8k"].status == "ok"
+    # the same config without raw data: nothing builds the seeds, and doctor says so
+    bare = [a for a in _sets(run, raw, **{"sft.gsm8k_train": "", "sft.math_train": ""}) if a != "--set"]
+    rows = {v.check: v for v in run_doctor(PRESET, bare, str(raw / "settings.json"), score=False).verdicts}
+    assert rows["data_seeds"].status == rows["data_sft"].status == "fail"
+    assert "nothing builds it" in rows["data_seeds"].advice
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({"sft.gsm8k_train": "", "sft.math_train": ""}, "[evol_instruct] seeds = "),
+    ({"sft.open_domain_path": "/nonexistent/open.jsonl"}, "[sft] open_domain_path = '/nonexistent/open.jsonl': file "
+                                                          "not found"),
+    ({"sft.gsm8k_train": "/nonexistent/train.jsonl"}, "/nonexistent/train.jsonl"),
+])
+def test_a_missing_input_is_one_line_naming_its_key(tmp_path, raw, capsys, change, expected):
+    assert main(["data", PRESET, *_sets(tmp_path / "run", raw, **change)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert expected in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_hub_loading_runs_on_a_local_dataset_folder_and_parquet(tmp_path, raw, capsys):
+    pytest.importorskip("datasets")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rleif_kit.worlds.math_data import load_gsm8k, load_hub_dataset
+
+    folder = tmp_path / "gsm8k_hf"
+    folder.mkdir()
+    rows = [json.loads(line) for line in (raw / "gsm8k_train.jsonl").read_text().splitlines()]
+    _write_jsonl(folder / "train.jsonl", rows)
+    _write_jsonl(folder / "test.jsonl", rows[:2])
+    local = load_gsm8k(raw / "gsm8k_train.jsonl")
+    hub = load_hub_dataset("gsm8k", "train", str(folder))
+    assert [(r["question"], r["gold"]) for r in hub] == [(r["question"], r["gold"]) for r in local]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "train.parquet")
+    assert [r["gold"] for r in load_gsm8k(tmp_path / "train.parquet")] == [r["gold"] for r in local]
+    # the same folder through the config: [sft] gsm8k_train = "hub", gsm8k_hub = the folder
+    run = tmp_path / "run"
+    assert main(["data", PRESET, *_sets(run, raw, **{"sft.gsm8k_train": "hub", "sft.gsm8k_hub": str(folder),
+                                                        "sft.math_train": ""})]) == 0
+    assert "seeds        built" in capsys.readouterr().out
+
+
+def test_an_unreachable_hub_is_one_line(tmp_path, raw, capsys, monkeypatch):
+    pytest.importorskip("datasets")
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(var, "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    if "datasets" in sys.modules:
+        monkeypatch.setattr(sys.modules["datasets"].config, "HF_HUB_OFFLINE", True)
+        monkeypatch.setattr(sys.modules["datasets"].config, "HF_DATASETS_CACHE", tmp_path / "hf" / "datasets")
+    assert main(["data", PRESET, *_sets(tmp_path / "run", raw, **{"sft.gsm8k_train": "hub",
+                                                                     "sft.math_train": ""})]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "could not load openai/gsm8k" in err and "pass a local file instead" in err and len(err.splitlines()) == 1
+
+
+def test_lengths_are_in_tokens_when_the_base_tokenizer_is_here(tmp_path, raw, small_model_dir, capsys):
+    run = tmp_path / "run"
+    assert main(["data", PRESET, *_sets(run, raw, **{"base.model_name": str(small_model_dir),
+                                                     "sft.max_seq_len": 64})]) == 0
+    report = json.loads((run / "00_setup" / "data_report.json").read_text())
+    assert report["length_unit"] == "tokens"
+    sft = next(a for a in report["artifacts"] if a["name"] == "sft dataset")
+    assert sft["lengths"]["max"] > sft["lengths"]["p50"] > 0 and "over_max_seq_len" in sft["lengths"]
+    assert "length in tokens" in capsys.readouterr().out
+
+
+def test_the_arith_world_has_nothing_to_build(tmp_path):
+    from conftest import TINY_PARAMS, tiny_overrides
+    from rleif_kit.core.run_setup import setup
+    from rleif_kit.prepare.stage import run_data
+
+    cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run"), stage="00_setup")
+    report = run_data(cfg, paths)
+    assert [(a.name, a.status) for a in report.artifacts] == [("seeds", "generated"), ("sft dataset", "generated"),
+                                                              ("open domain", "exists")]
+    assert paths.data_report.exists()
