@@ -7,7 +7,7 @@ CONSTRAINTS ?= $(if $(shell command -v nvidia-smi 2>/dev/null),constraints/gpu.t
 PARAMS ?= params/tiny-cpu.toml
 PYTEST_ARGS ?=
 
-.PHONY: install test demo clean-demo
+.PHONY: install test demo demo-math clean-demo
 
 $(VENV)/.installed: pyproject.toml constraints/cpu.txt constraints/gpu.txt
 	$(PYTHON) -m venv $(VENV)
@@ -23,5 +23,9 @@ test: install
 demo: install
 	$(BIN)/rleif run $(PARAMS)
 
+# The real path offline: GSM8k/MATH-format files and an OpenAI-compatible endpoint played by the loopback teacher.
+demo-math: install
+	$(BIN)/python -m rleif_kit.testing.demo_math
+
 clean-demo:
-	rm -rf rleif_output/tiny-cpu reports/tiny-cpu
+	rm -rf rleif_output/tiny-cpu reports/tiny-cpu rleif_output/tiny-math reports/tiny-math

@@ -5,6 +5,7 @@ In-memory or on-disk under pytest's tmp dirs only; no network (loopback servers 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,31 @@ def problems():
     from rleif_kit.worlds.benchmarks import load_problems
 
     return load_problems()
+
+
+MATH_PARAMS = ROOT / "params" / "tiny-math.toml"
+
+
+def math_overrides(root: Path) -> list[str]:
+    run = root / "run"
+    return [f'base.output_dir="{run}"', f'base.model_name="{run}/tiny-llama"',
+            f'sft.gsm8k_train="{run}/raw/gsm8k_train.jsonl"', f'sft.math_train="{run}/raw/math_train.jsonl"',
+            f'sft.dataset="{run}/stepwise.jsonl"', f'evol_instruct.seeds="{run}/seeds.jsonl"']
+
+
+@pytest.fixture(scope="session")
+def math_run(tmp_path_factory):
+    """(root, the teacher's requests by kind): params/tiny-math.toml through the loopback teacher, 00 to 07, once
+    per session (tests/test_tiny_math.py, tests/test_walkthrough.py)."""
+    from rleif_kit.testing.demo_math import run_demo
+
+    root = tmp_path_factory.mktemp("tiny-math")
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        runs, kinds = run_demo(str(MATH_PARAMS), math_overrides(root), report_dir=str(root / "reports"))
+    finally:
+        os.chdir(cwd)
+    assert [r.stage for r in runs] == ["00_setup", "01_evolve", "02_dedup", "03_sft", "04_reward_models", "05_ppo",
+                                       "06_eval", "07_reward_diagnostics"]
+    return root, kinds

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import ROOT
 from rleif_kit.pipeline.cli import main
+from rleif_kit.prepare.seeds import CONTAMINATED
 from rleif_kit.worlds.gsm8k_format import gsm8k_problems
 
 PRESET = str(ROOT / "params" / "wizardmath-7b.toml")
@@ -67,7 +68,7 @@ def test_rleif_data_then_evolve_dry_run_on_the_7b_preset(tmp_path, raw, capsys, 
     seeds = [json.loads(line) for line in (run / "seeds.jsonl").read_text().splitlines()]
     assert len(seeds) == 30 + 2  # 30 GSM8k + 2 MATH; the repeat and the test-set copy are out
     rejected = [json.loads(line) for line in (run / "00_setup" / "seeds_rejected.jsonl").read_text().splitlines()]
-    assert [r["reason"] for r in rejected] == ["duplicate question", "shares a 13-word sequence with an evaluation item"]
+    assert [r["reason"] for r in rejected] == ["duplicate question", CONTAMINATED]
     assert rejected[0]["of"] == seeds[0]["id"] and rejected[1]["eval_ids"] == ["gsm8k:gsm8k-00001"]
     assert "seeds        built" in out and "32 records" in out and "rejected 1: duplicate question" in out
     assert "sft dataset  built" in out and "open domain  exists" in out
@@ -75,7 +76,7 @@ def test_rleif_data_then_evolve_dry_run_on_the_7b_preset(tmp_path, raw, capsys, 
     report = json.loads((run / "00_setup" / "data_report.json").read_text())
     assert {a["name"]: a["records"] for a in report["artifacts"]} == {"seeds": 32, "sft dataset": 32, "open domain": 1}
     sft = next(a for a in report["artifacts"] if a["name"] == "sft dataset")
-    assert sft["rejected"]["shares a 13-word sequence with an evaluation item"] == 1  # the SFT set is cleaned too
+    assert sft["rejected"][CONTAMINATED] == 1  # the SFT set is cleaned too
 
     monkeypatch.setenv("RLEIF_TEST_KEY", "sk-test")
     assert main(["evolve", PRESET, *_sets(run, raw), "--settings", settings, "--dry-run"]) == 0

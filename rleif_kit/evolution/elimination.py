@@ -31,6 +31,10 @@ LEAK_PHRASES = (
     "#method list#", "#plan#", "#finally rewritten instruction#",
     "given prompt", "rewritten prompt", "created prompt", "the above prompt",
     "the original prompt", "rewritten instruction", "given instruction",
+    # notes to the reader real evolvers leave after the problem (gpt-3.5's "In this modified version, ..." in
+    # evol-codealpaca; chat sign-offs): the instruction is no longer only the instruction
+    "in this modified version", "this rewritten version", "new prompt:", "i hope this helps",
+    "let me know if you need",
 )
 # Any other "#Some Label#" marker inside the text is template syntax too ("C# and F#" is not:
 # the label must start with a letter right after the '#').
@@ -177,3 +181,26 @@ def elimination_reason(parent: str, child: str, *, finish_reason: str | None = N
     if lexically_same(parent, text, same_threshold):
         return "no_new_information"
     return None
+
+
+_EQUALITY = re.compile(r"\b(not\s+(?:the\s+)?(?:equal|same)|unequal|different|distinct|equal|same|identical)\b", re.I)
+
+
+def _equality_word(word: str) -> bool:
+    return not re.match(r"not|unequal|different|distinct", word, re.I)
+
+
+def parse_equality(text: str | None, cut: bool = False) -> bool | None:
+    """The equality judge's verdict: True when the child adds nothing ("Equal"), False when it is "Different",
+    None when the reply says neither or both (asked again, then recorded as failed: never guessed).
+
+    Read as real models reply: "Different.", "**Equal**", "different", "The two problems are different.",
+    "Not equal". A reply cut off at max_tokens (``cut``) counts only when its first word is the verdict."""
+    body = (text or "").strip().lstrip("*_\"'` ").strip()
+    first = _EQUALITY.match(body)
+    if first:
+        return _equality_word(first.group(1))
+    if cut:
+        return None
+    verdicts = {_equality_word(m.group(1)) for m in _EQUALITY.finditer(body)}
+    return verdicts.pop() if len(verdicts) == 1 else None

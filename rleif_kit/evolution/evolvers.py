@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rleif_kit.core.config import RunConfig
-from rleif_kit.evolution.elimination import clean_evolved_text, elimination_reason
+from rleif_kit.evolution.elimination import clean_evolved_text, elimination_reason, parse_equality
 from rleif_kit.evolution.operators import Operator, load_templates, seeded_rng
 from rleif_kit.llm import ChatRequest
 from rleif_kit.llm.base import cut_off, cut_off_reason
@@ -73,6 +73,10 @@ class ArithEvolver:
         return Outcome("eliminated", {**record, "reason": reason}) if reason else Outcome("kept", record)
 
 
+JUDGE_ATTEMPTS = 3  # equality-judge replies read before the evolution is recorded as failed
+EQUALITY_TOKENS = 32  # room for "Different. The second problem adds ..." (the verdict is its first word)
+
+
 class LLMEvolver:
     """Evolution through a chat backend: operator template → evolved text → checks → optional answer."""
 
@@ -84,10 +88,25 @@ class LLMEvolver:
         self.equality_template = (prompts / "equality.txt").read_text(encoding="utf-8")
         self.model = backend.model
 
-    def _ask(self, key: str, content: str, temperature: float, max_tokens: int):
+    def _ask(self, key: str, content: str, temperature: float, max_tokens: int, sample_index: int = 0):
         ev = self.cfg.evol_instruct
         return self._request(key=key, messages=({"role": "user", "content": content},), temperature=temperature,
-                             top_p=ev.top_p, max_tokens=max_tokens)
+                             top_p=ev.top_p, max_tokens=max_tokens, sample_index=sample_index)
+
+    async def _equal(self, task: Task, parent: str, child: str, usage: Counter) -> tuple[bool | None, Any]:
+        """The equality judge's verdict (None: no readable verdict in JUDGE_ATTEMPTS replies) and the last result."""
+        q = self.equality_template.replace("{parent}", parent).replace("{child}", child)
+        result = None
+        for attempt in range(JUDGE_ATTEMPTS):  # a re-ask at temperature > 0, as the reward judges do
+            result = await self.backend.acomplete(self._ask(task.id + "#equal", q, 0.0 if attempt == 0 else 0.7,
+                                                            EQUALITY_TOKENS, sample_index=attempt))
+            if not result.ok:
+                return None, result
+            usage.update(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens)
+            verdict = parse_equality(result.text, cut=cut_off(result))
+            if verdict is not None:
+                return verdict, result
+        return None, result
 
     async def evolve(self, task: Task) -> Outcome:
         ev, usage = self.cfg.evol_instruct, Counter()
@@ -100,12 +119,13 @@ class LLMEvolver:
         record = child_record(task, text, self.model, usage=usage)
         reason = elimination_reason(task.parent["text"], text, finish_reason=result.finish_reason)
         if reason is None and self.judge:
-            q = self.equality_template.replace("{parent}", task.parent["text"]).replace("{child}", text)
-            verdict = await self.backend.acomplete(self._ask(task.id + "#equal", q, 0.0, 8))
+            equal, verdict = await self._equal(task, task.parent["text"], text, usage)
             if not verdict.ok:
                 return self._failure(task, verdict)
-            usage.update(prompt_tokens=verdict.prompt_tokens, completion_tokens=verdict.completion_tokens)
-            reason = "no_new_information" if verdict.text.strip().lower().startswith("equal") else None
+            if equal is None:  # never guessed: the evolution is failed, and a later run asks again
+                return self._failure(task, replace(verdict, text=None, error="equality judge: no readable verdict in "
+                                                   f"{JUDGE_ATTEMPTS} replies (last: {(verdict.text or '')[:80]!r})"))
+            reason = "no_new_information" if equal else None
         if reason:
             return Outcome("eliminated", {**record, "reason": reason, "usage": dict(usage)})
         if ev.with_answers:

@@ -152,7 +152,8 @@ KNOBS = {"SFT": ("sft", ["batch_size"], "max_seq_len"), "IRM": ("reward_model", 
 def propose(cfg, shapes, stage: str, card: float, prompt_len: int = 256, ppo_checkpointing: bool = False,
             max_batch: int = 64) -> dict[str, int] | None:
     """The largest power-of-two micro-batch(es) that fit ``card`` at the configured length, else at the
-    longest halved length that fits with batch 1; None when nothing from 128 tokens up fits."""
+    longest halved length that fits with batch 1; None when neither the configured length nor any halving of it
+    down to 128 tokens fits."""
     section, batch_keys, len_key = KNOBS[stage]
     cap = cfg.ppo.rollout_batch if stage == "PPO" else max_batch
 
@@ -161,7 +162,9 @@ def propose(cfg, shapes, stage: str, card: float, prompt_len: int = 256, ppo_che
         return est[stage].fits(card)
 
     length = getattr(getattr(cfg, section), len_key)
-    while length >= 128:
+    first = True
+    while first or length >= 128:  # the configured length always, however short (a tiny preset's 80 tokens)
+        first = False
         c, found = with_values(cfg, section, **{len_key: length, **{k: 1 for k in batch_keys}}), {}
         for key in batch_keys:
             b = 1

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 from rleif_kit.worlds.overlap import NgramIndex
 
-CONTAMINATED = "shares a 13-word sequence with an evaluation item"
+CONTAMINATED = "shares a word n-gram ([dedup] decontam_ngram) with an evaluation item"
 
 
 def _key(text: str) -> str:
@@ -22,14 +22,15 @@ def _key(text: str) -> str:
     return " ".join(re.findall(r"[^\W_]+", unicodedata.normalize("NFKC", text).casefold()))
 
 
-def build_seeds(problems: Iterable[dict], eval_items: Iterable[tuple[str, str]] = ()) -> tuple[list[dict], list[dict]]:
+def build_seeds(problems: Iterable[dict], eval_items: Iterable[tuple[str, str]] = (),
+                n: int = 13) -> tuple[list[dict], list[dict]]:
     """(seeds, rejected) from training problems ``{"id", "question", "solution", "gold", "source"}``.
 
     A question whose normalised text repeats an earlier one is rejected ("duplicate of <id>"); one that shares a
-    13-word sequence with an evaluation item (``(eval id, text)`` pairs) is rejected ("shares a 13-word sequence
-    with <eval id>"). Seeds keep ``id``, ``instruction``, ``answer`` (the gold solution), ``gold`` and ``source``.
+    ``n``-word sequence (``[dedup] decontam_ngram``, 13 by default) with an evaluation item (``(eval id, text)``
+    pairs) is rejected. Seeds keep ``id``, ``instruction``, ``answer`` (the gold solution), ``gold`` and ``source``.
     """
-    index = NgramIndex(eval_items)
+    index = NgramIndex(eval_items, n=n)
     seen: dict[str, str] = {}
     seeds, rejected = [], []
     for p in problems:

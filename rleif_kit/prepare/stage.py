@@ -160,7 +160,7 @@ def run_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataRepor
     elif seeds_path.exists() or seeds_path == cfg.resolve(cfg.sft.dataset) and not arith_size(cfg.sft.dataset):
         report.artifacts.append(Artifact("seeds", "[evol_instruct] seeds", "exists", str(seeds_path)))
     elif cfg.sft.gsm8k_train or cfg.sft.math_train:
-        seeds, rejected = build_seeds(training(), eval_items())
+        seeds, rejected = build_seeds(training(), eval_items(), n=cfg.dedup.decontam_ngram)
         write_jsonl(seeds_path, seeds)
         write_jsonl(paths.seeds_rejected, rejected)
         report.artifacts.append(Artifact("seeds", "[evol_instruct] seeds", "built", str(seeds_path), len(seeds),
@@ -184,7 +184,8 @@ def run_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataRepor
                                 f"build it from: {RAW_HINT}")
             built = build_sft_dataset(cfg, settings)
         rows = load_instructions(sft_path, "[sft] dataset")
-        index = NgramIndex(eval_items()) if built or cfg.sft.gsm8k_train or cfg.sft.math_train else None
+        index = NgramIndex(eval_items(), n=cfg.dedup.decontam_ngram) if built or cfg.sft.gsm8k_train or \
+            cfg.sft.math_train else None
         copies = [r for r in rows if index is not None and len(index) and index.hits(r["instruction"])]
         if copies and built:  # a file built here is cleaned; the user's own file is only reported on
             out = {r["id"] for r in copies}

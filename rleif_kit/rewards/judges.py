@@ -125,11 +125,20 @@ STEP_LINE = re.compile(r"^\s*[-*•]?\s*(?:\*\*)?(?:step\s*)?(\d+)\s*(?:\*\*)?\s
                        r"\s*(.*)$", re.I | re.M)
 
 
+TRAILING_VERDICT = re.compile(r"(?:(?:this|the)\s+step\s+is\s+(not\s+correct|incorrect|correct|wrong|right)"
+                              r"|\\boxed\{(incorrect|correct)\})[.!]?\s*(?:\*\*)?\s*$", re.I)
+STEP_IS = re.compile(r"^\s*[-*•]?\s*(?:\*\*)?(?:in\s+)?step\s*(\d+)\s*(?:\*\*)?\s+(?:is\s+(not\s+correct|incorrect|"
+                     r"correct|wrong|right)\b|(contains|has|makes)\s+an?\s+(?:error|mistake)\b)", re.I | re.M)
+
+
 def _verdict(rest: str) -> bool | None:
+    """The verdict right after "Step k:", else one the line ends with ("... This step is correct.", the
+    ``\\boxed{correct}`` of ThinkPRM-style verifiers); None when the line has neither."""
     m = VERDICT.match(rest.strip().strip("*_").strip())
-    if not m:
-        return None
-    return VERDICTS[re.sub(r"\s+", " ", m.group().lower())]
+    if m:
+        return VERDICTS[re.sub(r"\s+", " ", m.group().lower())]
+    t = TRAILING_VERDICT.search(rest)
+    return VERDICTS[re.sub(r"\s+", " ", (t.group(1) or t.group(2)).lower())] if t else None
 
 
 def _json_labels(values: list, n_steps: int) -> list[bool] | None:
@@ -140,10 +149,11 @@ def _json_labels(values: list, n_steps: int) -> list[bool] | None:
 
 
 def parse_step_labels(text: str, n_steps: int) -> list[bool] | None:
-    """``n_steps`` verdicts (True = correct) from 'Step k: correct' / 'k: +' lines or a JSON list.
+    """``n_steps`` verdicts (True = correct) from 'Step k: correct' / 'k: +' lines, 'Step k is correct' /
+    'Step k contains an error' sentences, or a JSON list.
 
     Every line that opens with a step number must carry a verdict word or sign right after the
-    colon; a step numbered twice, missing, out of range, or with an unreadable verdict gives
+    colon, or end with one ('... This step is correct.'); a step numbered twice, missing, out of range, or with an unreadable verdict gives
     None, since a guessed label would train the PRM on noise.
     """
     lists = _json_lists(text)
@@ -152,8 +162,10 @@ def parse_step_labels(text: str, n_steps: int) -> list[bool] | None:
     if lists:
         return _json_labels(lists[0], n_steps)
     labels: dict[int, bool] = {}
-    for m in STEP_LINE.finditer(text):
-        step, verdict = int(m.group(1)), _verdict(m.group(2))
+    found = [(int(m.group(1)), _verdict(m.group(2))) for m in STEP_LINE.finditer(text)]
+    found += [(int(m.group(1)), VERDICTS[re.sub(r"\s+", " ", m.group(2).lower())] if m.group(2) else False)
+              for m in STEP_IS.finditer(text)]  # "Step 2 is correct." / "Step 3 contains an error."
+    for step, verdict in found:
         if verdict is None or step in labels or not 1 <= step <= n_steps:
             return None
         labels[step] = verdict

@@ -76,7 +76,8 @@ class FakeOpenAIServer:
 
     Use as a context manager; ``base_url`` is ready for ``openai.OpenAI(base_url=...)``.
 
-    * ``responder(body) -> str`` makes the reply content (default ``"ok"``); an exception in it
+    * ``responder(body) -> str`` makes the reply content (default ``"ok"``), or ``(text, finish_reason)``
+      when it decides the finish reason itself (a reply it cut off: ``"length"``); an exception in it
       becomes a 500 whose message names the exception. A reply longer than the request's ``max_tokens``
       (one word = one token here) is cut to it with ``finish_reason = "length"``, as real servers do.
     * ``latency_s`` delays every chat completion (non-blocking).
@@ -349,10 +350,11 @@ class FakeOpenAIServer:
         self._count("ok")
         self._completion_ids += 1
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
-        finish = ["stop"] * len(contents)
+        finish = [c[1] if isinstance(c, tuple) else "stop" for c in contents]  # a responder may say it cut
+        contents = [c[0] if isinstance(c, tuple) else c for c in contents]
         if isinstance(limit, int) and limit > 0:  # a word is a token here: a longer reply is cut, as servers do
             for i, c in enumerate(contents):
-                if _words(c) > limit:
+                if _words(c) > limit and finish[i] != "length":
                     contents[i], finish[i] = " ".join(str(c).split()[:limit]), "length"
         prompt_tokens = sum(_words(m.get("content")) for m in body["messages"] if isinstance(m, dict))
         completion_tokens = sum(_words(c) for c in contents)
