@@ -26,6 +26,8 @@ MATH_TRAPS = {
         ("x = 2 or x = 3", "3, 2", ALL, True, "'or' between answers is a list; 'x =' goes"),
         ("2 \\text{ and } 3", "3,2", ALL, True, "'and' between answers is a list"),
         ("\\pm 2", "2, -2", ALL, True, "\\pm is two answers"),
+        ("\\frac{1 \\pm \\sqrt{5}}{2}", "\\frac{1+\\sqrt5}{2}, \\frac{1-\\sqrt5}{2}", ALL, True,
+         "\\pm inside a fraction is two answers too"),
         ("1+\\sqrt{2}, 1-\\sqrt2", "1 \\pm \\sqrt{2}", ALL, True, "\\pm in the gold, both listed"),
         ("(3,4] \\cup (-\\infty, 1)", "(-\\infty,1)\\cup(3,4]", None, True, "a union is unordered"),
         ("-2, 6", "-2, 6, 7", ALL, False, "one solution missing"),
@@ -108,6 +110,7 @@ MATH_TRAPS = {
         ("x+y=5", "5", None, False, "an equation with unknowns is not the number"),
         ("\\frac{1}{3} \\approx 0.33", "\\frac13", None, True, "the exact value before \\approx counts"),
         ("0.33", "\\frac13", None, False, "the rounded value alone does not"),
+        ("18 = 3 \\cdot 6", "18", None, True, "the value stated first, then its computation"),
     ],
     "ranges and alternatives": [
         ("18-20", "18", None, False, "a range is not one value"),
@@ -122,6 +125,12 @@ MATH_TRAPS = {
         ("5-2\\sqrt{3}", "5-2\\sqrt3", None, True, "an expression with a radical is no range"),
         ("1-2\\sqrt{3}", "1-\\sqrt{12}", None, True, "... even with the smaller number first"),
         ("x^2-3", "x^2-3", None, True, "an exponent before the minus is no range"),
+        ("2 - 3 \\sqrt{2}", "2-3\\sqrt{2}", None, True, "spaced, with a radical after the space: a difference"),
+        ("1 - 2 i", "1-2i", None, True, "a complex number"),
+        ("(1-2)^2", "1", None, True, "a difference in brackets"),
+        ("-1-2", "-3", None, True, "a sign in front: a difference"),
+        ("5 \\text{ or more}", "5", None, False, "a hedge in \\text{} is not a unit to drop"),
+        ("at least 5", "5", None, False, "'at least'"),
     ],
     "units and text": [
         ("5\\text{ cm}", "5", None, True, "\\text{} unit"),
@@ -137,6 +146,10 @@ MATH_TRAPS = {
         ("0.25", "25\\%", None, False, "... so 0.25 is not 25%"),
         ("10,\\!080", "10080", None, True, "MATH's thousands separator"),
         ("10, 200", "10200", None, False, "a comma and a space separate two answers"),
+        ("3 ab", "3", None, False, "a product of variables is not a unit"),
+        ("4 pi", "4", None, False, "pi is a constant, not a unit"),
+        ("5 dozen", "5", None, False, "a dozen scales the number"),
+        ("12 in", "12", None, True, "a short unit abbreviation"),
     ],
     "numeric policy": [
         ("0.5", "\\frac{1}{2}", None, True, "a terminating decimal is exactly its fraction"),
@@ -151,6 +164,8 @@ MATH_TRAPS = {
         ("7", "7.000001", None, False, "no tolerance between rationals"),
         ("2^{10}", "1024", None, True, "powers evaluate exactly"),
         ("\\frac{1}{0}", "0", None, False, "a division by zero is no value"),
+        ("2^{1/3}", "\\sqrt[3]{2}", None, True, "a fractional exponent is a root"),
+        ("8^{2/3}", "4", None, True, "... and evaluates exactly"),
     ],
     "malformed": [
         ("\\frac{1}{2", "\\frac12", None, False, "unbalanced braces"),
@@ -170,6 +185,7 @@ GSM8K_TRAPS = {
         ("The answer is: 18 apples; 18 - 6 = 12 remain", "18", True,
          "words before the '=': not a computation, the first number counts"),
         ("The answer is: \\frac{1}{3} \\approx 0.33", "1/3", True, "the exact value before \\approx"),
+        ("The answer is: 18 = 3 * 6", "18", True, "the value first, its computation after"),
     ],
     "mixed numbers and fractions": [
         ("The answer is: 2 1/2", "2.5", True, "plain mixed number"),
@@ -177,6 +193,10 @@ GSM8K_TRAPS = {
         ("The answer is: $2\\frac{1}{2}$", "2.5", True, "LaTeX mixed number"),
         ("The answer is: $\\frac{1}{2}$", "0.5", True, "LaTeX fraction"),
         ("The answer is: \\dfrac{3}{4}", "0.75", True, "\\dfrac"),
+        ("The answer is: \\frac{12}{5}", "2.4", True, "a two-digit numerator"),
+        ("The answer is: \\frac{12}{5}", "0.5", False, "... is not \\frac{1}{2}"),
+        ("The answer is: 10 and a half", "10.5", True, "'and a half'"),
+        ("The answer is: 10 and 1/2", "10.5", True, "'and' before a fraction"),
     ],
     "scientific notation and scale words": [
         ("The answer is: 1.5e3", "1500", True, "e-notation"),
@@ -186,6 +206,7 @@ GSM8K_TRAPS = {
         ("The answer is: $1.5 million", "1.5", False, "... not 1.5"),
         ("The answer is: 5 thousand dollars", "5000", True, "thousand"),
         ("The answer is: twelve", "12", False, "number words are not read"),
+        ("The answer is: 10^3", "1000", True, "a power of ten"),
     ],
     "ranges and alternatives": [
         ("The answer is: 18-20", "18", False, "a range"),
@@ -196,6 +217,8 @@ GSM8K_TRAPS = {
         ("The answer is: 18\u201320 minutes", "18", False, "an en dash"),
         ("The answer is: 20-18 = 2", "2", True, "a difference with its value"),
         ("The answer is: -3", "-3", True, "a negative number is no range"),
+        ("The answer is: 12 (or 13)", "12", False, "an alternative in brackets"),
+        ("The answer is: 5 or more", "5", False, "a hedge"),
     ],
     "format": [
         ("The answer is: \\boxed{18}", "18", True, "\\boxed"),
@@ -292,3 +315,15 @@ def test_math_compat_versions_follow_their_commits():
     assert compat("\\dfrac{1}{2}", "\\frac12", "strings-96dae6b") is True
     assert compat("0.5", "\\frac12", "strings-96dae6b") is True  # its strip_string maps 0.5 to \frac{1}{2}
     assert compat("2/4", "\\frac12", "strings-96dae6b") is False
+
+
+def test_hostile_answers_are_fast_and_never_raise():
+    import time
+
+    start = time.monotonic()
+    assert check_gsm8k("The answer is: 5" + " " * 16000 + "apples", "5")["correct"] is True
+    assert check_gsm8k("$" * 8000, "5")["correct"] is False
+    assert check_gsm8k("The answer is: " + "9" * 5000, "5")["correct"] is False  # past int()'s digit limit
+    assert is_equiv("5" + " " * 16000 + "apples", "5") is False  # too long to be an answer
+    assert is_equiv("\\frac{" * 1000 + "1" + "}{2}" * 1000, "1") is False  # nesting deeper than recursion
+    assert time.monotonic() - start < 5

@@ -226,3 +226,57 @@ def test_tiny_model_generates_and_is_scored_on_mbpp_fixtures(tmp_path, small_mod
                    for r in rows)
         summary = summarize(variant, rows)
         assert summary["n_tasks"] == len(items) and summary["pass@1"] == sum(r["correct"] for r in rows) / len(items)
+
+
+# ------------------------------------------------------------------------------------------ what real MBPP code returns
+
+def _tasks(tmp_path, rows):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return {it["id"]: it["problem"] for it in load_items("mbpp", data=str(path))}
+
+
+@pytest.mark.parametrize("code,passed", [
+    ("import collections\ndef freq(xs):\n    return collections.Counter(xs)", True),   # MBPP 88's own solution
+    ("import collections\ndef freq(xs):\n    return collections.OrderedDict(collections.Counter(xs))", True),
+    ("def freq(xs):\n    return (x for x in xs)", False),  # a generator never equals a dict, as in the harness
+])
+def test_containers_of_collections_cross_as_the_test_compares_them(tmp_path, code, passed):
+    problems = _tasks(tmp_path, [{"task_id": 88, "text": "Count the items.", "test_list": [
+        "assert freq([1, 1, 2]) == {1: 2, 2: 1}", "assert freq([]) == {}", "assert freq([3]) == ({3: 1})"]}])
+    rows = check_code([{"task_id": "88", "completion": code}], problems, benchmark="mbpp")
+    assert rows[0]["correct"] is passed, rows[0]["result"]
+
+
+def test_an_iterator_behind_set_and_an_entry_point_named_check(tmp_path):
+    problems = _tasks(tmp_path, [
+        {"task_id": 56, "text": "Check a number.", "test_list": ["assert check(70) == False", "assert check(23) == False",
+                                                                   "assert set(check([1])) == {1}"]},
+        {"task_id": 57, "text": "Keep the evens.", "test_list": ["assert set(evens([1, 2, 4])) == {2, 4}"]}])
+    samples = [{"task_id": "56", "completion": "def check(n):\n    return n if isinstance(n, list) else False"},
+               {"task_id": "57", "completion": "def evens(xs):\n    return filter(lambda x: x % 2 == 0, xs)"}]
+    rows = check_code(samples, problems, benchmark="mbpp")
+    assert [r["correct"] for r in rows] == [True, True], [r["result"] for r in rows]
+
+
+def test_samples_of_plain_code_are_not_cut_again(tmp_path, capsys):
+    from rleif_kit.pipeline.cli import main
+
+    code = ("def remove_Occ(s, ch):\n    i = s.find(ch)\n    if i >= 0:\n        s = s[:i] + s[i + 1:]\n"
+            "    j = s.rfind(ch)\n    assert j < len(s)\n    if j >= 0:\n        s = s[:j] + s[j + 1:]\n    return s")
+    samples = tmp_path / "s.jsonl"
+    samples.write_text(json.dumps({"task_id": "Mbpp/11", "completion": code}) + "\n")
+    assert main(["eval", "mbppplus", "--samples", str(samples), "--data", str(PLUS_FILE), "--out", str(tmp_path)]) == 0
+    row = json.loads((tmp_path / "mbppplus.jsonl").read_text())
+    assert row["completion"] == code and row["correct"] is True  # the assert inside the function is kept
+
+
+def test_an_evalplus_prompt_without_its_assert_still_makes_the_prompt():
+    record = {"task_id": "Mbpp/2", "prompt": "Write a function to add two numbers.", "test_list": ["assert add(1, 2) == 3"]}
+    assert mbpp.mbppplus_input(record) == ("Write a function to add two numbers. Your code should satisfy the following "
+                                           "assertion:\n```python\nassert add(1, 2) == 3\n```")
+
+
+def test_only_the_text_after_the_last_response_header_is_kept():
+    raw = "```python\ndef a():\n    pass\n```\n### Instruction:\nmore\n### Response:\n```python\ndef b():\n    pass\n```"
+    assert extract_mbpp(raw) == "def b():\n    pass" and extract_code(raw) == "def b():\n    pass"

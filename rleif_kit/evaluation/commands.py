@@ -26,6 +26,7 @@ from rleif_kit.core.run_setup import setup
 from rleif_kit.core.sections import EvalConfig
 from rleif_kit.core.settings import Endpoint, SettingsError, load_settings
 from rleif_kit.evaluation.generators import ServedModel
+from rleif_kit.evaluation.postprocess import looks_generated
 from rleif_kit.evaluation.scoring import check_code, check_response, compare_dirs, format_compare, summarize
 from rleif_kit.evaluation.stage import STAGE, evaluate_benchmark, local_generator, run_eval
 from rleif_kit.sandbox.runner import describe_sandbox
@@ -110,8 +111,9 @@ def score_samples_file(benchmark: str, samples: str, ev: EvalConfig, *, data: st
 
 def _code_samples(benchmark: str, lines: list[dict], problems: dict, samples: str) -> list[dict]:
     """Sample lines with their task ids resolved (MBPP: 11, "11" and "Mbpp/11" name one task) and their
-    completion ids numbered per task. For MBPP a ``completion`` is post-processed like a ``response``: WizardCoder's
-    raw generation files keep the model's text under ``completion`` (the cuts leave plain code unchanged)."""
+    completion ids numbered per task. For MBPP a ``completion`` that is raw model text (a code block, a response
+    header: WizardCoder's raw generation files keep the model's text under ``completion``) is post-processed like
+    a ``response``; plain code is kept as it is."""
     seen: dict[str, int] = {}
     out = []
     for i, s in enumerate(lines, 1):
@@ -123,7 +125,7 @@ def _code_samples(benchmark: str, lines: list[dict], problems: dict, samples: st
             raise ValueError(f"{samples}:{i}: needs a known 'task_id' of the {benchmark} data (such as {example}) and a "
                              "string 'completion' or 'response'")
         s = {**s, "task_id": task}
-        if benchmark != "humaneval" and "completion" in s:
+        if benchmark != "humaneval" and "completion" in s and looks_generated(s["completion"]):
             s["response"] = s.pop("completion")
         seen[task] = seen.get(task, -1) + 1
         s.setdefault("completion_id", seen[task])

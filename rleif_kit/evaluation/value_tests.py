@@ -150,23 +150,44 @@ def _is_docstring(node: ast.AST) -> bool:
 
 # ------------------------------------------------------------------------------ plain data across the boundary
 
-def to_plain(value: Any, depth: int = 0) -> Any:
-    """A JSON-able tagged copy of ``value`` built from plain data only: exact bool/int/float/str/None, and
-    list/tuple/dict/set/frozenset of those. Anything else (a subclass, an object with its own ``__eq__``, a
-    generator) raises TypeError: it cannot cross to the evaluator. This function is copied into the sandboxed
-    program (``PLAIN_SOURCE``); the evaluator undoes it with :func:`from_plain`."""
+def to_plain(value, depth=0):
+    """A JSON-able tagged copy of ``value`` built from plain data only: exact bool/int/float/complex/str/None,
+    list/tuple/dict/set/frozenset/range of those, the ``collections`` containers ``Counter``, ``OrderedDict``,
+    ``defaultdict`` and ``deque`` (as the tests compare them: a Counter equals a dict of the same counts), and an
+    iterator (a generator, ``map``, ``filter``, ``zip``: its items, at most 100,000). Anything else (a subclass, an
+    object with its own ``__eq__``) raises TypeError: it cannot cross to the evaluator. The evaluator compares
+    only what it rebuilds (:func:`from_plain`), so no object of the candidate's takes part in a comparison. This
+    function is copied into the sandboxed program (``PLAIN_SOURCE``)."""
     if depth > 100:
         raise TypeError("nested deeper than 100")
     kind = type(value)
+    name = (getattr(kind, "__module__", ""), kind.__name__)
     if kind is float:
         return {"f": repr(value)}  # nan, inf and -0.0 survive
+    if kind is complex:
+        return {"complex": [repr(value.real), repr(value.imag)]}
     if kind in (bool, int, str, type(None)):
         return value
     if kind in (list, tuple, set, frozenset):
         items = [to_plain(v, depth + 1) for v in value]
         return {"list": items} if kind is list else {kind.__name__: items}
-    if kind is dict:
-        return {"dict": [[to_plain(k, depth + 1), to_plain(v, depth + 1)] for k, v in value.items()]}
+    if kind is range:
+        return {"range": [value.start, value.stop, value.step]}
+    if kind is dict or name in (("collections", "Counter"), ("collections", "OrderedDict"),
+                                ("collections", "defaultdict")):
+        pairs = [[to_plain(k, depth + 1), to_plain(v, depth + 1)] for k, v in dict.items(value)]
+        return {"dict" if kind is dict else kind.__name__: pairs}
+    if name == ("collections", "deque"):
+        return {"deque": [to_plain(v, depth + 1) for v in list.__iter__(list(value))]}
+    if name in (("builtins", "generator"), ("builtins", "map"), ("builtins", "filter"), ("builtins", "zip"),
+                ("builtins", "enumerate"), ("builtins", "reversed"), ("builtins", "list_iterator"),
+                ("builtins", "tuple_iterator"), ("builtins", "range_iterator"), ("itertools", "chain")):
+        items = []
+        for v in value:
+            if len(items) >= 100000:
+                raise TypeError("an iterator longer than 100,000 items")
+            items.append(to_plain(v, depth + 1))
+        return {"iter": items}
     raise TypeError(f"a {kind.__name__} is not plain data")
 
 
@@ -188,6 +209,21 @@ def from_plain(data: Any) -> Any:
             return frozenset(from_plain(v) for v in body)
         if tag == "dict":
             return {from_plain(k): from_plain(v) for k, v in body}
+        if tag == "complex":
+            return complex(float(body[0]), float(body[1]))
+        if tag == "range":
+            return range(*(int(x) for x in body))
+        if tag in ("Counter", "OrderedDict", "defaultdict"):
+            import collections  # the evaluator's own containers, rebuilt from plain pairs
+
+            pairs = [(from_plain(k), from_plain(v)) for k, v in body]
+            return collections.defaultdict(None, pairs) if tag == "defaultdict" else getattr(collections, tag)(dict(pairs))
+        if tag == "deque":
+            import collections
+
+            return collections.deque(from_plain(v) for v in body)
+        if tag == "iter":
+            return iter([from_plain(v) for v in body])  # an iterator still: [..] == iterator is False, as in the test
     raise ValueError(f"not an encoded value: {str(data)[:60]}")
 
 

@@ -66,7 +66,9 @@ _DANGLING_WORDS = frozenset("the a an and or but of than their your my its".spli
 _LABEL = re.compile(
     r"^[*_\s]*(?:(?:sure|okay|ok|certainly)[!,.]?\s+)?(?:"
     r"#\s*[A-Za-z][A-Za-z ]{0,40}#\s*:?"  # "#Rewritten Prompt#:", "#Instruction#"
-    r"|(?:here\s+is\s+|here's\s+)?(?:the\s+|my\s+|an?\s+)?"
+    r"|(?:here\s+is\s+|here's\s+)(?:the\s+|my\s+|an?\s+)?(?:[\w-]+\s+){0,3}"
+    r"(?:prompt|instruction|question|problem|task|version)\s*:"  # "Here's a more challenging version:"
+    r"|(?:the\s+|my\s+|an?\s+)?"
     r"(?:(?:rewritten|new|evolved|created|revised|harder|simpler|modified|final)\s+)?"
     r"(?:prompt|instruction|question|problem|task)\s*:"  # "Rewritten prompt:", "New instruction:"
     r")[*_]*\s*", re.I)

@@ -21,6 +21,14 @@ from rleif_kit.testing.teacher import serve, settings_for
 
 PRESET = "params/tiny-math.toml"
 KEY_ENV = "RLEIF_TEACHER_KEY"
+TRAIN_PROBLEMS = 2000  # GSM8k- and MATH-format training problems the teacher writes (three quarters GSM8k)
+
+
+def teacher_world(cfg: Any) -> dict:
+    """The teacher's world of a run: the preset's [arith] ranges (steps, operand size) and the held-out size as the
+    test set; the training file holds the SFT examples' count."""
+    a = cfg.arith
+    return {"n_train": TRAIN_PROBLEMS, "n_test": a.heldout_size, "max_steps": a.max_steps, "max_operand": a.max_operand}
 
 
 def run_demo(params: str = PRESET, overrides: list[str] | None = None, report_dir: str | None = None,
@@ -31,7 +39,7 @@ def run_demo(params: str = PRESET, overrides: list[str] | None = None, report_di
     overrides = list(overrides or [])
     cfg = load_config(params, overrides)
     raw = cfg.resolve(cfg.sft.gsm8k_train).parent
-    server, teacher = serve(raw, seed=cfg.base.seed, noise=noise)
+    server, teacher = serve(raw, seed=cfg.base.seed, noise=noise, world=teacher_world(cfg))
     cfg.output_dir.mkdir(parents=True, exist_ok=True)
     settings = cfg.output_dir / "teacher-settings.json"
     settings.write_text(json.dumps(settings_for(server.base_url, KEY_ENV, raw), indent=1) + "\n")

@@ -50,8 +50,8 @@ def _norm(text: str) -> str:
 class World:
     """The problems the teacher knows: question text -> what it is (a Problem record, its answer, its defect)."""
 
-    def __init__(self, seed: int = 0, n_train: int = 400, n_test: int = 120, max_steps: int = 3,
-                 max_operand: int = 20):
+    def __init__(self, seed: int = 0, n_train: int = 2000, n_test: int = 200, max_steps: int = 3,
+                 max_operand: int = 9):
         self.seed, self.max_steps, self.max_operand = seed, max_steps, max_operand
         self.train, self.test = arith.generate_splits(n_train, n_test, seed=seed, min_steps=1, max_steps=max_steps,
                                                       max_operand=max_operand)
@@ -110,7 +110,7 @@ class Teacher:
         self.kinds: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def _rng(self, prompt: str) -> random.Random:
+    def _rng(self, prompt: str) -> random.Random:  # noqa: D401 - the draw for this prompt's n-th asking
         digest = hashlib.sha256(prompt.encode()).hexdigest()
         with self._lock:
             self.asked[digest] += 1
@@ -135,7 +135,7 @@ class Teacher:
         if parent is None or parent.get("problem") is None:
             return styles.refusal(rng)
         child = evolve_arith(arith.Problem.from_record(parent["problem"]), operator, rng, rates=self.rates,
-                             max_steps=self.world.max_steps + 2, max_operand=self.world.max_operand)
+                             max_steps=self.world.max_steps, max_operand=self.world.max_operand)
         self.world.add(child.text, {k: v for k, v in asdict(child).items() if k != "text"})
         if child.defect == "refusal":
             return child.text
@@ -211,9 +211,10 @@ class Teacher:
 
 
 def serve(data_dir: str | Path | None = None, seed: int = 0, noise: float = 1.0, port: int = 0,
-          **server_kwargs: Any) -> tuple[FakeOpenAIServer, Teacher]:
-    """A started server playing the teacher of ``World(seed)`` (its data written to ``data_dir`` when given)."""
-    world = World(seed)
+          world: dict | None = None, **server_kwargs: Any) -> tuple[FakeOpenAIServer, Teacher]:
+    """A started server playing the teacher of ``World(seed, **world)`` (its data written to ``data_dir`` when
+    given)."""
+    world = World(seed, **(world or {}))
     if data_dir is not None:
         write_data(data_dir, world)
     teacher = Teacher(world, noise=noise)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+from rleif_kit.worlds.math_text import rewrite_command
 from rleif_kit.worlds.numbers import format_number, number_value, numbers
 
 AMBIGUOUS = "ambiguous"  # what a line that states a range or alternatives reads as (never equal to a value)
@@ -33,11 +34,12 @@ _SCI_TIMES = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|[x\u00d7
                         r"\{?\s*([+-]?\d{1,3})\s*\}?")
 _MIXED_LATEX = re.compile(r"(?<![\w.^_\\])(\d+)\s*\\frac\{(\d+)\}\{(\d+)\}")
 _MIXED_PLAIN = re.compile(r"(?<![\w.^_/\\])(\d+)\s+(\d+)\s*/\s*(\d+)(?![\w.])")
-_PLAIN = r"\$?\s*(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"
-_RANGE_DASH = re.compile(rf"(?<![\w.)\]}}{{^_\\/*])({_PLAIN})\s*-\s*({_PLAIN})(?![\w.(\\^{{/*!])")
-_RANGE_WORD = re.compile(rf"{_PLAIN}\s*(?:[\u2013\u2014]|\bto\b)\s*-?{_PLAIN}|\bbetween\s+-?{_PLAIN}"
-                         rf"\s+and\s+-?{_PLAIN}", re.I)
-_OR = re.compile(rf"{_PLAIN}\s*,?\s*\bor\b\s*-?{_PLAIN}", re.I)
+_PLAIN = r"\$? ?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"
+_RANGE_DASH = re.compile(rf"(?<![\w.)\]}}{{^_\\/*(+&-])({_PLAIN}) ?- ?({_PLAIN})(?! ?[\w.(\\^{{/*!])")
+_RANGE_WORD = re.compile(rf"{_PLAIN} ?(?:[\u2013\u2014]|\bto\b) ?-?{_PLAIN}|\bbetween -?{_PLAIN} and -?{_PLAIN}", re.I)
+_OR = re.compile(rf"{_PLAIN} ?,? ?\(?\bor\b ?-?{_PLAIN}", re.I)
+_HEDGE = re.compile(r"\b(?:or more|or less|or fewer|at most|at least|more than|less than|fewer than|up to|"
+                    r"approximately|about|around|roughly)\b", re.I)
 _ARITHMETIC = re.compile(r"[\d\s.,+\-*/()\[\]{}^x\u00d7\u00b7\u2212%:]*")
 _OPERATOR_COMMANDS = re.compile(r"\\(?:times|cdot|div|[dt]?frac)(?![a-zA-Z])")
 
@@ -71,18 +73,32 @@ def rewrite_mixed(text: str, latex: bool = True) -> str:
     return _MIXED_LATEX.sub(lambda m: whole(m, "\\frac{{{}}}{{{}}}"), text) if latex else text
 
 
-def is_range(text: str, alternatives: bool = True) -> bool:
-    """Does ``text`` state a range of numbers ("18-20", "18 to 20"), or (``alternatives``) "18 or 20"?
+def is_range(text: str, alternatives: bool = True, whole: bool = False) -> bool:
+    """Does ``text`` state a range of numbers ("18-20", "18 to 20"), a hedge ("5 or more", "at least 5"), or
+    (``alternatives``) "18 or 20"? With ``whole`` (a MATH answer, where "1-2\\sqrt3" is an expression), only
+    a text that is nothing but the range, or a number with a hedge, counts.
 
     A hyphen between two plain numbers reads as a range only when the first is the smaller ("18-20"); "20-18"
     is a difference, as is anything with a sign, a bracket or a letter beside it."""
-    if _RANGE_WORD.search(text) or alternatives and _OR.search(text):
+    text = text[:400]  # an answer line, not a document: bounds the regex work on hostile input
+    if whole:
+        bare = text.strip().rstrip(".").strip()
+        if _HEDGE.search(bare) and numbers(bare):
+            return True
+        m = re.fullmatch(rf"({_PLAIN}) ?- ?({_PLAIN})", bare)
+        return bool(_RANGE_WORD.fullmatch(bare) or alternatives and _OR.fullmatch(bare)
+                    or m and _low_high(m.group(1), m.group(2)))
+    if _RANGE_WORD.search(text) or alternatives and _OR.search(text) or _HEDGE.search(text):
         return True
     for m in _RANGE_DASH.finditer(text):
-        low, high = (Fraction(g.replace("$", "").replace(",", "").strip()) for g in m.groups())
-        if low < high:
+        if _low_high(*m.groups()):
             return True
     return False
+
+
+def _low_high(a: str, b: str) -> bool:
+    low, high = (Fraction(g.replace("$", "").replace(",", "").strip()) for g in (a, b))
+    return low < high
 
 
 def _first_line(text: str) -> str:
@@ -96,8 +112,8 @@ def _clean(line: str) -> str:
     """LaTeX markup that carries no value: ``\\boxed{}``, ``\\text{}``, ``$``, spacing commands."""
     line = re.sub(r"\\(?:boxed|text|textbf|mathrm|mbox)\{([^{}]*)\}", r"\1", line)
     line = re.sub(r"\\[dt]frac", r"\\frac", line)
-    line = re.sub(r"\\frac\s*\{?(\d)\}?\s*\{?(\d)\}?(?!\d)", r"\\frac{\1}{\2}", line)  # \frac12
-    line = re.sub(r"\\frac\{(\d+)\}\{(\d+)\}", r" \1/\2", rewrite_mixed(line))
+    canonical = rewrite_command(line, "\\frac", 2, lambda a, b, option: f"\\frac{{{a.strip()}}}{{{b.strip()}}}")
+    line = re.sub(r"\\frac\{(\d+)\}\{(\d+)\}", r" \1/\2", rewrite_mixed(canonical if canonical is not None else line))
     for old, new in (("\\$", "$"), ("\\!", ""), ("\\,", ""), ("{,}", ","), ("\\left", ""), ("\\right", ""),
                      ("\\%", "%"), ("\\(", ""), ("\\)", ""), ("\\[", ""), ("\\]", "")):
         line = line.replace(old, new)
@@ -113,15 +129,21 @@ def _sentence(line: str) -> str:
 def line_value(text: str) -> Fraction | str | None:
     """The one value an answer line states (what follows "The answer is:"), :data:`AMBIGUOUS` for a range
     or alternatives, None when it states no number. See the module docstring for the styles read."""
-    line = _clean(_first_line(text))
+    line = _clean(_first_line(text)[:400])  # an answer line, not a document
     if "=" in line:
         head, _, value = line.rpartition("=")
-        if numbers(value) and all(_ARITHMETIC.fullmatch(_OPERATOR_COMMANDS.sub(" ", part)) for part in head.split("=")):
+        if len(numbers(value)) == 1 and all(_ARITHMETIC.fullmatch(_OPERATOR_COMMANDS.sub(" ", part))
+                                            for part in head.split("=")):
             line = value
+    line = re.sub(r"(\d+) and a half\b", lambda m: f"{m.group(1)}.5", line)
+    line = re.sub(r"(\d+) and (\d+/\d+)", r"\1 \2", line)  # "10 and 1/2" is a mixed number
+
     for approx in ("\\approx", "\u2248"):
         if approx in line and numbers(line.split(approx)[0]):
             line = line.split(approx)[0]
-    line = _sentence(rewrite_mixed(rewrite_scientific(rewrite_scales(line)), latex=False))
+    line = rewrite_scientific(rewrite_scales(line))
+    line = re.sub(r"(?<![\w.])(\d{1,3}) ?\^ ?\{?(\d)\}?(?![\d.])", lambda m: str(int(m.group(1)) ** int(m.group(2))), line)
+    line = _sentence(rewrite_mixed(line, latex=False))
     if is_range(line):
         return AMBIGUOUS
     found = numbers(line)

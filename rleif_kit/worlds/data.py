@@ -149,6 +149,7 @@ def load_seeds(cfg: RunConfig, paths: RunPaths) -> Iterator[dict]:
             seen[sid] = where.rsplit(":", 1)[1]
             seed = {"id": sid, "root_id": sid, "round": 0, "text": text,
                     "answer": rec.get("response", rec.get("answer"))}
+            seed.update({k: rec[k] for k in ("gold", "source") if rec.get(k) is not None})  # truth.is_correct reads them
             if "problem" in rec:  # an arithmetic-world record (e.g. the loop's previous 02_dedup/instructions.jsonl)
                 seed["problem"] = rec["problem"]
             yield seed

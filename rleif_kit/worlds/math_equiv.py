@@ -38,6 +38,10 @@ _REPLACE = [("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\dbinom", "\\binom"
 _TEXT_CMD = r"\\(?:text|textbf|textit|textnormal|mbox|mathrm|mathbf|operatorname)"
 _TRAILING_UNIT = re.compile(_TEXT_CMD + r"\{[^{}]*\}(?:\^\{?\d\}?)?\s*$")
 _WORD_UNITS = re.compile(r"(?<=[\d})\]])\s+[a-zA-Z]{2,}(?:\s+[a-zA-Z]+){0,2}(?:\^\{?\d\}?)?$")
+# trailing words that are not units: constants, scale words and short letter runs that read as variables ("3 ab")
+_NOT_UNITS = {"pi", "dozen", "score", "half", "third", "quarter", "squared", "cubed"}
+_SHORT_UNITS = {"cm", "mm", "km", "m", "ft", "in", "yd", "mi", "kg", "g", "mg", "lb", "lbs", "oz", "ml", "l", "hr",
+                "hrs", "min", "s", "sec", "mph", "kph", "cc", "sq", "cu", "deg", "rad", "am", "pm", "usd"}
 _SHORT_LHS = re.compile(r"\s*(?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\{?\w+\}?)?\s*")
 
 
@@ -53,9 +57,20 @@ def _strip_wrappers(s: str) -> str:
     return s
 
 
+MAX_ANSWER_CHARS = 2000
+_HEDGE_TEXT = re.compile(r"\b(?:or more|or less|or fewer|at most|at least|more than|less than|fewer than)\b", re.I)
 _PLAIN_VALUE = re.compile(r"-?\d+(?:\.\d+)?(?:/\d+)?|-?\\frac\{\d+\}\{\d+\}")
 _OPERATOR_COMMANDS = re.compile(r"\\(?:times|cdot|div|frac|sqrt)(?![a-zA-Z])")
 _ALTERNATIVES = re.compile(r",?\s+(?:or|and)\s+")
+
+
+def _unit_or_not(m: re.Match) -> str:
+    """"12 inches" -> "12"; "3 ab", "4 pi", "5 dozen" keep their words (a product or a scale, not a unit)."""
+    words = re.findall(r"[a-zA-Z]+", m.group())
+    if any(w.lower() in _NOT_UNITS for w in words) or len(words) == 1 and len(words[0]) <= 3 and \
+            words[0].lower() not in _SHORT_UNITS:
+        return m.group()
+    return ""
 
 
 def _value_of_equation(s: str) -> str:
@@ -69,6 +84,11 @@ def _value_of_equation(s: str) -> str:
                      for p in parts[:-1])
     if arithmetic and _PLAIN_VALUE.fullmatch(last.replace(" ", "")):
         return last
+    first = parts[0].strip()
+    if _PLAIN_VALUE.fullmatch(first.replace(" ", "")) and all(  # "18 = 3 \\cdot 6": the value stated first
+            re.fullmatch(r"[\d\s.+\-*/()^!{}]*", _OPERATOR_COMMANDS.sub(" ", p)) and re.search(r"\d", p)
+            for p in parts[1:]):
+        return first
     if len(parts) == 2 and _SHORT_LHS.fullmatch(parts[0]):
         return parts[1]
     return s
@@ -85,6 +105,10 @@ def normalize(answer: str | None) -> str | None:
     """
     if answer is None or not answer.strip():
         return None
+    if len(answer) > MAX_ANSWER_CHARS:  # no answer is that long; bounds every rule below on hostile input
+        return None
+    if _HEDGE_TEXT.search(answer):  # "5 \\text{ or more}" must not lose its hedge to the unit rule
+        return "range:" + re.sub(r"\s+", "", answer)
     s = answer.replace("\\\\", "\x01")  # a row break "\\\\" must survive the "\\ " (space) rule below
     s = s.replace("\n", " ").replace("\\$", "").replace("$", "")
     s = _strip_wrappers(s)
@@ -98,10 +122,10 @@ def normalize(answer: str | None) -> str | None:
         s = _TRAILING_UNIT.sub("", s)
     s = re.sub(_TEXT_CMD + r"\{([^{}]*)\}", r"\1", s)
     s = rewrite_scientific(rewrite_scales(s.strip().rstrip(".").strip()))  # before unit words: "million" is none
-    if is_range(s, alternatives=False):
+    if is_range(s, alternatives=False, whole=True):
         return "range:" + re.sub(r"\s+", "", s)
     s = _ALTERNATIVES.sub(",", s)
-    s = _WORD_UNITS.sub("", s)
+    s = _WORD_UNITS.sub(_unit_or_not, s)
     for approx in ("\\approx", "\u2248"):
         if approx in s and s.split(approx)[0].strip():
             s = s.split(approx)[0]
@@ -173,6 +197,8 @@ def _collection(s: str, ordered_lists: bool) -> list[str] | None:
         return None if ordered_lists else items
     if len(pm := split_top(s, "\\pm")) == 2:
         return [f"{pm[0]}+{pm[1]}", f"{pm[0]}-{pm[1]}"] if pm[0] else [pm[1], f"-{pm[1]}"]
+    if s.count("\\pm") == 1:  # inside a fraction: \\frac{1\\pm\\sqrt5}{2} is two roots
+        return [s.replace("\\pm", "+"), s.replace("\\pm", "-")]
     return None
 
 
@@ -229,10 +255,13 @@ def is_equiv(prediction: str | None, gold: str | None, timeout: float = 2.0, que
     intervals and matrices item by item in order (their bracket kinds must match), and single values by
     ``sympy_equal`` within ``timeout`` seconds. A None or unnormalisable prediction is wrong.
     """
-    p, g = normalize(prediction), normalize(gold)
-    if p is None or g is None:
+    try:
+        p, g = normalize(prediction), normalize(gold)
+        if p is None or g is None:
+            return False
+        return _equiv(p, g, timeout, asks_for_order(question))
+    except RecursionError:  # a thousand nested \\frac: no answer, never an exception out of the scorer
         return False
-    return _equiv(p, g, timeout, asks_for_order(question))
 
 
 def _equiv(p: str, g: str, timeout: float, ordered_lists: bool) -> bool:

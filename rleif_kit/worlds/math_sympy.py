@@ -96,9 +96,13 @@ def _small_enough(expr: Any) -> bool:
     """False for powers or factorials that would take unbounded time to evaluate exactly."""
     import sympy  # heavy: loaded on first use
 
+    def reciprocal_only(e: Any) -> bool:  # 1/3 parsed unevaluated is 1 * 3**-1: a power, but a harmless one
+        return all(isinstance(p.base, sympy.Integer) and abs(p.base) < 10 ** 6 and p.exp == -1
+                   for p in sympy.preorder_traversal(e) if isinstance(p, sympy.Pow))
+
     for node in sympy.preorder_traversal(expr):
         if isinstance(node, sympy.Pow) and node.exp.is_number:
-            if node.exp.has(sympy.Pow, sympy.factorial) or abs(float(node.exp)) > MAX_EXPONENT:
+            if node.exp.has(sympy.factorial) or not reciprocal_only(node.exp) or abs(float(node.exp)) > MAX_EXPONENT:
                 return False
         if isinstance(node, (sympy.factorial, sympy.binomial)) and any(
                 a.is_number and abs(float(a)) > MAX_EXPONENT for a in node.args):

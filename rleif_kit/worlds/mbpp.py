@@ -73,13 +73,14 @@ def mbppplus_input(record: Mapping[str, Any]) -> str:
     """The instruction of ``mbppplus_gen.py``: the task text, then the assertion in a ```python block (from the
     EvalPlus ``prompt`` docstring when there is one, else ``text`` and the first test)."""
     prompt = record.get("prompt")
-    if isinstance(prompt, str) and "assert" in prompt:
-        inner = prompt.strip().strip('"').strip()
-        lines = inner.splitlines()
-        at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("assert"))
+    lines = prompt.strip().strip('"').strip().splitlines() if isinstance(prompt, str) else []
+    at = next((i for i, line in enumerate(lines) if line.lstrip().startswith("assert")), None)
+    if at is not None:  # EvalPlus: the description, then its assert, in a docstring
         text, assertion = " ".join(x.strip() for x in lines[:at] if x.strip()), "\n".join(lines[at:]).strip()
-    else:
-        text, assertion = str(record["text"]).strip(), record["test_list"][0].strip()
+    elif isinstance(record.get("text"), str):
+        text, assertion = record["text"].strip(), record["test_list"][0].strip()
+    else:  # a prompt that is the description only (sanitized-MBPP's columns)
+        text, assertion = " ".join(x.strip() for x in lines if x.strip()), record["test_list"][0].strip()
     return text + ASSERTION_LINE.format(assertion=assertion)
 
 

@@ -25,8 +25,11 @@ def numbers(text: str) -> list[re.Match]:
 
 
 def number_value(m: re.Match) -> Fraction | None:
-    """The exact value of one number match; None for a zero denominator."""
-    value = Fraction((m.group("int") or "0").replace(",", "") + (m.group("dec") or ""))
+    """The exact value of one number match; None for a zero denominator or more digits than Python reads."""
+    digits = (m.group("int") or "0").replace(",", "") + (m.group("dec") or "")
+    if len(digits) > 1000:  # no answer is that long; int() refuses past 4,300 digits anyway
+        return None
+    value = Fraction(digits)
     if m.group("den"):
         den = Fraction(m.group("den"))
         if den == 0:
