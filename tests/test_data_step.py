@@ -109,7 +109,7 @@ def test_doctor_has_no_fail_caused_by_ordering(tmp_path, raw):
     ({"sft.gsm8k_train": "", "sft.math_train": ""}, "[evol_instruct] seeds = "),
     ({"sft.open_domain_path": "/nonexistent/open.jsonl"}, "[sft] open_domain_path = '/nonexistent/open.jsonl': file "
                                                           "not found"),
-    ({"sft.gsm8k_train": "/nonexistent/train.jsonl"}, "/nonexistent/train.jsonl"),
+    ({"sft.gsm8k_train": "/nonexistent/train.jsonl"}, "[sft] gsm8k_train = '/nonexistent/train.jsonl': file not found"),
 ])
 def test_a_missing_input_is_one_line_naming_its_key(tmp_path, raw, capsys, change, expected):
     assert main(["data", PRESET, *_sets(tmp_path / "run", raw, **change)]) == 2
@@ -176,3 +176,30 @@ def test_the_arith_world_has_nothing_to_build(tmp_path):
     assert [(a.name, a.status) for a in report.artifacts] == [("seeds", "generated"), ("sft dataset", "generated"),
                                                               ("open domain", "exists")]
     assert paths.data_report.exists()
+
+
+def test_the_7b_default_regenerates_the_sft_set_through_an_endpoint(tmp_path, capsys, monkeypatch):
+    """[sft] build = "regenerate" (the 7B preset's): each training problem asked of the endpoint, kept when its
+    final answer equals the gold one; here the endpoint is the loopback teacher, replying in real models' styles."""
+    from rleif_kit.testing.teacher import serve, settings_for
+
+    raw = tmp_path / "raw"
+    server, teacher = serve(raw, seed=7, world={"n_train": 40, "n_test": 10})
+    try:
+        (raw / "open.jsonl").write_text(json.dumps({"instruction": "Name a colour.", "output": "Blue."}) + "\n")
+        settings = tmp_path / "settings.json"
+        settings.write_text(json.dumps(settings_for(server.base_url, "RLEIF_TEST_KEY", raw)))
+        monkeypatch.setenv("RLEIF_TEST_KEY", "sk-test")
+        run = tmp_path / "run"
+        sets = [a for a in _sets(run, raw, **{"sft.build": "regenerate"}) if a]
+        assert main(["data", PRESET, *sets, "--settings", str(settings)]) == 0
+    finally:
+        server.stop()
+    out = capsys.readouterr().out
+    assert teacher.kinds["regenerate"] == 40  # one request per training problem (30 GSM8k + 10 MATH)
+    report = json.loads((run / "00_setup" / "data_report.json").read_text())
+    sft = next(a for a in report["artifacts"] if a["name"] == "sft dataset")
+    assert 20 <= sft["records"] < 40 and "final answer differs from gold" in sft["rejected"]  # the teacher slips
+    rows = [json.loads(line) for line in (run / "stepwise.jsonl").read_text().splitlines()]
+    assert all(r["response"].startswith("Step 1:") and "The answer is:" in r["response"] for r in rows)
+    assert "build mode: regenerate" in out

@@ -21,7 +21,7 @@ from rleif_kit.testing.teacher import serve, settings_for
 
 PRESET = "params/tiny-math.toml"
 KEY_ENV = "RLEIF_TEACHER_KEY"
-TRAIN_PROBLEMS = 2000  # GSM8k- and MATH-format training problems the teacher writes (three quarters GSM8k)
+TRAIN_PROBLEMS = 8000  # GSM8k- and MATH-format training problems the teacher writes (three quarters GSM8k)
 
 
 def teacher_world(cfg: Any) -> dict:

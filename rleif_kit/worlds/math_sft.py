@@ -46,6 +46,9 @@ def load_training_problems(cfg: RunConfig) -> list[dict]:
         if not spec:
             continue
         hub = cfg.sft.gsm8k_hub if source == "gsm8k" else cfg.sft.math_hub
+        if spec != "hub" and not cfg.resolve(spec).exists():
+            raise FileNotFoundError(f"[sft] {source}_train = {spec!r}: file not found ({cfg.resolve(spec)}); point it "
+                                    "at your training data, or use 'hub' (docs/your-own-7b-run.md)")
         rows = load_hub_dataset(source, "train", _hub_source(cfg, hub)) if spec == "hub" else local(cfg.resolve(spec))
         problems += [{**r, "source": source} for r in rows]
     if not problems:
