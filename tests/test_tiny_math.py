@@ -7,7 +7,6 @@ kit did with its replies. The walkthrough's commands (docs/your-own-7b-run.md) r
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest

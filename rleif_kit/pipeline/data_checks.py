@@ -60,7 +60,7 @@ def _built_file(cfg: Any, check: str, key: str, spec: str, read, buildable: bool
                        advice=f"not built yet: {BUILDS} from [sft] gsm8k_train / math_train; run it before "
                               "`rleif evolve` on its own")
     return Verdict(check, "fail", {"path": str(path)}, source=f"{key} = {spec}",
-                   advice=f"file not found, and [sft] gsm8k_train / math_train are not usable: nothing builds it "
+                   advice="file not found, and [sft] gsm8k_train / math_train are not usable: nothing builds it "
                           "(set them, or point the key at your file; docs/your-own-7b-run.md)")
 
 

@@ -193,13 +193,14 @@ def run_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataRepor
             write_jsonl(sft_path, [r for r in read_jsonl(sft_path) if str(r.get("id")) not in out])
             built["dropped"] = {**built.get("dropped", {}), CONTAMINATED: len(copies)}
         elif copies:
-            report.notes.append(f"{len(copies)} rows of [sft] dataset share a 13-word sequence with an evaluation "
-                                f"item (first: {copies[0]['id']}); the file is yours, so it is left as it is")
+            report.notes.append(f"{len(copies)} rows of [sft] dataset share a {cfg.dedup.decontam_ngram}-word sequence "
+                                f"with an evaluation item (first: {copies[0]['id']}); the file is yours, so it is left "
+                                "as it is")
         texts = [math_prompt(r["instruction"], cfg.eval.cot_prompt) + sft_completion(r["response"]) for r in rows]
+        limit = cfg.sft.max_seq_len if report.length_unit == "tokens" else None
         report.artifacts.append(Artifact("sft dataset", "[sft] dataset", "built" if built else "exists", str(sft_path),
-                                         len(rows), _lengths(texts, measure, cfg.sft.max_seq_len if
-                                                             report.length_unit == "tokens" else None),
-                                         built.get("dropped", {}), note=f"build mode: {cfg.sft.build}" if built else ""))
+                                         len(rows), _lengths(texts, measure, limit), built.get("dropped", {}),
+                                         note=f"build mode: {cfg.sft.build}" if built else ""))
     if report.artifact("seeds").status == "exists" and seeds_path is not None:  # count what 01 will read
         seeds = list(load_seeds(cfg, paths))
         a = report.artifact("seeds")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 from rleif_kit.core.config import load_config

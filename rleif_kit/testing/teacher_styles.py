@@ -29,7 +29,8 @@ PREAMBLES = ("Sure! Here's the rewritten problem:\n\n", "Here is the rewritten p
              "Okay, here's the rewritten prompt:\n\n", "**Rewritten Problem:**\n\n",
              "#Rewritten Prompt#:\n", "New Prompt: ", "Here's a more challenging version:\n\n")
 EXPLANATIONS = {"add_constraint": "This version adds a condition the solver has to take into account.",
-                "concretize": "I made the situation more concrete.", "deepen": "This version needs one more kind of step.",
+                "concretize": "I made the situation more concrete.",
+                "deepen": "This version needs one more kind of step.",
                 "more_steps": "This adds an extra step to the reasoning.", "simplify": "This is an easier version.",
                 "new_topic": "This problem uses a new setting but is easier."}
 NOTES = ("this adds", "this version", "i made the", "here's", "here is the", "**")  # leftovers a judge marks down
@@ -150,8 +151,8 @@ def ranking(order: Sequence[str], rng: random.Random, noise: float) -> str:
     """A ranking, best first, with the explanation judges write and the final line in one of their forms; now
     and then one that breaks the asked format (a tie, or only the best one named)."""
     line = " > ".join(order)
-    notes = "\n".join(f"- Variant {x}: {'clear and solvable' if i == 0 else 'acceptable' if i < len(order) - 1 else 'weakest of the set'}."
-                      for i, x in enumerate(order))
+    words = ["clear and solvable"] + ["acceptable"] * (len(order) - 2) + ["weakest of the set"]
+    notes = "\n".join(f"- Variant {x}: {w}." for x, w in zip(order, words[-len(order):]))
     broken = len(order) > 2 and rng.random() < 0.08 * noise
     if broken:
         return rng.choice((f"Ranking: {order[0]} = {order[1]} > {' > '.join(order[2:])}",
@@ -167,18 +168,20 @@ def step_labels(labels: Sequence[bool], rng: random.Random, noise: float) -> str
     if rng.random() < 0.08 * noise:
         if all(labels):
             return "All steps are correct."
-        return rng.choice(("\n".join(f"Step {i}: {w}" for i, w in enumerate(words[:-1], 1)) or "The solution is wrong.",
-                           "\n".join(f"Step {i}: the student works out the next quantity." for i in range(1, len(words) + 1))))
+        fewer = "\n".join(f"Step {i}: {w}" for i, w in enumerate(words[:-1], 1)) or "The solution is wrong."
+        restated = "\n".join(f"Step {i}: the student works out the next quantity." for i in range(1, len(words) + 1))
+        return rng.choice((fewer, restated))
     form = _pick(rng, noise, "plain", "capital", "explained", "numbered", "bold", "summary", "trailing", "sentences",
                  "boxed")
     if form == "trailing":
-        return "\n" + "\n".join(f"Step {i}: The calculation is checked. This step is {w}." for i, w in enumerate(words, 1)) + \
-            f"\nFinal Judgement: {'correct' if all(labels) else 'wrong'}"
+        lines = [f"Step {i}: The calculation is checked. This step is {w}." for i, w in enumerate(words, 1)]
+        return "\n" + "\n".join(lines) + f"\nFinal Judgement: {'correct' if all(labels) else 'wrong'}"
     if form == "sentences":
         return "Step-by-step Evaluation:\n" + "\n".join(
             f"Step {i} is correct." if ok else f"Step {i} contains an error." for i, ok in enumerate(labels, 1))
     if form == "boxed":
-        return "\n".join(f"Step {i}: Checking the arithmetic. The step is \\boxed{{{w}}}" for i, w in enumerate(words, 1))
+        return "\n".join(f"Step {i}: Checking the arithmetic. The step is \\boxed{{{w}}}"
+                         for i, w in enumerate(words, 1))
     if form == "capital":
         return "\n".join(f"Step {i}: {w.capitalize()}" for i, w in enumerate(words, 1))
     if form == "explained":

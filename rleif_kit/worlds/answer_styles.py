@@ -142,7 +142,8 @@ def line_value(text: str) -> Fraction | str | None:
         if approx in line and numbers(line.split(approx)[0]):
             line = line.split(approx)[0]
     line = rewrite_scientific(rewrite_scales(line))
-    line = re.sub(r"(?<![\w.])(\d{1,3}) ?\^ ?\{?(\d)\}?(?![\d.])", lambda m: str(int(m.group(1)) ** int(m.group(2))), line)
+    line = re.sub(r"(?<![\w.])(\d{1,3}) ?\^ ?\{?(\d)\}?(?![\d.])",
+                  lambda m: str(int(m.group(1)) ** int(m.group(2))), line)  # "10^3"
     line = _sentence(rewrite_mixed(line, latex=False))
     if is_range(line):
         return AMBIGUOUS

@@ -34,7 +34,8 @@ _REPLACE = [("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\dbinom", "\\binom"
             ("\\circ", ""), ("\u00b0", ""), ("\\degree", ""), ("\\%", ""), ("%", ""),
             ("\\!", ""), ("\\,", ""), ("\\;", ""), ("\\:", ""), ("\\ ", " "), ("\\qquad", " "), ("\\quad", " "),
             ("~", " "), ("{,}", ""), ("\u2212", "-"), ("\u00bd", "\\frac{1}{2}"), ("\u2153", "\\frac{1}{3}"),
-            ("\u2154", "\\frac{2}{3}"), ("\u00bc", "\\frac{1}{4}"), ("\u00be", "\\frac{3}{4}"), ("\u215b", "\\frac{1}{8}")]
+            ("\u2154", "\\frac{2}{3}"), ("\u00bc", "\\frac{1}{4}"), ("\u00be", "\\frac{3}{4}"),
+            ("\u215b", "\\frac{1}{8}")]
 _TEXT_CMD = r"\\(?:text|textbf|textit|textnormal|mbox|mathrm|mathbf|operatorname)"
 _TRAILING_UNIT = re.compile(_TEXT_CMD + r"\{[^{}]*\}(?:\^\{?\d\}?)?\s*$")
 _WORD_UNITS = re.compile(r"(?<=[\d})\]])\s+[a-zA-Z]{2,}(?:\s+[a-zA-Z]+){0,2}(?:\^\{?\d\}?)?$")
