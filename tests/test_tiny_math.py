@@ -42,11 +42,19 @@ def test_figures_match_the_baselines(math_run):
     assert off == [], "\n".join(off)
 
 
-def test_every_request_kind_went_through_the_endpoint(math_run):
+def test_every_request_kind_went_through_the_endpoint_and_is_accounted_for(math_run):
     root, kinds = math_run
-    assert {"evolve", "equality", "answer", "ranking", "step_labels"} <= set(kinds), kinds
-    usage = json.loads((root / "run" / "01_evolve" / "usage.json").read_text())
-    assert usage["requests"] > 0 and usage["cost_usd"] > 0  # priced in the teacher's settings
+    assert {"evolve", "equality", "answer", "rewrite_steps", "ranking", "step_labels"} <= set(kinds), kinds
+    run = root / "run"
+    evolve = json.loads((run / "01_evolve" / "usage.json").read_text())
+    fanout = json.loads((run / "04_reward_models" / "irm_fanout.usage.json").read_text())
+    judges = [json.loads((run / "04_reward_models" / f).read_text())["usage"]
+              for f in ("irm_rankings.report.json", "prm_judged.report.json")]
+    assert judges[0]["requests"] == kinds["ranking"] and judges[1]["requests"] == kinds["step_labels"]
+    sent = evolve["requests"] + fanout["requests"] + sum(j["requests"] for j in judges)
+    asked = kinds["evolve"] + kinds["equality"] + kinds["answer"] + kinds["ranking"] + kinds["step_labels"]
+    assert sent == asked  # every request the teacher saw is in a usage record (rewrite-to-steps and check-api aside)
+    assert all(u["cost_usd"] > 0 for u in (evolve, fanout, *judges))  # priced in the teacher's settings
 
 
 def test_the_data_step_built_seeds_and_sft_set_from_the_raw_files(math_run):
@@ -61,17 +69,28 @@ def test_the_data_step_built_seeds_and_sft_set_from_the_raw_files(math_run):
 def test_malformed_judge_replies_were_asked_again_and_never_guessed(math_run):
     root, _ = math_run
     rm = root / "run" / "04_reward_models"
-    judged = [r for f in rm.glob("*.jsonl") if "judg" in f.name or "label" in f.name for r in _jsonl(f)]
-    assert judged, sorted(p.name for p in rm.iterdir())
-    assert any(r.get("attempts", 1) > 1 and r["status"] == "ok" for r in judged)  # re-asked, then read
-    for r in judged:
-        if r["status"] == "failed" and r["reason"] == "unparseable":
-            assert "label" not in r and r["attempts"] == 3  # recorded as failed, no label made up
+    for name in ("irm_rankings.jsonl", "prm_judged.jsonl"):
+        judged = _jsonl(rm / name)
+        assert any(r["attempts"] > 1 and r["status"] == "ok" for r in judged), name  # re-asked, then read
+        for r in judged:
+            if r["status"] == "failed":
+                assert r["reason"] == "unparseable" and "label" not in r and r["attempts"] == 3  # nothing made up
+    assert any(r["status"] == "failed" for r in _jsonl(rm / "prm_judged.jsonl"))
 
 
 def test_gsm8k_is_scored_strictly_for_sft_and_ppo(math_run):
     root, _ = math_run
-    ev = metrics(root, "06_eval")
-    rows = _jsonl(root / "run" / "06_eval" / "sft" / "gsm8k.jsonl")
-    assert len(rows) == 80 and all("flexible_correct" in r and "compat_correct" in r for r in rows)
-    assert ev is not None
+    for model in ("sft", "ppo"):
+        rows = _jsonl(root / "run" / "06_eval" / model / "gsm8k.jsonl")
+        assert len(rows) == 80 and all("flexible_correct" in r and "compat_correct" in r for r in rows)
+        assert sum(r["correct"] for r in rows) / 80 == metrics(root, "06_eval")["accuracy"][model]["gsm8k"]
+    assert "sft_vs_ppo_gsm8k" in metrics(root, "07_reward_diagnostics")["verdicts"]
+
+
+def test_evolution_eliminated_the_teachers_leftover_notes(math_run):
+    root, _ = math_run
+    eliminated = _jsonl(root / "run" / "01_evolve" / "eliminated.jsonl")
+    leaked = [r["text"] for r in eliminated if r["reason"] == "leaked_template"]
+    assert any("In this modified version" in t or "I hope this helps" in t for t in leaked)
+    kept = _jsonl(root / "run" / "01_evolve" / "evolved.jsonl")
+    assert not any(t in r["text"] for r in kept for t in ("Here's", "**", "New Prompt:", "#Rewritten"))

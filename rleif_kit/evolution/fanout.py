@@ -5,6 +5,7 @@ Stage 04 ranks these siblings; the evolutions go through the same evolvers and e
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,11 @@ from tqdm.auto import tqdm
 
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
+from rleif_kit.core.records import write_json_atomic
 from rleif_kit.evolution.evolvers import Outcome, Task, make_evolver
 from rleif_kit.evolution.operators import distinct_operators, operators_for
 from rleif_kit.llm import run_sync
+from rleif_kit.llm.base import merge_usage
 from rleif_kit.llm.tasks import run_bounded
 
 
@@ -32,7 +35,8 @@ def fanout_tasks(parents: list[dict], k: int, cfg: RunConfig) -> list[Task]:
 async def run_fanout_async(cfg: RunConfig, out_path: Path, parents: list[dict], k: int, evolver: Any,
                            progress: bool = True) -> list[dict]:
     """Evolve each parent into k variants with distinct operators; every outcome (kept or eliminated,
-    with ``sibling_group`` = the parent id) is appended to ``out_path``. Resumable like the rounds."""
+    with ``sibling_group`` = the parent id) is appended to ``out_path``. Resumable like the rounds. Through an
+    endpoint, what it cost goes to ``<out>.usage.json`` (invocations and their total, as 01's ``usage.json``)."""
     done = {r["id"]: r for r in read_jsonl(out_path)}
     tasks = [t for t in fanout_tasks(parents, k, cfg) if t.id not in done]
     bar = tqdm(total=len(tasks), desc="fan-out", disable=not progress)
@@ -46,6 +50,11 @@ async def run_fanout_async(cfg: RunConfig, out_path: Path, parents: list[dict], 
 
         await run_bounded(tasks, evolver.evolve, on_outcome, 64, lambda: False)
     bar.close()
+    backend = getattr(evolver, "backend", None)
+    if backend is not None and getattr(backend, "usage", None) is not None:  # what the fan-out cost, like 01's
+        usage_path = out_path.with_suffix(".usage.json")
+        previous = json.loads(usage_path.read_text()) if usage_path.exists() else None
+        write_json_atomic(usage_path, merge_usage(previous, {**backend.usage.to_dict(), "model": evolver.model}))
     return list(done.values())
 
 
