@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rleif_kit.core.jsonl import read_user_jsonl
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import SETUP
 from rleif_kit.core.verdict import Verdict
@@ -118,8 +119,6 @@ def check_data(cfg: Any, settings_path: str | None = None) -> list[Verdict]:
 
 def _read_seeds(path):
     """Seed records as 01 reads them (one error naming the line for a bad one)."""
-    from rleif_kit.core.jsonl import read_user_jsonl
-
     for where, rec in read_user_jsonl(path, "[evol_instruct] seeds"):
         text = rec.get("instruction", rec.get("question", rec.get("text")))
         if not isinstance(text, str) or not text.strip():

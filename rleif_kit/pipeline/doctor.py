@@ -2,8 +2,8 @@
 
 In order: the config is valid; the settings file is valid, each API key the run needs is in the
 environment and each configured role's endpoint answers one chat round trip (``check_api``); the base
-models resolve (``models.loading.resolve_model_name``); every data file the stages read, or the raw data
-stage 00 builds it from, and the evaluation sets (``data_checks``); the evolution temperature; a sample of the SFT data has
+models resolve (``models.loading.resolve_model_name``); the evolution temperature; every data file the
+stages read, or the raw data stage 00 builds it from, and the evaluation sets (``data_checks``); a sample of the SFT data has
 explicit steps; then every reward-health check whose artifacts already exist (``diagnostics.stage.run_diagnostics``).
 Each is a :class:`Verdict`; any fail makes the command exit non-zero.
 """
@@ -128,8 +128,8 @@ def run_doctor(params_path: str, overrides: list[str] | tuple = (), settings_pat
     report.verdicts.append(Verdict("config", "ok", {"run": cfg.run_name}, source=params_path))
     report.verdicts += check_endpoints(cfg, settings_path)
     report.verdicts += check_models(cfg)
-    report.verdicts += check_data(cfg, settings_path)
     report.verdicts.append(dg.check_evolve_temperature(cfg.evol_instruct.temperature, cfg.diagnostics))
+    report.verdicts += check_data(cfg, settings_path)
     paths = RunPaths(output_dir=cfg.output_dir, report_dir=wd / "reports" / cfg.run_name)  # nothing is written
     sft_data = (paths.sft_data, paths.sft_rows)
     if not any(p.exists() for p in sft_data):  # else health's step_format reads them

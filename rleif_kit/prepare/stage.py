@@ -25,6 +25,9 @@ from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import read_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.records import write_json_atomic
+from rleif_kit.core.run_setup import setup
+from rleif_kit.core.settings import load_settings
+from rleif_kit.core.stages import SETUP
 from rleif_kit.prepare.seeds import CONTAMINATED, build_seeds, reasons
 from rleif_kit.worlds.benchmarks import load_items
 from rleif_kit.worlds.data import DataError, arith_size, load_instructions, load_seeds
@@ -227,10 +230,6 @@ def run_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataRepor
 
 def data_command(params_path: str, overrides: list[str], settings_path: str | None) -> int:
     """``rleif data PARAMS``: the data step alone, its report printed."""
-    from rleif_kit.core.run_setup import setup  # the run's lock and manifest, as every stage command
-    from rleif_kit.core.settings import load_settings
-    from rleif_kit.core.stages import SETUP
-
     cfg, paths = setup(params_path, overrides, stage=SETUP)
     settings = load_settings(settings_path) if settings_path else None
     print(run_data(cfg, paths, settings).table())

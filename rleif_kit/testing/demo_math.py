@@ -16,6 +16,7 @@ import os
 from typing import Any
 
 from rleif_kit.core.config import load_config
+from rleif_kit.pipeline.runner import run_pipeline
 from rleif_kit.testing.teacher import serve, settings_for
 
 PRESET = "params/tiny-math.toml"
@@ -33,8 +34,6 @@ def teacher_world(cfg: Any) -> dict:
 def run_demo(params: str = PRESET, overrides: list[str] | None = None, report_dir: str | None = None,
              stages: str | None = None, noise: float = 1.0) -> tuple[list[Any], dict[str, int]]:
     """(the stage runs, the teacher's requests by kind)."""
-    from rleif_kit.pipeline.runner import run_pipeline  # papermill's machinery: only when a demo runs
-
     overrides = list(overrides or [])
     cfg = load_config(params, overrides)
     raw = cfg.resolve(cfg.sft.gsm8k_train).parent
