@@ -203,3 +203,62 @@ def test_the_7b_default_regenerates_the_sft_set_through_an_endpoint(tmp_path, ca
     rows = [json.loads(line) for line in (run / "stepwise.jsonl").read_text().splitlines()]
     assert all(r["response"].startswith("Step 1:") and "The answer is:" in r["response"] for r in rows)
     assert "build mode: regenerate" in out
+
+
+def test_seeds_keep_operators_apart_and_short_test_copies_out():
+    from rleif_kit.prepare.seeds import build_seeds
+
+    problems = [{"id": "a", "question": "Compute $5+3$."}, {"id": "b", "question": "Compute $5-3$."},
+                {"id": "c", "question": "compute  $5+3$"}, {"id": "d", "question": "What is $2+2$?"}]
+    seeds, rejected = build_seeds(problems, [("math:7", "What is $2+2$?")])
+    assert [s["id"] for s in seeds] == ["a", "b"]
+    assert [(r["id"], r["reason"]) for r in rejected] == [("c", "duplicate question"), ("d", CONTAMINATED)]
+
+
+def test_a_math_root_folder_with_its_test_split_is_refused(tmp_path, raw, capsys):
+    root = tmp_path / "MATH"
+    for split in ("train", "test"):
+        (root / split / "algebra").mkdir(parents=True)
+        (root / split / "algebra" / "1.json").write_text(json.dumps(MATH_ROWS[0]))
+    assert main(["data", PRESET, *_sets(tmp_path / "run", raw, **{"sft.math_train": str(root)})]) == 2
+    assert "holds a test/ folder: point it at the training split" in capsys.readouterr().err
+    assert main(["data", PRESET, *_sets(tmp_path / "run", raw, **{"sft.math_train": str(root / "train")})]) == 0
+
+
+def test_regenerate_never_leaves_a_partial_set_behind(tmp_path, raw, capsys, monkeypatch):
+    from rleif_kit.testing.fake_openai import FakeOpenAIServer
+
+    def reply(body):  # every third problem fails for good (a 500 after the client's retries)
+        text = body["messages"][0]["content"]
+        if sum(map(ord, text)) % 3 == 0:
+            raise RuntimeError("down")
+        return "Step 1: 1 + 1 = 2. The answer is: 2"
+
+    with FakeOpenAIServer(responder=reply) as server:
+        settings = json.loads((raw / "settings.json").read_text())
+        settings["api"].update(base_url=server.base_url, max_retries=0)
+        (raw / "settings.json").write_text(json.dumps(settings))
+        monkeypatch.setenv("RLEIF_TEST_KEY", "sk-test")
+        run = tmp_path / "run"
+        code = main(["data", PRESET, *_sets(run, raw, **{"sft.build": "regenerate"}), "--settings",
+                     str(raw / "settings.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "problems have no answer yet" in err and "rerun to continue" in err
+    assert not (run / "stepwise.jsonl").exists() and (run / "stepwise.regenerate.jsonl").exists()
+
+
+def test_the_teacher_never_writes_over_files_it_did_not_write(tmp_path, raw):
+    from rleif_kit.testing.teacher import World, write_data
+
+    with pytest.raises(FileExistsError, match="the teacher did not write"):
+        write_data(raw, World(0, n_train=10, n_test=2))
+    write_data(tmp_path / "toy", World(0, n_train=10, n_test=2))
+    write_data(tmp_path / "toy", World(0, n_train=10, n_test=2))  # its own folder: written again
+
+
+def test_a_file_built_from_other_inputs_is_named(tmp_path, raw, capsys):
+    run = tmp_path / "run"
+    assert main(["data", PRESET, *_sets(run, raw)]) == 0
+    capsys.readouterr()
+    assert main(["data", PRESET, *_sets(run, raw, **{"dedup.decontam_ngram": 20})]) == 0
+    assert "was built from other inputs (decontam_ngram 13 -> 20); delete it to rebuild" in capsys.readouterr().out

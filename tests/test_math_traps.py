@@ -219,6 +219,8 @@ GSM8K_TRAPS = {
         ("The answer is: -3", "-3", True, "a negative number is no range"),
         ("The answer is: 12 (or 13)", "12", False, "an alternative in brackets"),
         ("The answer is: 5 or more", "5", False, "a hedge"),
+        ("The answer is: about 18", "18", False, "'about' the stated number"),
+        ("The answer is: 18 apples, which is about 3 dozen", "18", True, "a hedge on another number is no hedge"),
     ],
     "format": [
         ("The answer is: \\boxed{18}", "18", True, "\\boxed"),

@@ -31,11 +31,12 @@ LEAK_PHRASES = (
     "#method list#", "#plan#", "#finally rewritten instruction#",
     "given prompt", "rewritten prompt", "created prompt", "the above prompt",
     "the original prompt", "rewritten instruction", "given instruction",
-    # notes to the reader real evolvers leave after the problem (gpt-3.5's "In this modified version, ..." in
-    # evol-codealpaca; chat sign-offs): the instruction is no longer only the instruction
-    "in this modified version", "this rewritten version", "new prompt:", "i hope this helps",
-    "let me know if you need",
 )
+# Notes to the reader real evolvers leave AFTER the problem (gpt-3.5's "In this modified version, ..." in
+# evol-codealpaca; chat sign-offs): a leak there, after the last question mark or blank line, not inside a story
+# ("In this modified version of chess, ...", a character saying "I hope this helps").
+NOTE_PHRASES = ("in this modified version", "this rewritten version", "in this version", "i hope this helps",
+                "let me know if you need", "this adds ", "this version ")
 # Any other "#Some Label#" marker inside the text is template syntax too ("C# and F#" is not:
 # the label must start with a letter right after the '#').
 _HASH_LABEL = re.compile(r"#[A-Za-z][A-Za-z ]{1,40}#")
@@ -66,8 +67,8 @@ _DANGLING_WORDS = frozenset("the a an and or but of than their your my its".spli
 _LABEL = re.compile(
     r"^[*_\s]*(?:(?:sure|okay|ok|certainly)[!,.]?\s+)?(?:"
     r"#\s*[A-Za-z][A-Za-z ]{0,40}#\s*:?"  # "#Rewritten Prompt#:", "#Instruction#"
-    r"|(?:here\s+is\s+|here's\s+)(?:the\s+|my\s+|an?\s+)?(?:[\w-]+\s+){0,3}"
-    r"(?:prompt|instruction|question|problem|task|version)\s*:"  # "Here's a more challenging version:"
+    r"|(?:here\s+is\s+|here's\s+)(?:the\s+|an?\s+)(?:[\w-]+\s+){0,3}"
+    r"(?:prompt|instruction|question|problem|version)\s*:"  # "Here's a more challenging version:"
     r"|(?:the\s+|my\s+|an?\s+)?"
     r"(?:(?:rewritten|new|evolved|created|revised|harder|simpler|modified|final)\s+)?"
     r"(?:prompt|instruction|question|problem|task)\s*:"  # "Rewritten prompt:", "New instruction:"
@@ -161,7 +162,13 @@ def _is_refusal(text: str) -> bool:
 
 def _leaks_template(text: str) -> bool:
     low = text.lower()
-    return any(p in low for p in LEAK_PHRASES) or bool(_HASH_LABEL.search(text))
+    return any(p in low for p in LEAK_PHRASES) or bool(_HASH_LABEL.search(text)) or _trailing_note(low)
+
+
+def _trailing_note(low: str) -> bool:
+    """A note to the reader after the problem: past its last question mark, or in a paragraph of its own."""
+    tails = [low.rsplit("?", 1)[1] if "?" in low else "", low.rsplit("\n\n", 1)[1] if "\n\n" in low else ""]
+    return any(p in tail for tail in tails for p in NOTE_PHRASES)
 
 
 def elimination_reason(parent: str, child: str, *, finish_reason: str | None = None,
@@ -185,24 +192,35 @@ def elimination_reason(parent: str, child: str, *, finish_reason: str | None = N
     return None
 
 
-_EQUALITY = re.compile(r"\b(not\s+(?:the\s+)?(?:equal|same)|unequal|different|distinct|equal|same|identical)\b", re.I)
+_EQUALITY = re.compile(r"\b(?:(not|non|no)[\s-]+(?:at\s+all\s+|exactly\s+|quite\s+|really\s+)?(?:the\s+)?)?"
+                       r"(equal|same|identical|equivalent|different|distinct|unequal)\b(\s*\?)?", re.I)
 
 
-def _equality_word(word: str) -> bool:
-    return not re.match(r"not|unequal|different|distinct", word, re.I)
+def _mentions(text: str) -> list[tuple[int, bool]]:
+    """(position, verdict) of every verdict word: True for equal / same, False for different; a negation in front
+    turns it round ("not identical" is different); a word asked as a question ("Equal? No, ...") is no verdict."""
+    out = []
+    for m in _EQUALITY.finditer(text):
+        if m.group(3):
+            continue
+        equal = m.group(2).lower() in ("equal", "same", "identical", "equivalent")
+        out.append((m.start(), equal != bool(m.group(1))))
+    return out
 
 
 def parse_equality(text: str | None, cut: bool = False) -> bool | None:
     """The equality judge's verdict: True when the child adds nothing ("Equal"), False when it is "Different",
-    None when the reply says neither or both (asked again, then recorded as failed: never guessed).
+    None when the reply says neither, says both, or only asks (then it is asked again, and after three replies the
+    evolution is recorded as failed: never guessed).
 
     Read as real models reply: "Different.", "**Equal**", "different", "The two problems are different.",
-    "Not equal". A reply cut off at max_tokens (``cut``) counts only when its first word is the verdict."""
+    "Not Equal", "not identical", "**Verdict:** Different". A reply cut off at max_tokens (``cut``) counts only
+    when it opens with the verdict."""
     body = (text or "").strip().lstrip("*_\"'` ").strip()
-    first = _EQUALITY.match(body)
-    if first:
-        return _equality_word(first.group(1))
-    if cut:
+    found = _mentions(body)
+    verdicts = {v for _, v in found}
+    if len(verdicts) != 1:
         return None
-    verdicts = {_equality_word(m.group(1)) for m in _EQUALITY.finditer(body)}
-    return verdicts.pop() if len(verdicts) == 1 else None
+    if cut and found[0][0] > 0:
+        return None
+    return verdicts.pop()

@@ -122,7 +122,8 @@ class LLMEvolver:
             equal, verdict = await self._equal(task, task.parent["text"], text, usage)
             if not verdict.ok:
                 return self._failure(task, verdict)
-            if equal is None:  # never guessed: the evolution is failed, and a later run asks again
+            if equal is None:  # never guessed: the evolution is failed (with [evol_instruct] cache on, a rerun gets the
+                # same replies back; cache = false asks anew)
                 return self._failure(task, replace(verdict, text=None, error="equality judge: no readable verdict in "
                                                    f"{JUDGE_ATTEMPTS} replies (last: {(verdict.text or '')[:80]!r})"))
             reason = "no_new_information" if equal else None

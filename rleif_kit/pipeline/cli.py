@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         from rleif_kit.worlds.math_data import HubUnavailable
 
         user_errors += (ModelNotFound, StageFailed, SettingsError, ValueError, VLLMMissing, HubUnavailable)
-        with run_lock.locking(args.command in ("evolve", "eval")):  # `run` locks for the whole run itself
+        with run_lock.locking(args.command in ("data", "evolve", "eval")):  # `run` locks for the whole run itself
             code = handlers[args.command](args)
     except user_errors as e:
         print(f"rleif {args.command}: error:\n{e}" if "\n" in str(e) else f"rleif {args.command}: error: {e}",

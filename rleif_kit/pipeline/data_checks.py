@@ -119,8 +119,13 @@ def check_data(cfg: Any, settings_path: str | None = None) -> list[Verdict]:
 
 def _read_seeds(path):
     """Seed records as 01 reads them (one error naming the line for a bad one)."""
-    for where, rec in read_user_jsonl(path, "[evol_instruct] seeds"):
+    seen: dict[str, str] = {}
+    for i, (where, rec) in enumerate(read_user_jsonl(path, "[evol_instruct] seeds")):
         text = rec.get("instruction", rec.get("question", rec.get("text")))
         if not isinstance(text, str) or not text.strip():
             raise DataError(f"{where}: seed has no 'instruction' (or 'question', 'text') string")
+        sid = str(rec.get("id", f"seed-{i:06d}"))
+        if sid in seen:
+            raise DataError(f"{where}: seed id {sid!r} already used at {seen[sid]}: ids must be unique")
+        seen[sid] = where
         yield rec

@@ -7,7 +7,6 @@ before evolution, and every question it leaves out is written down with why (``0
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections import Counter
 from typing import Any, Iterable
@@ -18,8 +17,9 @@ CONTAMINATED = "shares a word n-gram ([dedup] decontam_ngram) with an evaluation
 
 
 def _key(text: str) -> str:
-    """Exact-duplicate key: case, spacing and punctuation do not make two questions different."""
-    return " ".join(re.findall(r"[^\W_]+", unicodedata.normalize("NFKC", text).casefold()))
+    """Exact-duplicate key: case, spacing and a trailing full stop do not make two questions different; operators
+    and LaTeX do ("Compute $5+3$." is not "Compute $5-3$.")."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split()).rstrip(" .!?")
 
 
 def build_seeds(problems: Iterable[dict], eval_items: Iterable[tuple[str, str]] = (),
@@ -30,7 +30,9 @@ def build_seeds(problems: Iterable[dict], eval_items: Iterable[tuple[str, str]] 
     ``n``-word sequence (``[dedup] decontam_ngram``, 13 by default) with an evaluation item (``(eval id, text)``
     pairs) is rejected. Seeds keep ``id``, ``instruction``, ``answer`` (the gold solution), ``gold`` and ``source``.
     """
+    eval_items = list(eval_items)
     index = NgramIndex(eval_items, n=n)
+    copies = {_key(text): eid for eid, text in eval_items}  # exact copies, however short (n-grams need 8 words)
     seen: dict[str, str] = {}
     seeds, rejected = [], []
     for p in problems:
@@ -42,7 +44,7 @@ def build_seeds(problems: Iterable[dict], eval_items: Iterable[tuple[str, str]] 
             rejected.append({"id": p["id"], "reason": "duplicate question", "of": seen[key]})
             continue
         seen[key] = p["id"]
-        hits = index.hits(p["question"]) if len(index) else []
+        hits = ([copies[key]] if key in copies else []) or (index.hits(p["question"]) if len(index) else [])
         if hits:
             rejected.append({"id": p["id"], "reason": CONTAMINATED, "eval_ids": hits[:5]})
             continue

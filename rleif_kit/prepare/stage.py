@@ -16,6 +16,8 @@ machine, else characters) and the rejected rows by reason. ``00_setup/data_repor
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -119,9 +121,9 @@ def _eval_items(cfg: RunConfig, settings: Any, notes: list[str]) -> list[tuple[s
     decontaminates the evolved instructions again."""
     items: list[tuple[str, str]] = []
     for bench, train in (("gsm8k", cfg.sft.gsm8k_train), ("math", cfg.sft.math_train)):
-        if bench not in cfg.eval.benchmarks:
-            continue
         configured = settings is not None and getattr(settings.eval, f"{bench}_path", None)
+        if bench not in cfg.eval.benchmarks and not configured:
+            continue
         if not configured and train != "hub":
             notes.append(f"seeds not decontaminated against the {bench} test set: set eval.{bench}_path in "
                          "settings.json (02_dedup checks the evolved set against it again)")
@@ -133,12 +135,29 @@ def _eval_items(cfg: RunConfig, settings: Any, notes: list[str]) -> list[tuple[s
     return items
 
 
+def _inputs(cfg: RunConfig) -> dict[str, Any]:
+    """The keys a built file depends on."""
+    s = cfg.sft
+    return {"gsm8k_train": s.gsm8k_train, "math_train": s.math_train, "build": s.build, "gsm8k_hub": s.gsm8k_hub,
+            "math_hub": s.math_hub, "decontam_ngram": cfg.dedup.decontam_ngram}
+
+
+def _previous_inputs(paths: RunPaths) -> dict[str, dict]:
+    try:
+        return dict(json.loads(paths.data_report.read_text()).get("built_from", {}))
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
 def run_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataReport:
     """Build what is missing, count what exists, and write ``00_setup/data_report.json``. A file that is neither
     there nor buildable is a :class:`DataError` naming its key and what would build it."""
     measure = _tokenizer(cfg)
     report = DataReport(cfg.base.world, "tokens" if measure else "characters")
+    inputs = _inputs(cfg)
+    before = _previous_inputs(paths)
     measure = measure or len
+    a_inputs: dict[str, dict] = {}
     problems: list[dict] | None = None
     evals: list[tuple[str, str]] | None = None
 
@@ -195,6 +214,8 @@ def run_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataRepor
             rows = [r for r in rows if r["id"] not in out]
             write_jsonl(sft_path, [r for r in read_jsonl(sft_path) if str(r.get("id")) not in out])
             built["dropped"] = {**built.get("dropped", {}), CONTAMINATED: len(copies)}
+            built.update(kept=len(rows), kept_share=len(rows) / max(built.get("problems", 1), 1))
+            sft_path.with_suffix(".report.json").write_text(json.dumps(built, indent=2) + "\n")
         elif copies:
             report.notes.append(f"{len(copies)} rows of [sft] dataset share a {cfg.dedup.decontam_ngram}-word sequence "
                                 f"with an evaluation item (first: {copies[0]['id']}); the file is yours, so it is left "
@@ -204,10 +225,12 @@ def run_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataRepor
         report.artifacts.append(Artifact("sft dataset", "[sft] dataset", "built" if built else "exists", str(sft_path),
                                          len(rows), _lengths(texts, measure, limit), built.get("dropped", {}),
                                          note=f"build mode: {cfg.sft.build}" if built else ""))
-    if report.artifact("seeds").status == "exists" and seeds_path is not None:  # count what 01 will read
-        seeds = list(load_seeds(cfg, paths))
-        a = report.artifact("seeds")
+    a = report.artifact("seeds")
+    if a.status == "exists" and seeds_path is not None:  # every seed of the file, read as 01 reads them
+        seeds = list(load_seeds(dataclasses.replace(cfg, evol_instruct=dataclasses.replace(ev, max_seeds=0)), paths))
         a.records, a.lengths = len(seeds), _lengths([s["text"] for s in seeds], measure)
+    if ev.max_seeds and a.records and a.records > ev.max_seeds:
+        a.note = "; ".join(x for x in (a.note, f"01 evolves the first {ev.max_seeds} ([evol_instruct] max_seeds)") if x)
 
     # the open-domain sample
     k = cfg.sft.open_domain_samples
@@ -224,7 +247,14 @@ def run_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataRepor
         report.artifacts.append(Artifact("open domain", "[sft] open_domain_path", "exists", str(path), len(pool),
                                          _lengths([r["instruction"] + " " + r["response"] for r in pool], measure),
                                          note=f"{min(k, len(pool))} drawn into SFT"))
-    write_json_atomic(paths.data_report, report.to_dict())
+    for a in report.artifacts:  # a file built from other inputs is not rebuilt by itself: say so
+        old = before.get(a.name)
+        if a.status == "exists" and old and old != inputs:
+            changed = ", ".join(f"{k} {old.get(k)!r} -> {v!r}" for k, v in inputs.items() if old.get(k) != v)
+            report.notes.append(f"{a.name}: {a.path} was built from other inputs ({changed}); delete it to rebuild")
+        if a.status == "built" or a.status == "exists" and old:
+            a_inputs[a.name] = inputs if a.status == "built" else old
+    write_json_atomic(paths.data_report, {**report.to_dict(), "built_from": a_inputs})
     return report
 
 

@@ -131,14 +131,27 @@ STEP_IS = re.compile(r"^\s*[-*•]?\s*(?:\*\*)?(?:in\s+)?step\s*(\d+)\s*(?:\*\*)
                      r"correct|wrong|right)\b|(contains|has|makes)\s+an?\s+(?:error|mistake)\b)", re.I | re.M)
 
 
-def _verdict(rest: str) -> bool | None:
-    """The verdict right after "Step k:", else one the line ends with ("... This step is correct.", the
-    ``\\boxed{correct}`` of ThinkPRM-style verifiers); None when the line has neither."""
-    m = VERDICT.match(rest.strip().strip("*_").strip())
-    if m:
-        return VERDICTS[re.sub(r"\s+", " ", m.group().lower())]
+CONTRAST = re.compile(r"\b(?:but|however|although|though|except|yet)\b|\b(?:in)?correct\b|\bwrong\b|\berror\b|"
+                      r"\bmistake\b|\bright\b|\?", re.I)
+CONFLICT = "conflict"  # a line that says two things about its step
+
+
+def _verdict(rest: str) -> bool | str | None:
+    """The verdict right after "Step k:" and/or the one the line ends with ("... This step is correct.", the
+    ``\\boxed{correct}`` of ThinkPRM-style verifiers); :data:`CONFLICT` when they differ or the first is only
+    asked ("correct? No, ..."); None when the line has neither."""
+    body = rest.strip().strip("*_").strip()
+    m = VERDICT.match(body)
+    lead = None
+    if m and not body[m.end():].lstrip().startswith("?"):
+        lead = VERDICTS[re.sub(r"\s+", " ", m.group().lower())]
+    elif m:
+        return CONFLICT
     t = TRAILING_VERDICT.search(rest)
-    return VERDICTS[re.sub(r"\s+", " ", (t.group(1) or t.group(2)).lower())] if t else None
+    trail = VERDICTS[re.sub(r"\s+", " ", (t.group(1) or t.group(2)).lower())] if t else None
+    if lead is not None and trail is not None and lead != trail:
+        return CONFLICT
+    return lead if lead is not None else trail
 
 
 def _json_labels(values: list, n_steps: int) -> list[bool] | None:
@@ -162,13 +175,20 @@ def parse_step_labels(text: str, n_steps: int) -> list[bool] | None:
     if lists:
         return _json_labels(lists[0], n_steps)
     labels: dict[int, bool] = {}
-    found = [(int(m.group(1)), _verdict(m.group(2))) for m in STEP_LINE.finditer(text)]
-    found += [(int(m.group(1)), VERDICTS[re.sub(r"\s+", " ", m.group(2).lower())] if m.group(2) else False)
-              for m in STEP_IS.finditer(text)]  # "Step 2 is correct." / "Step 3 contains an error."
-    for step, verdict in found:
-        if verdict is None or step in labels or not 1 <= step <= n_steps:
+    for m in STEP_LINE.finditer(text):
+        step, verdict = int(m.group(1)), _verdict(m.group(2))
+        if verdict is None or verdict == CONFLICT or step in labels or not 1 <= step <= n_steps:
             return None
         labels[step] = verdict
+    for m in STEP_IS.finditer(text):  # "Step 2 is correct." / "Step 3 contains an error."
+        step = int(m.group(1))
+        verdict = VERDICTS[re.sub(r"\s+", " ", m.group(2).lower())] if m.group(2) else False
+        tail = text[m.end():].split("\n", 1)[0].split(".", 1)[0]
+        if CONTRAST.search(tail) or not 1 <= step <= n_steps:  # "is correct in approach, but ...": unreadable
+            return None
+        if labels.get(step, verdict) != verdict:
+            return None
+        labels[step] = verdict  # the same verdict again ("Step 2: incorrect ... Step 2 is incorrect because") is fine
     if len(labels) != n_steps:
         return None
     return [labels[i] for i in range(1, n_steps + 1)]

@@ -58,7 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report-dir")
     p.add_argument("--stages")
     args = p.parse_args(argv)
-    runs, kinds = run_demo(args.params, args.overrides, args.report_dir, args.stages)
+    try:
+        runs, kinds = run_demo(args.params, args.overrides, args.report_dir, args.stages)
+    except FileExistsError as e:
+        print(f"demo-math: error: {e}")
+        return 2
     for run in runs:
         print(f"{run.stage}: {run.seconds:.0f} s")
     print("teacher requests by kind: " + ", ".join(f"{k} {n}" for k, n in kinds.items()))

@@ -10,7 +10,9 @@ explanations around a ranking, step labels in loose formats, refusals, replies c
 (``finish_reason = "length"``) — so the kit's parsers meet what real models send (``teacher_styles``).
 
 Each reply is drawn from the prompt's text and how many times that prompt was asked before (a re-ask gets
-another draw, as at temperature > 0), so a run is repeatable whatever the order requests arrive in.
+another draw, as at temperature > 0), so an uninterrupted run repeats exactly. Not across a restart: the
+teacher learns the problems it evolved as it evolves them, so a demo resumed from the kit's response cache
+meets a teacher that does not know the cached children (it refuses them).
 
     python -m rleif_kit.testing.teacher --data data/tiny-math --settings data/tiny-math/settings.json
 """
@@ -41,6 +43,9 @@ KINDS = (("You are judging", "ranking"), ("You are checking a step-by-step solut
          ("Here are two problems.", "equality"), ("Rewrite the solution below", "rewrite_steps"),
          ("Solve each problem step by step", "regenerate"), ("Solve the problem below step by step", "answer"),
          ("Original problem:", "evolve"), ("### Instruction:", "served"))
+
+
+MARKER = ".teacher-data"  # marks a folder whose files the teacher wrote (and may write again)
 
 
 def _norm(text: str) -> str:
@@ -79,6 +84,12 @@ def write_data(out_dir: str | Path, world: World | None = None) -> dict[str, Pat
     world = world or World()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    mine = out / MARKER
+    theirs = [n for n in ("gsm8k_train.jsonl", "gsm8k_test.jsonl", "math_train.jsonl") if (out / n).exists()]
+    if theirs and not mine.exists():
+        raise FileExistsError(f"{out}: holds {', '.join(theirs)} the teacher did not write; it writes its toy data "
+                              "only into a folder of its own (point [sft] gsm8k_train somewhere else)")
+    mine.write_text("files written by rleif_kit.testing.teacher: toy data, safe to delete\n")
     gsm8k = [r for i, r in enumerate(world.train) if i % 4]
     math = [r for i, r in enumerate(world.train) if not i % 4]
     paths = {"gsm8k_train": out / "gsm8k_train.jsonl", "gsm8k_test": out / "gsm8k_test.jsonl",

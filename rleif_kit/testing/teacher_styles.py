@@ -21,7 +21,7 @@ import random
 import re
 from typing import Sequence
 
-from rleif_kit.evolution.elimination import LEAK_PHRASES
+from rleif_kit.evolution.elimination import LEAK_PHRASES, NOTE_PHRASES
 
 CUT_RATE = 0.03  # replies cut off at max_tokens (finish_reason "length")
 
@@ -141,7 +141,7 @@ def quality(record: dict, text: str, max_steps: int) -> float:
     low = text.lower()
     score = 0.0
     score += 4 * (problem is not None and defect not in ("malformed", "refusal"))
-    score += 2 * (defect not in ("leaked_template", "no_change") and not any(p in low for p in LEAK_PHRASES + NOTES))
+    score += 2 * (defect not in ("leaked_template", "no_change") and not any(p in low for p in LEAK_PHRASES + NOTE_PHRASES + NOTES))
     score += 3 * (record.get("answer") is not None and defect not in ("unsolvable", "ambiguous"))
     score += 1 * (problem is not None and 1 <= len(problem["ops"]) <= max_steps + 2)
     return score

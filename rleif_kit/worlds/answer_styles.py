@@ -38,8 +38,10 @@ _PLAIN = r"\$? ?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"
 _RANGE_DASH = re.compile(rf"(?<![\w.)\]}}{{^_\\/*(+&-])({_PLAIN}) ?- ?({_PLAIN})(?! ?[\w.(\\^{{/*!])")
 _RANGE_WORD = re.compile(rf"{_PLAIN} ?(?:[\u2013\u2014]|\bto\b) ?-?{_PLAIN}|\bbetween -?{_PLAIN} and -?{_PLAIN}", re.I)
 _OR = re.compile(rf"{_PLAIN} ?,? ?\(?\bor\b ?-?{_PLAIN}", re.I)
-_HEDGE = re.compile(r"\b(?:or more|or less|or fewer|at most|at least|more than|less than|fewer than|up to|"
-                    r"approximately|about|around|roughly)\b", re.I)
+# a hedge on the stated number itself: "about 18", "at least 5", "5 or more" ("18 apples, about 3 dozen" is not)
+_HEDGE = re.compile(rf"(?:^|[^\w])(?:at most|at least|more than|less than|fewer than|up to|approximately|about|"
+                    rf"around|roughly|nearly|almost|over|under) ?{_PLAIN}|{_PLAIN}(?: [a-z]+)? or (?:more|less|fewer)\b",
+                    re.I)
 _ARITHMETIC = re.compile(r"[\d\s.,+\-*/()\[\]{}^x\u00d7\u00b7\u2212%:]*")
 _OPERATOR_COMMANDS = re.compile(r"\\(?:times|cdot|div|[dt]?frac)(?![a-zA-Z])")
 
@@ -83,17 +85,24 @@ def is_range(text: str, alternatives: bool = True, whole: bool = False) -> bool:
     text = text[:400]  # an answer line, not a document: bounds the regex work on hostile input
     if whole:
         bare = text.strip().rstrip(".").strip()
-        if _HEDGE.search(bare) and numbers(bare):
+        if _hedged(bare):
             return True
         m = re.fullmatch(rf"({_PLAIN}) ?- ?({_PLAIN})", bare)
         return bool(_RANGE_WORD.fullmatch(bare) or alternatives and _OR.fullmatch(bare)
                     or m and _low_high(m.group(1), m.group(2)))
-    if _RANGE_WORD.search(text) or alternatives and _OR.search(text) or _HEDGE.search(text):
+    if _RANGE_WORD.search(text) or alternatives and _OR.search(text) or _hedged(text):
         return True
     for m in _RANGE_DASH.finditer(text):
         if _low_high(*m.groups()):
             return True
     return False
+
+
+def _hedged(text: str) -> bool:
+    """The first number of ``text`` carries a hedge ("about 18", "at least 5", "5 or more")."""
+    first = numbers(text)
+    m = _HEDGE.search(text)
+    return bool(m and first and m.start() <= first[0].start() + 1 and m.end() >= first[0].end())
 
 
 def _low_high(a: str, b: str) -> bool:

@@ -129,15 +129,16 @@ def load_hub_dataset(name: str, split: str, source: str | None = None) -> list[d
     source = source or HUB[name]
     local = Path(source).expanduser()
     repo, _, config = (str(local), "", "") if local.is_dir() else source.partition(":")
-    hint = (f"pass a local file instead: load_{name}('<path>') "
-            f"({'JSONL' if name == 'gsm8k' else 'JSONL or a directory of .json files'})")
+    hint = (f"pass a local file instead ([sft] {name}_train / settings.json eval.{name}_path, or "
+            f"load_{name}('<path>'): {'JSONL' if name == 'gsm8k' else 'JSONL or a directory of .json files'})")
     try:
         import datasets  # heavy: loaded on first use
 
         rows = datasets.load_dataset(repo, config or None, split=split)
     except Exception as exc:  # noqa: BLE001 - any failure has the same remedy
         message = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-        raise HubUnavailable(f"could not load {repo} (split {split!r}) from the Hugging Face Hub: {message}; "
+        where = "the local dataset folder" if local.is_dir() else "the Hugging Face Hub"
+        raise HubUnavailable(f"could not load {repo} (split {split!r}) from {where}: {message}; "
                            f"{hint}") from exc
     convert = _convert(name)
     return [convert(dict(row), i, f"{repo}:{split}:{i}") for i, row in enumerate(rows)]

@@ -46,10 +46,17 @@ def load_training_problems(cfg: RunConfig) -> list[dict]:
         if not spec:
             continue
         hub = cfg.sft.gsm8k_hub if source == "gsm8k" else cfg.sft.math_hub
-        if spec != "hub" and not cfg.resolve(spec).exists():
+        local_path = cfg.resolve(spec)
+        if spec != "hub" and local_path.is_dir() and (local_path / "test").is_dir():
+            raise ValueError(f"[sft] {source}_train = {spec!r} holds a test/ folder: point it at the training "
+                             f"split ({local_path / 'train'}), or the test problems would become training data")
+        if spec != "hub" and not local_path.exists():
             raise FileNotFoundError(f"[sft] {source}_train = {spec!r}: file not found ({cfg.resolve(spec)}); point it "
                                     "at your training data, or use 'hub' (docs/your-own-7b-run.md)")
-        rows = load_hub_dataset(source, "train", _hub_source(cfg, hub)) if spec == "hub" else local(cfg.resolve(spec))
+        rows = load_hub_dataset(source, "train", _hub_source(cfg, hub)) if spec == "hub" else local(local_path)
+        if not rows:
+            raise ValueError(f"[sft] {source}_train = {spec!r}: no problems in it (a MATH folder needs its per-problem "
+                             ".json files)")
         problems += [{**r, "source": source} for r in rows]
     if not problems:
         raise FileNotFoundError(f"[sft] dataset = {cfg.sft.dataset!r} does not exist and there is nothing to build "
@@ -126,6 +133,11 @@ def build_sft_dataset(cfg: RunConfig, settings: Any = None, progress: bool = Tru
         backend = make_llm_backend(cfg, settings)
         run_sync(_regenerate(cfg, problems, backend, log_path))
         outcomes = list({r["id"]: r for r in read_jsonl(log_path)}.values())  # the latest outcome per id
+        pending = len({p["id"] for p in problems} - {r["id"] for r in outcomes})
+        if pending:  # never a partial set that a rerun would take as done: the outcomes so far wait in the log
+            why = getattr(backend, "stopped_reason", None) or "requests failed after their retries"
+            raise ValueError(f"[sft] build = 'regenerate': {pending} of {len(problems)} problems have no answer yet "
+                             f"({why}); the {len(outcomes)} answered are kept in {log_path}: rerun to continue")
         rows = [{k: r[k] for k in ("id", "instruction", "response", "source")} for r in outcomes if r["kept"]]
         rejected = [{"id": r["id"], "reason": r["reason"]} for r in outcomes if not r["kept"]]
     write_jsonl(target, rows)
