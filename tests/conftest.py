@@ -78,3 +78,22 @@ def math_run(tmp_path_factory):
     assert [r.stage for r in runs] == ["00_setup", "01_evolve", "02_dedup", "03_sft", "04_reward_models", "05_ppo",
                                        "06_eval", "07_reward_diagnostics"]
     return root, kinds
+
+
+def baseline_misses(metrics_path: Path, baselines_path: Path) -> list[str]:
+    """``stage.dotted.name = got (baseline value +- tol)`` for every recorded figure outside its baseline."""
+    import json
+
+    from rleif_kit.core.records import read_records
+
+    recorded, off = read_records(metrics_path), []
+    for stage, expected in json.loads(baselines_path.read_text()).items():
+        if stage.startswith("_"):
+            continue
+        for name, (value, tol) in expected.items():
+            got = recorded[stage]
+            for part in name.split("."):
+                got = got[part]
+            if abs(got - value) > tol:
+                off.append(f"{stage}.{name} = {got} (baseline {value} +- {tol})")
+    return off

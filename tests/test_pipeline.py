@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TINY_PARAMS, tiny_overrides
+from conftest import ROOT, baseline_misses, TINY_PARAMS, tiny_overrides
 from rleif_kit.core.records import read_records
 from rleif_kit.pipeline.runner import run_pipeline
 
@@ -42,18 +42,7 @@ def metrics(root: Path, stage: str) -> dict:
 
 
 def test_metrics_match_the_regression_baselines(tiny_run):
-    baselines = json.loads(BASELINES.read_text())
-    off = []
-    for stage, expected in baselines.items():
-        if stage.startswith("_"):
-            continue
-        measured = metrics(tiny_run, stage)
-        for name, (value, tol) in expected.items():
-            got = measured
-            for part in name.split("."):
-                got = got[part]
-            if abs(got - value) > tol:
-                off.append(f"{stage}.{name} = {got} (baseline {value} +- {tol})")
+    off = baseline_misses(tiny_run / "reports" / "metrics.json", BASELINES)
     assert off == [], "\n".join(off)
 
 

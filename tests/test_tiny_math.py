@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import MATH_PARAMS as PRESET  # noqa: F401 - the walkthrough imports it from here
-from conftest import ROOT
+from conftest import ROOT, baseline_misses
 from rleif_kit.core.records import read_records
 
 pytestmark = pytest.mark.slow
@@ -28,17 +28,7 @@ def _jsonl(path: Path) -> list[dict]:
 
 def test_figures_match_the_baselines(math_run):
     root, _ = math_run
-    off = []
-    for stage, expected in json.loads(BASELINES.read_text()).items():
-        if stage.startswith("_"):
-            continue
-        measured = metrics(root, stage)
-        for name, (value, tol) in expected.items():
-            got = measured
-            for part in name.split("."):
-                got = got[part]
-            if abs(got - value) > tol:
-                off.append(f"{stage}.{name} = {got} (baseline {value} +- {tol})")
+    off = baseline_misses(root / "reports" / "metrics.json", BASELINES)
     assert off == [], "\n".join(off)
 
 

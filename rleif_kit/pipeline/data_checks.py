@@ -7,14 +7,15 @@ is, warn where the check cannot be made here (a hub dataset, an eval set left to
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from rleif_kit.core.jsonl import read_user_jsonl
+from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import SETUP
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.worlds.benchmarks import BENCHMARKS
-from rleif_kit.worlds.data import DataError, arith_size, load_instructions
+from rleif_kit.worlds.data import DataError, arith_size, load_instructions, load_seeds
 from rleif_kit.worlds.math_data import load_gsm8k, load_math
 
 BUILDS = f"{SETUP} (`rleif data`, or the first stage of `rleif run`) builds it"
@@ -96,8 +97,10 @@ def check_data(cfg: Any, settings_path: str | None = None) -> list[Verdict]:
     rows, buildable = _raw(cfg)
     ev = cfg.evol_instruct
     if not ev.seeds.startswith("arith:"):
+        every = dataclasses.replace(cfg, evol_instruct=dataclasses.replace(ev, max_seeds=0))
+        paths = RunPaths(output_dir=cfg.output_dir)  # read only: 01's own reader, its checks (ids, text) included
         rows.append(_built_file(cfg, "data_seeds", "[evol_instruct] seeds", ev.seeds,
-                                lambda p: sum(1 for _ in _read_seeds(p)), buildable))
+                                lambda p: sum(1 for _ in load_seeds(every, paths)), buildable))
     if arith_size(cfg.sft.dataset) is None:
         rows.append(_built_file(cfg, "data_sft", "[sft] dataset", cfg.sft.dataset,
                                 lambda p: len(load_instructions(p, "[sft] dataset")), buildable))
@@ -115,17 +118,3 @@ def check_data(cfg: Any, settings_path: str | None = None) -> list[Verdict]:
             except DataError as e:
                 rows.append(Verdict("data_open_domain", "fail", {}, source=key, advice=str(e)))
     return rows + _eval_sets(cfg, settings_path)
-
-
-def _read_seeds(path):
-    """Seed records as 01 reads them (one error naming the line for a bad one)."""
-    seen: dict[str, str] = {}
-    for i, (where, rec) in enumerate(read_user_jsonl(path, "[evol_instruct] seeds")):
-        text = rec.get("instruction", rec.get("question", rec.get("text")))
-        if not isinstance(text, str) or not text.strip():
-            raise DataError(f"{where}: seed has no 'instruction' (or 'question', 'text') string")
-        sid = str(rec.get("id", f"seed-{i:06d}"))
-        if sid in seen:
-            raise DataError(f"{where}: seed id {sid!r} already used at {seen[sid]}: ids must be unique")
-        seen[sid] = where
-        yield rec

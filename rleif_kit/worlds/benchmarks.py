@@ -26,7 +26,7 @@ from typing import Any
 from rleif_kit.core.jsonl import read_user_jsonl
 from rleif_kit.worlds.data import heldout_problems
 from rleif_kit.worlds import mbpp
-from rleif_kit.worlds.math_data import load_gsm8k, load_hub_dataset, load_math
+from rleif_kit.worlds.math_data import hub_source, load_gsm8k, load_hub_dataset, load_math
 from rleif_kit.worlds.prompts import code_prompt, math_prompt
 
 BENCHMARKS = ("gsm8k", "math", "humaneval", "mbpp", "mbppplus", "arith")
@@ -74,12 +74,8 @@ def load_items(benchmark: str, *, settings: Any = None, data: str | None = None,
 
 
 def _hub(name: str, cfg: Any = None) -> list[dict]:
-    source = None
-    if cfg is not None:
-        hub = cfg.sft.gsm8k_hub if name == "gsm8k" else cfg.sft.math_hub
-        source = str(cfg.resolve(hub)) if cfg.resolve(hub).is_dir() else hub
     try:
-        return load_hub_dataset(name, "test", source)
+        return load_hub_dataset(name, "test", hub_source(cfg, name) if cfg is not None else None)
     except RuntimeError as e:
         raise FileNotFoundError(f"{name} test set: no local file (set eval.{name}_path in settings.json, or "
                                 f"pass --data) and the hub failed: {e}") from None

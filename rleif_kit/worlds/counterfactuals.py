@@ -129,7 +129,7 @@ def commute(solution: str) -> str | None:
         if len(re.findall(r"[-+*/×÷]", solution[start:end].split("=", 1)[0].split(":", 1)[-1])) != 1:
             continue
         for m in BINARY.finditer(solution, start, end):
-            a, op, b = m.group(1), m.group(2), m.group(3)
+            a, b = m.group(1), m.group(3)
             if a != b:
                 swapped = m.group().replace(a, "\0", 1).replace(b, a, 1).replace("\0", b, 1)
                 return solution[:m.start()] + swapped + solution[m.end():]

@@ -21,7 +21,7 @@ from typing import Callable, Iterator
 from rleif_kit.core.jsonl import read_user_jsonl
 from rleif_kit.worlds.stepwise import last_boxed
 
-__all__ = ["load_gsm8k", "load_math", "last_boxed", "load_hub_dataset"]
+__all__ = ["load_gsm8k", "load_math", "last_boxed", "load_hub_dataset", "hub_source"]
 
 # The default hub datasets ("repo:config"): GSM8k's own; for MATH a full copy with the original fields, since
 # hendrycks/competition_math was taken down (16 Jan 2025). [sft] gsm8k_hub / math_hub name others, or a local
@@ -110,6 +110,14 @@ def _convert(name: str) -> Callable[[object, int, str], dict]:
     if name == "gsm8k":
         return _gsm8k_record
     return lambda rec, i, where: _math_record(rec, f"math-{i:05d}", where)
+
+
+def hub_source(cfg, name: str) -> str:
+    """``[sft] gsm8k_hub`` / ``math_hub`` of a run: a hub id as it is, a local folder resolved against the run's
+    project root (used for the training split in 00 and the test split in 06)."""
+    hub = cfg.sft.gsm8k_hub if name == "gsm8k" else cfg.sft.math_hub
+    local = cfg.resolve(hub)
+    return str(local) if local.is_dir() else hub
 
 
 class HubUnavailable(RuntimeError):

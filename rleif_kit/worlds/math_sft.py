@@ -28,7 +28,7 @@ from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
 from rleif_kit.llm import ChatRequest, run_sync
 from rleif_kit.llm.base import cut_off, cut_off_reason
 from rleif_kit.llm.endpoint import make_llm_backend
-from rleif_kit.worlds.math_data import load_gsm8k, load_hub_dataset, load_math
+from rleif_kit.worlds.math_data import hub_source, load_gsm8k, load_hub_dataset, load_math
 from rleif_kit.worlds.stepwise import NormaliseError, answers_equal, final_answer, normalise_gsm8k, normalise_solution
 
 FEW_SHOT = [
@@ -45,7 +45,6 @@ def load_training_problems(cfg: RunConfig) -> list[dict]:
     for source, spec, local in (("gsm8k", cfg.sft.gsm8k_train, load_gsm8k), ("math", cfg.sft.math_train, load_math)):
         if not spec:
             continue
-        hub = cfg.sft.gsm8k_hub if source == "gsm8k" else cfg.sft.math_hub
         local_path = cfg.resolve(spec)
         if spec != "hub" and local_path.is_dir() and (local_path / "test").is_dir():
             raise ValueError(f"[sft] {source}_train = {spec!r} holds a test/ folder: point it at the training "
@@ -53,7 +52,7 @@ def load_training_problems(cfg: RunConfig) -> list[dict]:
         if spec != "hub" and not local_path.exists():
             raise FileNotFoundError(f"[sft] {source}_train = {spec!r}: file not found ({cfg.resolve(spec)}); point it "
                                     "at your training data, or use 'hub' (docs/your-own-7b-run.md)")
-        rows = load_hub_dataset(source, "train", _hub_source(cfg, hub)) if spec == "hub" else local(local_path)
+        rows = load_hub_dataset(source, "train", hub_source(cfg, source)) if spec == "hub" else local(local_path)
         if not rows:
             raise ValueError(f"[sft] {source}_train = {spec!r}: no problems in it (a MATH folder needs its per-problem "
                              ".json files)")
@@ -62,12 +61,6 @@ def load_training_problems(cfg: RunConfig) -> list[dict]:
         raise FileNotFoundError(f"[sft] dataset = {cfg.sft.dataset!r} does not exist and there is nothing to build "
                                 "it from: set [sft] gsm8k_train / math_train (local JSONL paths, or 'hub')")
     return problems
-
-
-def _hub_source(cfg: RunConfig, hub: str) -> str:
-    """A hub id as it is; a local folder resolved against the run's project root."""
-    local = cfg.resolve(hub)
-    return str(local) if local.is_dir() else hub
 
 
 def normalised_rows(problems: list[dict]) -> tuple[list[dict], list[dict]]:
