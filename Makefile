@@ -7,7 +7,7 @@ CONSTRAINTS ?= $(if $(shell command -v nvidia-smi 2>/dev/null),constraints/gpu.t
 PARAMS ?= params/tiny-cpu.toml
 PYTEST_ARGS ?=
 
-.PHONY: install test demo demo-math clean-demo
+.PHONY: install test demo demo-math lab clean-demo
 
 $(VENV)/.installed: pyproject.toml constraints/cpu.txt constraints/gpu.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,15 @@ demo: install
 # The real path offline: GSM8k/MATH-format files and an OpenAI-compatible endpoint played by the loopback teacher.
 demo-math: install
 	$(BIN)/python -m rleif_kit.testing.demo_math
+
+# JupyterLab, opened on notebooks/ (LAB_ARGS="--no-browser --port 8890" for a remote machine). The server's root
+# stays the project root so params/ and the executed reports/ are one click away; preferred_dir only picks the
+# folder it opens on. Jupyter starts each kernel in its notebook's folder (notebooks/), and the notebooks' setup()
+# then takes the project root as its workdir (core/run_setup.default_workdir), so params/tiny-cpu.toml and the
+# run's relative paths resolve as under `rleif run` (checked: the kernel's cwd is notebooks/, setup's workdir the root).
+LAB_ARGS ?=
+lab: install
+	$(BIN)/jupyter lab --FileContentsManager.preferred_dir=notebooks $(LAB_ARGS)
 
 clean-demo:
 	rm -rf rleif_output/tiny-cpu reports/tiny-cpu rleif_output/tiny-math reports/tiny-math

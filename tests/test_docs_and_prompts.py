@@ -1,4 +1,4 @@
-"""The README's config table matches the code, and the published prompt formats are verbatim."""
+"""The config reference (docs/configuration.md) matches the code, and the published prompt formats are verbatim."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 from config_table import config_table  # noqa: E402
 
 
-def test_readme_config_table_is_current():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert config_table() in readme, "run: python tools/config_table.py --write"
+def test_configuration_reference_table_is_current():
+    doc = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert config_table() in doc, "run: python tools/config_table.py --write"
 
 
 def test_readme_names_the_two_commands_and_ci_calls_make_test():

@@ -3,6 +3,8 @@ cell, and no committed outputs (executed copies live under reports/)."""
 
 from __future__ import annotations
 
+import ast
+
 import nbformat
 import papermill as pm
 import pytest
@@ -28,3 +30,32 @@ def test_skeleton_and_no_outputs(path):
     assert "setup(" in nb.cells[2].source and f'stage="{path.stem}"' in nb.cells[2].source
     assert "record(" in nb.cells[-1].source
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb.cells if c.cell_type == "code")
+
+
+# What each stage's notebook shows of the data it made: the view it calls (DESIGN.md §5, step 5).
+VIEWS = {"01_evolve": ("lineage_table(", "elimination_table("), "02_dedup": ("duplicate_groups(",),
+         "04_reward_models": ("ranked_siblings(", "prm_step_table("), "05_ppo": ("rollout_table(",),
+         "07_reward_diagnostics": ("verdict_table(",)}
+STAGES = [p for p in NOTEBOOKS if p.stem != "00_setup"]
+
+
+@pytest.mark.parametrize("path", STAGES, ids=lambda p: p.stem)
+def test_the_explanation_comes_with_its_formula_and_what_it_reads_and_writes(path):
+    intro = nbformat.read(path, as_version=4).cells[0].source
+    assert intro.count("$$") >= 2  # at least one displayed formula
+    assert "**Reads**" in intro and "**Writes**" in intro
+
+
+@pytest.mark.parametrize("stage", sorted(VIEWS))
+def test_each_stage_shows_the_data_it_made(stage):
+    code = [c.source for c in nbformat.read(ROOT / "notebooks" / f"{stage}.ipynb", as_version=4).cells
+            if c.cell_type == "code"]
+    for view in VIEWS[stage]:
+        assert any(view in source for source in code), view
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_cells_hold_calls_not_loops(path):
+    loops = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"
+             and any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(ast.parse(c.source)))]
+    assert loops == []

@@ -1,8 +1,10 @@
-"""Print the README's config reference table from the section dataclasses (the single source).
+"""Print the config reference table of docs/configuration.md from the section dataclasses (the single source).
 
-    python tools/config_table.py --write   # refresh the table between the README's markers
+    python tools/config_table.py           # print the table
+    python tools/config_table.py --write   # refresh the table between the markers in docs/configuration.md
 
-A test checks the README holds exactly this table, so the docs cannot drift from the code.
+A test (tests/test_docs_and_prompts.py) checks docs/configuration.md holds exactly this table, so the docs
+cannot drift from the code.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rleif_kit.core.config import SECTIONS  # noqa: E402
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
 
 def _default(f: dataclasses.Field) -> str:
@@ -44,16 +48,15 @@ def config_table() -> str:
 START, END = "<!-- config-table:start -->", "<!-- config-table:end -->"
 
 
-def readme_with_table(readme: str) -> str:
-    """The README text with the table between its markers replaced by the current one."""
-    head, rest = readme.split(START, 1)
+def doc_with_table(doc: str) -> str:
+    """The page's text with the table between its markers replaced by the current one."""
+    head, rest = doc.split(START, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{START}\n{config_table()}\n{END}{tail}"
 
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write"]:
-        path = Path(__file__).resolve().parent.parent / "README.md"
-        path.write_text(readme_with_table(path.read_text(encoding="utf-8")), encoding="utf-8")
+        DOC.write_text(doc_with_table(DOC.read_text(encoding="utf-8")), encoding="utf-8")
     else:
         print(config_table())

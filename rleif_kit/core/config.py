@@ -82,6 +82,7 @@ class RunConfig:
     source: str = ""
     workdir: str = "."
     overrides: tuple[str, ...] = field(default=())
+    reasons: dict[str, str] = field(default_factory=dict, hash=False, compare=False)  # [reasons]: key -> why
 
     @property
     def run_name(self) -> str:
@@ -184,6 +185,8 @@ def build_config(raw: dict[str, Any], source: str = "<config>", overrides: list[
         data.setdefault(section, {})
         if isinstance(data[section], dict):
             data[section][key] = value
+    reasons = data.pop(REASONS, {})
+    errors.extend(_reason_problems(source, reasons))
     for name, value in data.items():
         if name not in SECTIONS:
             close = difflib.get_close_matches(name, list(SECTIONS), n=1)
@@ -198,7 +201,46 @@ def build_config(raw: dict[str, Any], source: str = "<config>", overrides: list[
     if errors:
         raise ConfigError(errors)
     return RunConfig(**sections, source=str(source), workdir=str(Path(workdir).resolve()),
-                     overrides=tuple(overrides))
+                     overrides=tuple(overrides), reasons=dict(reasons))
+
+
+# A TOML comment is lost to tomllib, so a preset says why it moves a key (a threshold above all) in a table code
+# can read: [reasons] "diagnostics.low_ra_healthy_max" = "...". The report shows the reason beside the value.
+REASONS = "reasons"
+
+
+def _reason_problems(source: str, reasons: Any) -> list[str]:
+    if not isinstance(reasons, dict):
+        return [f"{source}: '{REASONS}' must be a [{REASONS}] table of \"section.key\" = \"why\""]
+    out = []
+    for name, why in reasons.items():
+        section, _, key = name.partition(".")
+        if section not in SECTIONS or key not in {f.name for f in fields(SECTIONS[section])}:
+            out.append(f"{source}: [{REASONS}] '{name}' names no config key (expected \"section.key\")")
+        elif not isinstance(why, str) or not why.strip():
+            out.append(f"{source}: [{REASONS}] '{name}': expected a non-empty string saying why")
+    return out
+
+
+def config_changes(cfg: RunConfig) -> list[dict[str, Any]]:
+    """Every key whose value differs from the kit's default (the reference 7B recipe): ``{key, value, default,
+    reason, override}`` — ``override`` when a ``--set`` gave it, ``reason`` from the preset's [reasons]."""
+    set_keys = {parse_override(o)[0] + "." + parse_override(o)[1] for o in cfg.overrides}
+    out = []
+    for name, cls in SECTIONS.items():
+        section = getattr(cfg, name)
+        for f in fields(cls):
+            if f.default is not dataclasses.MISSING:
+                default = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            else:
+                default = None  # required: no default to differ from
+            value, key = getattr(section, f.name), f"{name}.{f.name}"
+            if value != default:
+                out.append({"key": key, "value": value, "default": default, "reason": cfg.reasons.get(key, ""),
+                            "override": key in set_keys})
+    return out
 
 
 def _cross_checks(s: dict[str, Any]) -> list[str]:
@@ -265,4 +307,7 @@ def to_toml(cfg: RunConfig) -> str:
     for name, values in cfg.to_dict().items():
         lines.append(f"\n[{name}]")
         lines.extend(f"{k} = {_toml_value(v)}" for k, v in values.items())
+    if cfg.reasons:
+        lines.append(f"\n[{REASONS}]")
+        lines.extend(f"{_toml_value(k)} = {_toml_value(v)}" for k, v in cfg.reasons.items())
     return "\n".join(lines) + "\n"

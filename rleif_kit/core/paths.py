@@ -62,6 +62,14 @@ class RunPaths:
         d.mkdir(parents=True, exist_ok=True)
         return d
 
+    def tensorboard(self, model: str) -> Path:
+        """``tensorboard/<NN_model>/``: the TensorBoard event files of ``sft``, ``irm``, ``prm`` or ``ppo`` (GRPO
+        too), one folder each, so ``tensorboard --logdir <output_dir>/tensorboard`` shows the four side by side."""
+        folders = {"sft": SFT, "irm": REWARD_MODELS[:3] + "irm", "prm": REWARD_MODELS[:3] + "prm", "ppo": PPO}
+        if model not in folders:
+            raise ValueError(f"no TensorBoard folder for {model!r}; models are {', '.join(folders)}")
+        return self.output_dir / "tensorboard" / folders[model]
+
     def done_marker(self, stage: str) -> Path:
         """``<stage>/.done.json``: written by the runner when the stage's notebook finished (resume)."""
         return self.stage_dir(stage) / DONE_MARKER
@@ -259,6 +267,11 @@ class RunPaths:
     @property
     def ppo_log(self) -> Path:
         return self.stage_dir(PPO) / "log.jsonl"
+
+    @property
+    def ppo_rollouts(self) -> Path:
+        """The first few rollouts of the first and the last PPO step (question, response, rI, rA, r, KL)."""
+        return self.stage_dir(PPO) / "rollouts.jsonl"
 
     @property
     def ppo_gate(self) -> Path:

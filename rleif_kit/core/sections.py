@@ -26,6 +26,11 @@ from rleif_kit.core.fields import (
 )
 
 
+# transformers 5's report_to integrations (INTEGRATION_TO_CALLBACK), and "none"
+LOGGERS = ("tensorboard", "wandb", "mlflow", "trackio", "comet_ml", "neptune", "azure_ml", "codecarbon", "clearml",
+           "dagshub", "flyte", "dvclive", "swanlab", "kubeflow", "none")
+
+
 class _Section:
     def problems(self, cross: bool = True) -> list[tuple[str, str]]:
         """(key, what was expected) per out-of-range value; the rules across keys run only when every
@@ -60,6 +65,9 @@ class BaseConfig(_Section):
                                       "DeepSpeed)", one_of("in_process", "accelerate"))
     accelerate_config: str = opt("", "accelerate config file for launcher = 'accelerate' (e.g. "
                                      "params/accelerate/zero2.yaml); '' = accelerate's defaults (every GPU, DDP)")
+    report_to: list[str] = opt([], "where SFT, the reward models and PPO log their curves besides log.jsonl: e.g. "
+                                   "['tensorboard'] (event files under <output_dir>/tensorboard/); [] = none",
+                               subset_of(*LOGGERS))
 
 
 @dataclass(frozen=True)
@@ -129,7 +137,8 @@ class SFTConfig(_Section):
     logging_steps: int = opt(10, "log the loss every N steps", positive)
     save_steps: int = opt(200, "checkpoint every N steps (resume picks up the last one)", positive)
     eval_samples: int = opt(200, "held-out problems for the greedy exact-answer accuracy after SFT", non_negative)
-    report_to: list[str] = opt([], "trainer loggers, e.g. ['tensorboard']; [] = none")
+    report_to: list[str] = opt([], "SFT's loggers when they differ from [base] report_to (['none'] = none); "
+                                   "[] = as [base]", subset_of(*LOGGERS))
 
 
 @dataclass(frozen=True)

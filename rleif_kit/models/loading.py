@@ -7,7 +7,6 @@ A name that resolves nowhere is one clear error before any work starts.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -19,6 +18,7 @@ from rleif_kit.core.config import RunConfig
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.sections import SFTConfig
 from rleif_kit.core.stages import SFT
+from rleif_kit.models.refs import resolve_ref
 
 SFT_INFO = "sft_info.json"  # what 03_sft saved: full weights, or an adapter and the base it goes on
 
@@ -91,9 +91,13 @@ def tiny_build_target(cfg: RunConfig) -> Path | None:
 
 
 def sft_info(path: str | Path) -> dict:
-    """``sft_info.json`` of a model directory (an SFT adapter names its base there); full weights without one."""
+    """``sft_info.json`` of a model directory (an SFT adapter names its base there); full weights without one.
+    ``base_model`` comes back loadable: stored relative to the folder (``models.refs``), it is resolved here."""
     info_file = Path(path) / SFT_INFO
-    return json.loads(info_file.read_text()) if info_file.exists() else {"finetune": "full"}
+    info = json.loads(info_file.read_text()) if info_file.exists() else {"finetune": "full"}
+    if "base_model" in info:
+        info["base_model"] = resolve_ref(info["base_model"], Path(path))
+    return info
 
 
 def load_merged(path: str | Path, inference: bool = False) -> tuple[Any, Any]:
@@ -175,18 +179,6 @@ def trainable_parameters(model) -> dict[str, Any]:
     return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
-def report_to(requested: list[str]) -> list[str]:
-    """`report_to` for a transformers Trainer: the requested integrations, TensorBoard left out with a note when it
-    is not installed; ["none"] when nothing is left."""
-    out = []
-    for name in requested:
-        if name == "tensorboard" and importlib.util.find_spec("tensorboard") is None:
-            print("note: report_to tensorboard skipped: tensorboard is not installed")
-            continue
-        out.append(name)
-    return out or ["none"]
-
-
 def resolve_rm_base(cfg: RunConfig, paths: RunPaths, name: str, key: str) -> str:
     """``"sft"`` → the SFT model as full weights (adapter merged once); else a path or hub id."""
     if name != "sft":
@@ -202,8 +194,3 @@ def resolve_rm_base(cfg: RunConfig, paths: RunPaths, name: str, key: str) -> str
             model.save_pretrained(merged)
             tokenizer.save_pretrained(merged)
     return str(merged)
-
-
-def rm_report_to(cfg: RunConfig) -> list[str]:
-    """``[sft].report_to`` passes through to the reward-model trainers (TensorBoard when installed)."""
-    return report_to(list(cfg.sft.report_to))

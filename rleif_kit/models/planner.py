@@ -55,7 +55,7 @@ def _train_parts(shape: Shape, mode: str, d: int, lora: tuple, seqs: int, seq: i
                  head_params: int, lm_head: bool) -> dict[str, int]:
     """A Trainer stage (SFT, IRM, PRM): model per ``mode`` (models.load_for_training and
     rewards.rm_training.load_rm_for_training), AdamW, activations, logits when the head is the LM head."""
-    r, targets, dropout = lora
+    r, targets, _dropout = lora
     qlora = mode == "qlora"
     # prepare_model_for_kbit_training casts every non-4-bit parameter to fp32
     weights = weight_bytes(shape, "nf4-dq" if qlora else "", d, 4 if qlora else d, head_params)
@@ -187,8 +187,8 @@ def format_plan(cfg, shapes: dict[str, Shape], cards=(24, 40, 48, 80), prompt_le
                 ppo_checkpointing: bool = False) -> str:
     """The table ``rleif plan`` prints: GiB per part and stage, fit per card, and per card the proposal."""
     b = shapes["base"]
-    lines = [f"{cfg.source}: {b.name} (hidden {b.hidden}, {b.layers} layers, {b.heads}/{b.kv_heads} heads, vocab "
-             f"{b.vocab}), {'bf16' if cfg.base.bf16 else 'fp32'}; PPO prompts taken as {prompt_len} tokens",
+    lines = [(f"{cfg.source}: {b.name} (hidden {b.hidden}, {b.layers} layers, {b.heads}/{b.kv_heads} heads, vocab "
+              f"{b.vocab}), {'bf16' if cfg.base.bf16 else 'fp32'}; PPO prompts taken as {prompt_len} tokens"),
              "GiB; train = trainable weights + grads + AdamW; activ = kept for backward or the largest transient",
              f"{'stage':5} {'settings':46}" + "".join(f"{c:>8}" for c in COLUMNS.values()) + f"{'total':>8}  "
              + " ".join(f"{c:>3}GB" for c in cards)]
@@ -212,3 +212,41 @@ def format_plan(cfg, shapes: dict[str, Shape], cards=(24, 40, 48, 80), prompt_le
     lines.append(f"(a smaller [sft] batch_size keeps {s.batch_size * s.grad_accum} examples per step with a larger "
                  "grad_accum; rm_batch_size and mini_batch have no accumulation)")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ presets that fit
+
+def model_params(shape: Shape) -> int:
+    """Decoder parameters (every layer's linears, the embeddings and an untied LM head): the size presets of
+    other models are sorted by."""
+    embeddings = shape.vocab * shape.hidden * (1 if shape.tied else 2)
+    return shape.layers * sum(i * o for i, o in shape.linears().values()) + embeddings
+
+
+def same_model(a: Shape, b: Shape) -> bool:
+    """Same architecture and size: a name does not tell ("/models/Llama-2-7b-hf" and "Llama-2-7b-hf" are one)."""
+    return dataclasses.replace(a, name="") == dataclasses.replace(b, name="")
+
+
+def format_fitting_presets(shape: Shape, presets: list[tuple], cards,
+                           prompt_len: int = 256, ppo_checkpointing: bool = False) -> list[str]:
+    """One line per card in ``cards``: the presets ``(label, cfg, shapes)`` whose every stage fits it.
+
+    Presets of the planned model (``same_model``) are the advice when there are any: they change batches and
+    lengths, not the model. Only when none is for this model do presets of other models count, largest model
+    first, and never a preset that builds the offline tiny model ([tiny] build): it fits any card, and says
+    nothing about training a real model on one."""
+    mine = [p for p in presets if same_model(p[2]["base"], shape)]
+    others = sorted((p for p in presets if not p[1].tiny.build), key=lambda p: (-model_params(p[2]["base"]), p[0]))
+    lines = []
+    for card in cards:
+        fit = [(label, sh["base"].name) for label, c, sh in (mine or others)
+               if all(s.fits(card) for s in plan(c, sh, prompt_len, ppo_checkpointing))]
+        if mine:
+            lines.append(f"  {card} GB: " + (f"{', '.join(label for label, _ in fit)} (same model)" if fit
+                                             else f"no shipped preset for {shape.name} fits"))
+        else:
+            lines.append(f"  {card} GB: no shipped preset is for {shape.name}; " + (
+                "these for other models fit, largest first: " + ", ".join(f"{label} ({name})" for label, name in fit)
+                if fit else "none for another model fits either"))
+    return lines

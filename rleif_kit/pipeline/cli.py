@@ -6,11 +6,13 @@
     rleif check-api --settings settings.json
     rleif doctor params/wizardmath-7b.toml --settings settings.json   # every check before a long run
     rleif config params/tiny-cpu.toml [--set ...]      # validate and print the resolved config
-    rleif plan params/wizardmath-7b.toml [--card 24]   # expected GPU memory per stage (models/planner.py)
+    rleif plan params/wizardmath-7b.toml [--card 24]   # expected GPU memory per stage (models/planner.py), and
+                                                       # the shipped preset that fits where a stage does not
     rleif build-tiny ./tiny-llama                      # the offline tiny Llama of the demo
     rleif eval params/tiny-cpu.toml [--limit N]        # the 06_eval stage (see evaluation/commands.py)
     rleif eval gsm8k --model PATH | --served [NAME] | --samples FILE [--data PATH] [--limit N]
     rleif eval compare RESULTS_A RESULTS_B             # SFT (A) vs PPO (B), paired bootstrap
+    rleif --version                                    # the kit's version and, in a git checkout, its commit
 
 User errors (a bad config, a missing key, a model that resolves nowhere, a failed stage) print a
 few plain lines and exit non-zero, without a Python traceback.
@@ -19,24 +21,68 @@ few plain lines and exit non-zero, without a Python traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
+import tomllib
+from pathlib import Path
 
 from rleif_kit.core import run_lock
 from rleif_kit.core.config import ConfigError, load_config, to_toml
-from rleif_kit.core.settings import SettingsError, load_settings
 from rleif_kit.core.exits import EXIT_REJECTED, EndpointRejected
+from rleif_kit.core.settings import SettingsError, load_settings
 from rleif_kit.models.generation import VLLMMissing
 from rleif_kit.models.loading import ModelNotFound
-from rleif_kit.models.planner import format_plan, plan
-from rleif_kit.models.shapes import resolve_shapes
+from rleif_kit.models.planner import format_fitting_presets, format_plan, plan
+from rleif_kit.models.shapes import ShapeError, resolve_shapes
 
 # The handlers below import the pipeline and stage modules they run only when they run: those bring
 # papermill, torch, transformers, the openai client or matplotlib, which `rleif config`, `rleif plan` and
 # `--help` do not need (about 30 ms of imports instead of seconds).
 
+ROOT = Path(__file__).resolve().parents[2]  # the source checkout (`make install` installs it editable)
+PRESETS = ROOT / "params"  # the shipped presets `rleif plan` proposes when a stage does not fit a card
+
+
+def version_line() -> str:
+    """``rleif-kit 0.1.0 (commit ed79cde)``: the installed version, else pyproject's; the commit only in a git
+    checkout, so a report can name the exact code it came from."""
+    import subprocess  # no other command that stays in this module starts a process
+    from importlib import metadata  # 30-60 ms that only --version needs (see the comment on imports above)
+
+    try:
+        version = metadata.version("rleif-kit")
+    except metadata.PackageNotFoundError:  # a checkout run without `pip install -e .`
+        try:
+            version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            version = "unknown"
+    line = f"rleif-kit {version}"
+    if (ROOT / ".git").exists():  # ROOT's own repository only, never one the package happens to sit inside
+        try:
+            out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                                 timeout=5, check=False)
+            if out.returncode == 0 and out.stdout.strip():
+                line += f" (commit {out.stdout.strip()})"
+        except (OSError, subprocess.SubprocessError):  # no git on PATH, or it hung: the version alone
+            pass
+    return line
+
+
+class _Version(argparse.Action):
+    """argparse's own ``action="version"`` wants the text when the parser is built, which would run git on every
+    command; this one asks only when --version is given."""
+
+    def __init__(self, option_strings, dest, help=None):
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit()
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rleif", description="RLEIF reproduction kit")
+    p.add_argument("--version", action=_Version, help="print the kit's version (and git commit) and exit")
     sub = p.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the pipeline's notebooks headless with papermill")
@@ -103,7 +149,8 @@ def _parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="expected GPU memory of each stage, and what fits 24/40/48/80 GB cards")
     plan.add_argument("params")
     plan.add_argument("--card", type=float, action="append", metavar="GB",
-                      help="card size (repeatable; default 24 40 48 80); exit 1 when a stage does not fit it")
+                      help="card size (repeatable; default 24 40 48 80); exit 1 when a stage does not fit it (the "
+                           "shipped presets that do fit are named)")
     plan.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
     plan.add_argument("--shape", help="model shape when the name does not tell it: a local model directory or "
                                       "llama-2-7b, llama-2-13b, llama-2-70b, mistral-7b, codellama-34b")
@@ -187,13 +234,62 @@ def _plan(args) -> int:
     cards = [int(c) if float(c).is_integer() else c for c in args.card or (24, 40, 48, 80)]
     print(format_plan(cfg, shapes, cards, args.prompt_len, args.ppo_checkpointing))
     stages = plan(cfg, shapes, args.prompt_len, args.ppo_checkpointing)
-    return 1 if args.card and not all(p.fits(c) for p in stages for c in cards) else 0
+    short = [c for c in cards if not all(p.fits(c) for p in stages)]
+    if short:
+        # the planned file is left out unless --set changed it: as shipped, it may fit where the changed one does not
+        exclude = None if args.overrides else Path(args.params).resolve()
+        presets, notes = _shipped_presets(exclude)
+        print(f"\nwhere a stage does not fit, the shipped presets ({_label(PRESETS)}/*.toml) whose every stage fits:")
+        print("\n".join(format_fitting_presets(shapes["base"], presets, short, args.prompt_len,
+                                               args.ppo_checkpointing) + notes) if presets or notes
+              else f"  (none: no {_label(PRESETS)}/*.toml here; a kit installed without its checkout has none)")
+    return 1 if args.card and short else 0
+
+
+def _label(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:  # outside the current directory: the full path
+        return str(path)
+
+
+def _shipped_presets(exclude: Path | None) -> tuple[list[tuple], list[str]]:
+    """``(label, cfg, shapes)`` of every preset in PRESETS that loads, and a note for each that does not (a
+    shipped preset that fails is the kit's bug: say so, and advise from the others)."""
+    presets, notes = [], []
+    for path in sorted(PRESETS.glob("*.toml")):
+        if path.resolve() == exclude:
+            continue
+        try:  # relative paths in a preset resolve against the project root, as when it runs from there
+            cfg = load_config(path, workdir=PRESETS.parent)
+            presets.append((_label(path), cfg, resolve_shapes(cfg)))
+        except (ConfigError, ShapeError, OSError) as e:
+            reason = str(e).splitlines()[0].removeprefix(f"{path}: ")  # the note names the file already
+            notes.append(f"  ({_label(path)} not considered: {reason})")
+    return presets, notes
+
+
+# every command, in the order of `rleif --help`
+HANDLERS = {"run": _run, "evolve": _evolve, "data": _data, "check-api": _check_api, "doctor": _doctor, "eval": _eval,
+            "config": _config, "plan": _plan, "build-tiny": _build_tiny}
+
+
+def _unknown_command(argv: list[str]) -> str | None:
+    """One line for a mistyped command, instead of argparse's usage block and list of every choice. Only the
+    first argument: the top-level parser has no option that takes a value, so a command is always first."""
+    if not argv or argv[0].startswith("-") or argv[0] in HANDLERS:
+        return None
+    close = difflib.get_close_matches(argv[0], HANDLERS, n=1)
+    return f"rleif: unknown command {argv[0]!r}; " + (f"did you mean {close[0]!r}?" if close else
+                                                       f"the commands are {', '.join(HANDLERS)}")
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if unknown := _unknown_command(argv):
+        print(unknown, file=sys.stderr)
+        return 2  # argparse's exit status for a usage error
     args = _parser().parse_args(argv)
-    handlers = {"run": _run, "data": _data, "evolve": _evolve, "check-api": _check_api, "config": _config, "eval": _eval,
-                "plan": _plan, "doctor": _doctor, "build-tiny": _build_tiny}
     user_errors: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError, run_lock.RunLocked,
                                                      EndpointRejected)
     try:
@@ -202,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
 
         user_errors += (ModelNotFound, StageFailed, SettingsError, ValueError, VLLMMissing, HubUnavailable)
         with run_lock.locking(args.command in ("data", "evolve", "eval")):  # `run` locks for the whole run itself
-            code = handlers[args.command](args)
+            code = HANDLERS[args.command](args)
     except user_errors as e:
         print(f"rleif {args.command}: error:\n{e}" if "\n" in str(e) else f"rleif {args.command}: error: {e}",
               file=sys.stderr)

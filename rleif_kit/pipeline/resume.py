@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -47,13 +49,37 @@ FIRST_READER = {
     "reward_model": REWARD_MODELS,
     "ppo": PPO,
 }
-IGNORED = {"base.output_dir", "base.run_name", "base.launcher", "base.accelerate_config"}  # where / how it runs
+IGNORED = {"base.output_dir", "base.run_name", "base.launcher", "base.accelerate_config",  # where / how it runs
+           "base.report_to", "sft.report_to"}  # where the curves are logged
 IGNORED_SECTIONS = {"loop"}
 
 
-def stage_config(cfg, stage: str) -> dict[str, Any]:
-    """The flattened ``section.key -> value`` of every config key ``stage`` depends on."""
+def _run_root(cfg) -> Path:
+    """The run's top folder: ``output_dir``, or its parent for a loop iteration's ``iter-k/``."""
+    out = Path(cfg.output_dir)
+    return out.parent if re.fullmatch(r"iter-\d+", out.name) else out
+
+
+def portable(value: Any, anchors: dict[str, Path]) -> Any:
+    """``value`` with every absolute path under an anchor written as ``<name>/relative``: so a run directory
+    moved together with its checkout (or given by new absolute overrides) keeps its config hash."""
+    if isinstance(value, list):
+        return [portable(v, anchors) for v in value]
+    if isinstance(value, dict):
+        return {k: portable(v, anchors) for k, v in value.items()}
+    if isinstance(value, str) and os.path.isabs(value):
+        for name, root in anchors.items():
+            path = Path(os.path.normpath(value))
+            if path.is_relative_to(root):
+                return f"<{name}>/{path.relative_to(root).as_posix()}"
+    return value
+
+
+def stage_config(cfg, stage: str, as_given: bool = False) -> dict[str, Any]:
+    """The flattened ``section.key -> value`` of every config key ``stage`` depends on, absolute paths inside the
+    run's folder or the checkout written relative to them (``portable``; ``as_given``: the values unchanged)."""
     rank = STAGES.index(stage)
+    anchors = {} if as_given else {"output_dir": _run_root(cfg), "workdir": Path(cfg.workdir)}
     out = {}
     for section, values in cfg.to_dict().items():
         if section in IGNORED_SECTIONS:
@@ -62,7 +88,7 @@ def stage_config(cfg, stage: str) -> dict[str, Any]:
             name = f"{section}.{key}"
             reader = FIRST_READER.get(name, FIRST_READER.get(section, SETUP))
             if name not in IGNORED and STAGES.index(reader) <= rank:
-                out[name] = value
+                out[name] = portable(value, anchors)
     return out
 
 
@@ -94,10 +120,16 @@ def check_stage(cfg, stage: str, notebook: Path) -> tuple[bool, str]:
         done = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False, f"unreadable marker {path}"
-    if Path(done.get("notebook", "")) != Path(notebook) or not Path(notebook).exists():
+    recorded = Path(cfg.output_dir) / done.get("notebook", "")  # relative to the run folder (an old absolute one too)
+    if Path(os.path.normpath(recorded)) != Path(os.path.normpath(Path(notebook).absolute())):
+        return False, f"the stage reported into {done.get('notebook')} (from {cfg.output_dir}), not {notebook}"
+    if not Path(notebook).exists():
         return False, f"no executed notebook at {notebook}"
     values = stage_config(cfg, stage)
-    if done.get("config_hash") != config_hash(values):
+    # unchanged when the portable values match (the run folder moved) or the values as given do (the output
+    # folder moved but an absolute path still names the same file); an older marker has the second kind only
+    recorded_hashes = {done.get("config_hash"), done.get("given_hash")} - {None}
+    if not recorded_hashes & {config_hash(values), config_hash(stage_config(cfg, stage, as_given=True))}:
         changes = _changes(done.get("config", {}), values)
         return False, "config changed: " + ("; ".join(changes) if changes else "(keys not recorded)")
     return True, f"complete and config unchanged ({stage}/{MARKER} of {done.get('finished', '?')})"
@@ -106,8 +138,11 @@ def check_stage(cfg, stage: str, notebook: Path) -> tuple[bool, str]:
 def mark_done(cfg, stage: str, notebook: Path, seconds: float) -> Path:
     values = stage_config(cfg, stage)
     path = marker_path(cfg.output_dir, stage)
-    write_json_atomic(path, {"stage": stage, "config_hash": config_hash(values), "config": values,
-                             "notebook": str(notebook), "seconds": round(seconds, 1),
+    given = config_hash(stage_config(cfg, stage, as_given=True))
+    write_json_atomic(path, {"stage": stage, "config_hash": config_hash(values), "given_hash": given, "config": values,
+                             # relative: a run folder and its reports moved together still match
+                             "notebook": os.path.relpath(Path(notebook).absolute(), Path(cfg.output_dir).absolute()),
+                             "seconds": round(seconds, 1),
                              "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
     return path
 

@@ -8,18 +8,22 @@ the full traceback.
 
 A rerun skips the stages that are complete with an unchanged config (``resume.py``; ``--force``
 reruns them), repeats 01-06 per ``[loop]`` iteration (``loop.py``) and ends with
-``reports/<run>/index.html`` (``report.py``).
+``reports/<run>/index.html`` (``report.py``). While a stage runs, its progress lines stream to the terminal
+and its whole output to ``reports/<run>/logs/NN_stage.log``; ``reports/<run>/run.json`` keeps every stage's
+status for the report (``run_status.py``).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from rleif_kit.core import run_lock
-from rleif_kit.core.config import RunConfig, load_config
+from rleif_kit.core.config import RunConfig, config_changes, load_config
+from rleif_kit.core.progress import ENV as PROGRESS_ENV
 from rleif_kit.core.records import read_records, write_json_atomic
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import STAGES
@@ -28,6 +32,7 @@ from rleif_kit.models.loading import resolve_model_name
 from rleif_kit.pipeline import resume
 from rleif_kit.pipeline.loop import iteration_dir, iteration_overrides, plan_steps, summarize_loop
 from rleif_kit.pipeline.report import write_report
+from rleif_kit.pipeline.run_status import RunStatus, StageStream
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 
@@ -89,6 +94,20 @@ def _failure_summary(stage: str, output: Path, err: Exception) -> str:
     return "\n".join(lines)
 
 
+def stage_log(report_dir: Path, stage: str) -> Path:
+    """``<report_dir>/logs/<stage>.log``: everything the stage's notebook printed, appended per run."""
+    return Path(report_dir) / "logs" / f"{stage}.log"
+
+
+def _kernel_config():
+    """The kernels run with CurveZMQ transport encryption where pyzmq has it: no plain-text traffic, and no
+    "Kernel is running over TCP without encryption" warning at every stage."""
+    import zmq  # heavy: loaded on first use (papermill brings it)
+    from traitlets.config import Config
+
+    return Config({"KernelManager": {"transport_encryption": "required"}}) if zmq.has("curve") else Config()
+
+
 def run_stage(stage: str, params_path: str, overrides: list[str], report_dir: Path, workdir: Path,
               settings_path: str | None) -> StageRun:
     import papermill as pm  # heavy: loaded on first use
@@ -97,13 +116,25 @@ def run_stage(stage: str, params_path: str, overrides: list[str], report_dir: Pa
     output = report_dir / f"{stage}.ipynb"
     parameters = {"params_path": str(params_path), "overrides": list(overrides), "report_dir": str(report_dir),
                   "workdir": str(workdir), "settings_path": settings_path or ""}
+    log = stage_log(report_dir, stage)
+    stream = StageStream(log)
+    stream.write(f"\n===== {stage} · {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n")
     start = time.perf_counter()
+    previous = os.environ.get(PROGRESS_ENV)
+    os.environ[PROGRESS_ENV] = "1"  # the kernel inherits it: the stage prints progress lines (core/progress.py)
     try:
-        pm.execute_notebook(str(source), str(output), parameters=parameters, cwd=str(workdir),
-                            progress_bar=sys.stderr.isatty(), kernel_name="python3", log_output=False)
+        pm.execute_notebook(str(source), str(output), parameters=parameters, cwd=str(workdir), progress_bar=False,
+                            kernel_name="python3", log_output=False, stdout_file=stream, stderr_file=stream,
+                            config=_kernel_config())
     except Exception as err:  # papermill's PapermillExecutionError and kernel deaths alike
         rejected = getattr(err, "ename", None) == EndpointRejected.__name__
         raise StageFailed(_failure_summary(stage, output, err), EXIT_REJECTED if rejected else 2) from err
+    finally:
+        stream.close()
+        if previous is None:
+            os.environ.pop(PROGRESS_ENV, None)
+        else:
+            os.environ[PROGRESS_ENV] = previous
     return StageRun(stage, output, time.perf_counter() - start)
 
 
@@ -122,7 +153,7 @@ def _decide(cfg, stage: str, notebook: Path, force: bool, reran: str | None) -> 
     done, why = resume.check_stage(cfg, stage, notebook)
     if done and not reran:
         return False, why
-    return True, f"stale: {reran} reran before it" if reran and why != "not run yet" else why
+    return True, f"{reran} reran before it" if reran and why != "not run yet" else why
 
 
 def _execute(cfg, stage: str, params_path: str, overrides: list[str], out_dir: Path, workdir: Path,
@@ -133,10 +164,10 @@ def _execute(cfg, stage: str, params_path: str, overrides: list[str], out_dir: P
     out_dir.mkdir(parents=True, exist_ok=True)
     _clear_metrics(out_dir, stage)
     run = run_stage(stage, params_path, overrides, out_dir, workdir, settings_path)
-    print(f"{tag} {stage} done in {run.seconds:.0f}s -> {run.output}", flush=True)
     incomplete = resume.incomplete_reason(cfg, stage, read_records(out_dir / "metrics.json").get(stage, {}))
     if incomplete:  # later stages would run on part of the data: stop here
         raise StageStopped(f"{stage}: {incomplete}; not marked complete, later stages not run: rerun to continue")
+    print(f"{tag} {stage} ok in {run.seconds:.0f}s -> {run.output}", flush=True)
     resume.mark_done(cfg, stage, run.output, run.seconds)
     return run
 
@@ -162,15 +193,22 @@ def run_pipeline(params_path: str, stages: str | None = None, overrides: list[st
         run_lock.release(cfg.output_dir)
 
 
+def _status_header(cfg: RunConfig, params_path: str, overrides: list[str], reports: Path) -> dict:
+    return {"run": cfg.run_name, "params": params_path, "overrides": list(overrides),
+            "output_dir": os.path.relpath(cfg.output_dir, reports), "config_changes": config_changes(cfg)}
+
+
 def _run_steps(cfg: RunConfig, params_path: str, overrides: list[str], settings_path: str | None,
                report_dir: str | None, force: bool, workdir: Path, n: int, steps: list) -> list[StageRun]:
     every_step = plan_steps(available_stages(), n)  # what a rerun makes stale, selected or not
     reports = (Path(report_dir) if report_dir else workdir / "reports" / cfg.run_name).resolve()
     reports.mkdir(parents=True, exist_ok=True)
+    status = RunStatus(reports, _status_header(cfg, params_path, overrides, reports))
     runs, reran, iteration = [], None, {1: (cfg, overrides)}
     try:
         for i, (k, stage) in enumerate(steps, 1):
             tag = f"[{i}/{len(steps)}]" + (f" iteration {k}/{n}" if n > 1 else "")
+            key = (f"iter-{k}/" if k > 1 else "") + stage
             if k not in iteration:  # seeded from iteration k - 1, now that it has run
                 extra, notes = iteration_overrides(cfg.output_dir, k)
                 print("\n".join(notes), flush=True)
@@ -179,16 +217,36 @@ def _run_steps(cfg: RunConfig, params_path: str, overrides: list[str], settings_
             out_dir = iteration_dir(reports, k)
             run_it, why = _decide(run_cfg, stage, out_dir / f"{stage}.ipynb", force, reran)
             if not run_it:
-                print(f"{tag} {stage} skipped: {why}; --force reruns it", flush=True)
+                print(f"{tag} {stage} skipped (unchanged): {why}; --force reruns it", flush=True)
+                status.set(key, "skipped", why)
                 continue
             reran = reran or stage + (f" (iteration {k})" if n > 1 else "")
-            print(f"{tag} {stage} ... ({why})", flush=True)
+            print(f"{tag} {stage} running ({'first run' if why == 'not run yet' else why})", flush=True)
             later = [(iteration_dir(cfg.output_dir, lk), ls) for lk, ls in every_step[every_step.index((k, stage)):]]
-            runs.append(_execute(run_cfg, stage, params_path, run_overrides, out_dir, workdir, settings_path, later,
-                                 tag))
+            for lk, ls in every_step[every_step.index((k, stage)) + 1:]:
+                later_key = (f"iter-{lk}/" if lk > 1 else "") + ls
+                if status.get(later_key).get("status") in ("ok", "skipped", "stale"):
+                    status.set(later_key, "stale", f"{reran} reran after its figures were recorded")
+            status.set(key, "running", why, log=stage_log(out_dir, stage))
+            start = time.perf_counter()
+            try:
+                runs.append(_execute(run_cfg, stage, params_path, run_overrides, out_dir, workdir, settings_path,
+                                     later, tag))
+            except StageStopped as err:
+                status.set(key, "stopped", str(err), seconds=time.perf_counter() - start)
+                raise
+            except KeyboardInterrupt:
+                status.set(key, "stopped", "interrupted (Ctrl-C)", seconds=time.perf_counter() - start)
+                raise
+            except BaseException as err:
+                status.set(key, "failed", str(err) or type(err).__name__, seconds=time.perf_counter() - start)
+                print(f"{tag} {stage} failed after {time.perf_counter() - start:.0f}s", flush=True)
+                raise
+            status.set(key, "ok", why, seconds=runs[-1].seconds)
         if n > 1:
             print(f"loop summary: {summarize_loop(reports, cfg.output_dir, n)}", flush=True)
     finally:
+        status.finish()
         try:
             print(f"report: {write_report(reports)}", flush=True)
         except Exception as err:  # never hide the stage's own error behind the report's

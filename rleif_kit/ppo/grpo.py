@@ -17,7 +17,8 @@ from typing import Any, Sequence
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.models.generation import require_vllm
-from rleif_kit.models.loading import load_tokenizer, resolve_rm_base, rm_report_to, use_bf16
+from rleif_kit.models import trainer_logs
+from rleif_kit.models.loading import load_tokenizer, resolve_rm_base, use_bf16
 from rleif_kit.ppo.trainer import PPOResult
 from rleif_kit.worlds.prompts import math_prompt
 
@@ -78,7 +79,7 @@ def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any,
                       num_iterations=ppo.ppo_epochs, max_completion_length=ppo.max_new_tokens,
                       temperature=ppo.temperature, beta=ppo.kl_coef, epsilon=ppo.clip_range,
                       max_grad_norm=ppo.max_grad_norm, logging_steps=per_step, save_strategy="no",
-                      report_to=rm_report_to(cfg), use_cpu=not torch.cuda.is_available(), bf16=bf16,
+                      report_to=trainer_logs.report_to(cfg, "ppo"), use_cpu=not torch.cuda.is_available(), bf16=bf16,
                       seed=cfg.base.seed, disable_tqdm=not progress,
                       use_vllm=ppo.generation_backend == "vllm", vllm_mode="colocate")
     lora = LoraConfig(r=ppo.lora_r, lora_alpha=ppo.lora_alpha, target_modules=list(cfg.sft.lora_targets),
@@ -88,7 +89,8 @@ def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any,
     model = AutoModelForCausalLM.from_pretrained(sft_path, dtype=torch.bfloat16 if bf16 else torch.float32)
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args,
                           train_dataset=Dataset.from_list([{"prompt": p} for p in by_prompt]),
-                          processing_class=tokenizer, peft_config=lora, callbacks=[ToLog()])
+                          processing_class=tokenizer, peft_config=lora,
+                          callbacks=[ToLog(), *trainer_logs.callbacks(cfg, paths, "ppo")])
     start = time.perf_counter()
     trainer.train()
     return trainer.model, tokenizer, PPOResult(len(log), log, runtime_s=time.perf_counter() - start)

@@ -19,6 +19,8 @@ from rleif_kit.core.config import RunConfig
 from rleif_kit.core.paths import RunPaths, staged_dir
 from rleif_kit.models.loading import load_tokenizer, nf4_config, resolve_rm_base, use_bf16
 
+VALUE_HEAD = "value_head.pt"  # beside the exported weights
+
 
 @dataclass
 class Policy:
@@ -172,5 +174,5 @@ def export_policy(policy: Policy, out_dir: Path, card: str) -> None:
     merged.save_pretrained(out_dir)
     policy.tokenizer.save_pretrained(out_dir)
     if policy.value_head is not None:  # GRPO trains without one
-        torch.save(policy.value_head.state_dict(), out_dir / "value_head.pt")
+        torch.save(policy.value_head.state_dict(), out_dir / VALUE_HEAD)
     (out_dir / "README.md").write_text(card)

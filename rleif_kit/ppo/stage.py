@@ -15,12 +15,15 @@ from rleif_kit.core.jsonl import write_jsonl
 from rleif_kit.core.launch import load_result, maybe_launch, should_launch
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.verdict import Verdict
+from rleif_kit.models.cards import render
+from rleif_kit.models.refs import model_ref
+from rleif_kit.ppo.card import PPO_INFO, build_card
 from rleif_kit.ppo.grpo import run_grpo
 from rleif_kit.ppo.policy import Policy, export_policy, last_checkpoint, load_checkpoint
 from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
 from rleif_kit.ppo.trainer import PPOResult, reward_gate, run_ppo
 from rleif_kit.worlds.arith_bench import evaluate_arith
-from rleif_kit.worlds.data import heldout_problems
+from rleif_kit.worlds.data import heldout_problems, instruction_pool
 
 
 def needs_gate(paths: RunPaths) -> bool:
@@ -28,19 +31,18 @@ def needs_gate(paths: RunPaths) -> bool:
     return last_checkpoint(paths.ppo_checkpoints) is None
 
 
-def export(cfg: RunConfig, paths: RunPaths, policy: Policy, result: PPOResult, extra: str = "") -> Path:
-    """Write the PPO policy as standalone weights with a model card; the Policy is merged (unusable) after."""
-    ppo, last = cfg.ppo, (result.log[-1] if result.log else {})
+def export(cfg: RunConfig, paths: RunPaths, policy: Policy, result: PPOResult) -> Path:
+    """Write the PPO policy as standalone weights with a model card (``ppo/card.py``) and ``ppo_info.json``; the
+    Policy is merged (unusable) after."""
     out = paths.ppo_model
     if not dist.is_main():
         return out
-    card = (f"# PPO policy (RLEIF)\n\nThe SFT model after {result.steps} PPO steps (reward `{ppo.reward_formula}`, "
-            f"rA from {cfg.reward_model.answer_reward}, aggregate {cfg.reward_model.prm_aggregate}); adapter r="
-            f"{ppo.lora_r} merged. lr {ppo.lr}, kl_coef {ppo.kl_coef}, clip {ppo.clip_range}, rollout {ppo.rollout_batch}, "
-            f"mini-batch {ppo.mini_batch}, {ppo.ppo_epochs} epochs per batch.\nLast step: reward "
-            f"{last.get('reward_mean', float('nan')):.3f}, KL {last.get('kl', float('nan')):.2f}.\n{extra}")
+    pool = instruction_pool(cfg, paths)
+    card = render(build_card(cfg, paths, result, pool[0]["text"] if pool else None))
     export_policy(policy, out, card)
-    (out / "ppo_info.json").write_text(json.dumps({"steps": result.steps, "stopped": result.stopped}) + "\n")
+    info = {"steps": result.steps, "stopped": result.stopped, "algorithm": cfg.ppo.algorithm,
+            "sft_model": model_ref(paths.sft_model, out, paths.output_dir)}
+    (out / PPO_INFO).write_text(json.dumps(info) + "\n")
     result.model_dir = out
     return out
 

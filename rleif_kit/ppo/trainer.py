@@ -44,6 +44,7 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.stages import PPO
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.models.generation import plain_sampling
+from rleif_kit.models.trainer_logs import StepLog
 from rleif_kit.ppo import ppo_math as pm
 from rleif_kit.ppo.policy import (
     Policy,
@@ -55,6 +56,7 @@ from rleif_kit.ppo.policy import (
     save_checkpoint,
 )
 from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
+from rleif_kit.ppo.samples import save_rollout_samples
 from rleif_kit.worlds.data import instruction_pool
 from rleif_kit.worlds.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
 from rleif_kit.worlds.prompts import math_prompt
@@ -320,9 +322,8 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
     from tqdm.auto import tqdm  # heavy: loaded on first use
 
     if cfg.ppo.generation_backend == "vllm":
-        raise NotImplementedError("[ppo] generation_backend = 'vllm' is not supported yet by our PPO loop (it needs "
-                                  "the current adapter in vLLM at every step): use \"transformers\", or algorithm "
-                                  "= \"grpo\" (TRL's vLLM)")
+        raise NotImplementedError("[ppo] generation_backend = 'vllm' is not supported yet by our PPO loop (it needs the "
+                                  "current adapter in vLLM at every step): use 'transformers', or algorithm 'grpo'")
     ppo = cfg.ppo
     dist.shard(range(ppo.rollout_batch))  # fails early, with the fix, when the batch does not divide
     pool = list(pool if pool is not None else instruction_pool(cfg, paths))
@@ -356,6 +357,7 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
     result = PPOResult(start, log, gate, resumed_from=start)
     t0 = time.perf_counter()
     bar = tqdm(total=ppo.total_steps, initial=start, desc="PPO", disable=not progress or not dist.is_main())
+    scalars = StepLog(cfg, paths, "ppo", ppo.total_steps, start, enabled=dist.is_main())  # TensorBoard, progress
     for step in range(start, ppo.total_steps):
         torch.manual_seed(cfg.base.seed * 7919 + step)
         batch = dist.shard(_batch_for_step(pool, step, ppo.rollout_batch, cfg.base.seed))  # this rank's slice
@@ -366,10 +368,12 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
         row = step_record(step, dist.gather_lists(scores), roll, update, kl_ctl.coef)  # rewards of the whole batch
         row.update(dist.gather_mean({k: row[k] for k in RANK_MEANS if k in row}))  # the same row on every rank
         result.stopped = guard(row, ppo.kl_limit)
+        save_rollout_samples(paths.ppo_rollouts, step, ppo.total_steps - 1, bool(result.stopped), batch, roll, scores)
         if dist.is_main():
             with open(log_path, "a") as f:
                 f.write(json.dumps(row) + "\n")
         result.log.append(row)
+        scalars.add(row, step)
         bar.update(1)
         bar.set_postfix(reward=f"{row['reward_mean']:.3f}", kl=f"{row['kl']:.2f}")
         if result.stopped:
@@ -382,6 +386,7 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
                                 {"step": result.steps, "kl_coef": kl_ctl.coef})
             dist.barrier()
     bar.close()
+    scalars.close()
     dist.debug_dump("ppo", policy.named_trainable().items())
     result.runtime_s = time.perf_counter() - t0
     if result.stopped:

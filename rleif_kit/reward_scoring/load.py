@@ -9,12 +9,25 @@ from typing import Any
 
 from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.models.loading import load_tokenizer, nf4_config, use_bf16
+from rleif_kit.models.refs import resolve_ref
 
 RM_INFO = "rm_info.json"  # what a saved reward model is: its head, fine-tuning and base
 
 
 HEADS = {"sequence": ("AutoModelForSequenceClassification", 1, "SEQ_CLS"),  # IRM: one reward per text
          "token": ("AutoModelForTokenClassification", 2, "TOKEN_CLS")}  # PRM: correct / not, per token
+
+
+# The PRM's two classes by name, in its config.json (not LABEL_0 / LABEL_1): scoring reads index 1 ("right"),
+# P(step correct), and a reader of the saved model sees which index that is.
+PRM_LABELS = {0: "wrong", 1: "right"}
+LABELS = {"token": PRM_LABELS}
+
+
+def head_labels(head: str) -> dict[str, dict]:
+    """``id2label`` / ``label2id`` keyword arguments of a head's ``from_pretrained`` ({} for the IRM's one score)."""
+    names = LABELS.get(head)
+    return {} if names is None else {"id2label": dict(names), "label2id": {v: k for k, v in names.items()}}
 
 
 def head_class(head: str):
@@ -34,11 +47,12 @@ def load_rm(model_dir: str | Path, load_in_4bit: bool = False, bf16: bool = Fals
     if not info_path.exists():
         raise FileNotFoundError(f"{model_dir} is not a saved reward model (no {RM_INFO}): run {REWARD_MODELS}")
     info = json.loads(info_path.read_text())
+    base = resolve_ref(info.get("base_model", ""), model_dir)  # stored relative to the folder (models.refs)
     cls, num_labels, _ = head_class(info["head"])
     tokenizer = load_tokenizer(str(model_dir))
 
     dtype = torch.bfloat16 if (load_in_4bit or use_bf16(bf16)) else torch.float32  # fp32 only on CPUs
-    kwargs: dict[str, Any] = {"dtype": dtype, "num_labels": num_labels}
+    kwargs: dict[str, Any] = {"dtype": dtype, "num_labels": num_labels, **head_labels(info["head"])}
     if load_in_4bit:
         kwargs["quantization_config"] = nf4_config(torch.bfloat16)
     if info["finetune"] == "full":
@@ -46,7 +60,7 @@ def load_rm(model_dir: str | Path, load_in_4bit: bool = False, bf16: bool = Fals
     else:
         from peft import PeftModel  # heavy: loaded on first use
 
-        model = PeftModel.from_pretrained(cls.from_pretrained(info["base_model"], **kwargs), model_dir)
+        model = PeftModel.from_pretrained(cls.from_pretrained(base, **kwargs), model_dir)
         if not load_in_4bit:
             model = model.merge_and_unload()
     model.config.pad_token_id = tokenizer.pad_token_id

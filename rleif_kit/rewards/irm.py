@@ -16,10 +16,14 @@ from typing import Any, Sequence
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.launch import load_result
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.models import trainer_logs
+from rleif_kit.models.refs import model_ref
 from rleif_kit.reward_scoring.heldout import split_by_group
 from rleif_kit.reward_scoring.irm import irm_score
 from rleif_kit.reward_scoring.load import load_rm
 from rleif_kit.rewards.launched import launch_training
+from rleif_kit.rewards.rm_cards import irm_card, readme
+from rleif_kit.rewards.rm_datasets import pair_rows, save_rows
 from rleif_kit.rewards.rm_training import loss_log, save_rm, start_training, timed_train, trainer_kwargs
 
 
@@ -43,7 +47,8 @@ def pairwise_accuracy(model: Any, tokenizer: Any, pairs: Sequence[dict]) -> floa
 
 
 def train_irm(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict], heldout_share: float | None = None) -> tuple[Any, Any, IRMResult]:
-    """Train the IRM on ``pairs`` (per ``rm_finetune``) with TRL's RewardTrainer; save it with a model card."""
+    """Train the IRM on ``pairs`` (per ``rm_finetune``) with TRL's RewardTrainer; save it with a model card, the
+    pairs in ``irm_pairs.jsonl``."""
     from datasets import Dataset  # heavy: loaded on first use
     from trl import RewardConfig, RewardTrainer  # heavy: loaded on first use
 
@@ -54,18 +59,17 @@ def train_irm(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict], heldout_sh
     train, heldout = split_by_group(pairs, heldout_share, cfg.base.seed)
     if not train:
         raise ValueError("no IRM training pairs: the judged sibling sets gave no preferences")
+    save_rows(paths, "irm", pair_rows(train, heldout))  # the dataset beside the model (rm_datasets.py)
     base, bf16, model, tokenizer = start_training(cfg, paths, rm.irm_base, "[reward_model] irm_base", "sequence")
     tokenizer.padding_side = "right"
     args = RewardConfig(**trainer_kwargs(cfg, out_dir, len(train), bf16), max_length=rm.rm_max_len)
     data = Dataset.from_list([{"chosen": p["chosen_text"], "rejected": p["rejected_text"]} for p in train])
-    trainer = RewardTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
+    trainer = RewardTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer,
+                            callbacks=trainer_logs.callbacks(cfg, paths, "irm"))
     runtime = timed_train(trainer)
     accuracy = pairwise_accuracy(trainer.model, tokenizer, heldout)
     result = IRMResult(out_dir, len(train), len(heldout), accuracy, loss_log(trainer), runtime)
-    card = (f"# Instruction reward model (IRM)\n\nBase: `{rm.irm_base}` ({rm.rm_finetune}). Trained on {len(train)} "
-            f"preference pairs of evolved sibling variants; held-out pairwise accuracy {accuracy:.3f} on "
-            f"{len(heldout)} pairs from unseen sibling groups. lr {rm.rm_lr}, epochs {rm.rm_epochs}, batch "
-            f"{rm.rm_batch_size}.\nScore: sigmoid of the reward head, in [0, 1] (rI).\n")
-    save_rm(trainer, tokenizer, out_dir, {"head": "sequence", "finetune": rm.rm_finetune, "base_model": base},
-            card)
+    ref = model_ref(base, out_dir, paths.output_dir, given=None if rm.irm_base == "sft" else rm.irm_base)
+    save_rm(trainer, tokenizer, out_dir, {"head": "sequence", "finetune": rm.rm_finetune, "base_model": ref},
+            readme(irm_card, cfg, paths, result, ref, base, heldout or train))
     return trainer.model, tokenizer, result

@@ -23,12 +23,16 @@ from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, read_user_jsonl, write
 from rleif_kit.core.launch import load_result
 from rleif_kit.core.metrics import roc_auc, threshold_accuracy
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.models import trainer_logs
 from rleif_kit.models.generation import generate
 from rleif_kit.models.loading import load_merged
+from rleif_kit.models.refs import model_ref
 from rleif_kit.reward_scoring.heldout import split_by_question
 from rleif_kit.reward_scoring.load import load_rm
 from rleif_kit.reward_scoring.prm import StepLabelCollator, encode, solution_step_ends, step_scores
 from rleif_kit.rewards.launched import launch_training
+from rleif_kit.rewards.rm_cards import prm_card, readme
+from rleif_kit.rewards.rm_datasets import save_rows, step_rows
 from rleif_kit.rewards.rm_training import loss_log, save_rm, start_training, timed_train, trainer_kwargs
 from rleif_kit.worlds import arith, step_labels
 from rleif_kit.worlds.prompts import math_prompt
@@ -106,8 +110,8 @@ def verifier_examples(samples: Sequence[dict]) -> tuple[list[dict], int]:
         if len(labels) != len(solution_step_ends(s["solution"])) or not labels:
             flagged += 1
             continue
-        out.append({"id": s["id"], "question": s["question"], "solution": s["solution"], "labels": labels,
-                    "source": "verifier"})
+        out.append({"id": s["id"], "instruction_id": s.get("instruction_id"), "question": s["question"],
+                    "solution": s["solution"], "labels": labels, "source": "verifier"})
     return out, flagged
 
 
@@ -141,7 +145,8 @@ def evaluate_prm(model: Any, tokenizer: Any, examples: Sequence[dict], max_len: 
 
 
 def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tuple[Any, Any, PRMResult]:
-    """Train the PRM on ``examples`` ({question, solution, labels}) and save it with a model card."""
+    """Train the PRM on ``examples`` ({question, solution, labels}) and save it with a model card, its data in
+    ``prm_steps.jsonl``."""
     from transformers import Trainer, TrainingArguments  # heavy: loaded on first use
 
     rm, out_dir = cfg.reward_model, paths.prm_model
@@ -150,27 +155,24 @@ def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tupl
     train, heldout = split_by_question(examples, rm.rm_heldout_share, cfg.base.seed)
     if not train:
         raise ValueError("no PRM training examples: every sampled solution was flagged or none were sampled")
+    save_rows(paths, "prm", step_rows(train, heldout))  # the dataset beside the model (rm_datasets.py)
     base, bf16, model, tokenizer = start_training(cfg, paths, rm.prm_base, "[reward_model] prm_base", "token")
     rows = [r for r in (encode(tokenizer, e["question"], e["solution"], e["labels"], rm.rm_max_len) for e in train)
             if r is not None]
     args = TrainingArguments(**trainer_kwargs(cfg, out_dir, len(rows), bf16), remove_unused_columns=False,
                              warmup_steps=0.05)
     trainer = Trainer(model=model, args=args, train_dataset=[{k: r[k] for k in ("input_ids", "labels")} for r in rows],
-                      data_collator=StepLabelCollator(tokenizer.pad_token_id))
+                      data_collator=StepLabelCollator(tokenizer.pad_token_id),
+                      callbacks=trainer_logs.callbacks(cfg, paths, "prm"))
     runtime = timed_train(trainer)
     labels, scores = evaluate_prm(trainer.model, tokenizer, heldout, rm.rm_max_len)
     train_labels = [label for e in train for label in e["labels"]]
     result = PRMResult(out_dir, len(train), len(heldout), len(train_labels), len(labels),
                        sum(train_labels) / max(1, len(train_labels)), threshold_accuracy(labels, scores),
                        roc_auc(labels, scores), runtime, loss_log(trainer), scores, labels)
-    card = (f"# Process reward model (PRM)\n\nBase: `{rm.prm_base}` ({rm.rm_finetune}). Token classification at the "
-            f"last token of each step (label 1 = step correct). Trained on {result.train_steps} labelled steps "
-            f"of {len(train)} solutions ({result.correct_share:.0%} correct; labels: {rm.prm_step_label}). "
-            f"Held out: {len(heldout)} solutions of unseen questions, {len(labels)} steps — step accuracy "
-            f"{fmt_score(result.step_accuracy)}, AUC {fmt_score(result.step_auc)}.\nlr {rm.rm_lr}, epochs {rm.rm_epochs}, "
-            f"batch {rm.rm_batch_size}, max length {rm.rm_max_len}. rA = {rm.prm_aggregate} over steps.\n")
-    save_rm(trainer, tokenizer, out_dir, {"head": "token", "finetune": rm.rm_finetune, "base_model": base},
-            card)
+    ref = model_ref(base, out_dir, paths.output_dir, given=None if rm.prm_base == "sft" else rm.prm_base)
+    save_rm(trainer, tokenizer, out_dir, {"head": "token", "finetune": rm.rm_finetune, "base_model": ref},
+            readme(prm_card, cfg, paths, result, ref, base, train))
     return trainer.model, tokenizer, result
 
 

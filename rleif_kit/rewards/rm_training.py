@@ -14,8 +14,10 @@ from typing import Any
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.models.loading import load_tokenizer, nf4_config, resolve_rm_base, rm_report_to, use_bf16
-from rleif_kit.reward_scoring.load import RM_INFO, head_class
+from rleif_kit.models import trainer_logs
+from rleif_kit.models.loading import load_tokenizer, nf4_config, resolve_rm_base, use_bf16
+from rleif_kit.models.refs import relink_adapter
+from rleif_kit.reward_scoring.load import RM_INFO, head_class, head_labels
 
 
 def load_rm_for_training(path: str, head: str, cfg: RunConfig, bf16: bool) -> tuple[Any, Any]:
@@ -29,7 +31,7 @@ def load_rm_for_training(path: str, head: str, cfg: RunConfig, bf16: bool) -> tu
     cls, num_labels, task = head_class(head)
     finetune = cfg.reward_model.rm_finetune
     dtype = torch.bfloat16 if bf16 else torch.float32
-    kwargs: dict[str, Any] = {"dtype": dtype, "num_labels": num_labels}
+    kwargs: dict[str, Any] = {"dtype": dtype, "num_labels": num_labels, **head_labels(head)}
     if finetune == "qlora":
         kwargs["quantization_config"] = nf4_config(dtype)
     tokenizer = load_tokenizer(path)
@@ -53,6 +55,8 @@ def save_rm(model: Any, tokenizer: Any, out_dir: Path, info: dict, card: str) ->
     ``model`` may be the Trainer that trained it (under accelerate launch every rank calls this; rank 0 writes)."""
     dist.save_model_dir(model, tokenizer, out_dir, {RM_INFO: json.dumps(info, indent=2) + "\n",
                                                     "README.md": card})
+    if dist.is_main() and "base_model" in info:  # an adapter's config names its base as the info file does
+        relink_adapter(out_dir, info["base_model"])
 
 
 def loss_log(trainer: Any) -> list[dict]:
@@ -76,7 +80,8 @@ def trainer_kwargs(cfg: RunConfig, out_dir: Path, rows: int, bf16: bool) -> dict
     return dict(output_dir=str(out_dir / "checkpoints"), learning_rate=rm.rm_lr, num_train_epochs=rm.rm_epochs,
                 per_device_train_batch_size=rm.rm_batch_size, save_strategy="no",
                 logging_steps=max(1, min(10, steps // 10)),  # at least ~10 points on the curve
-                report_to=rm_report_to(cfg), use_cpu=not torch.cuda.is_available(), bf16=bf16, seed=cfg.base.seed,
+                report_to=trainer_logs.report_to(cfg, "irm"),  # the IRM's and the PRM's: [base] report_to
+                use_cpu=not torch.cuda.is_available(), bf16=bf16, seed=cfg.base.seed,
                 disable_tqdm=False)
 
 

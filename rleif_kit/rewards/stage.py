@@ -96,7 +96,8 @@ def build_prm_examples(cfg: RunConfig, paths: RunPaths, settings: Any = None, pr
             starts = [0] + ends[:-1]
             items.append({**s, "steps": [text[a:b].strip() for a, b in zip(starts, ends)]})
         judged = judge_prm_labels(cfg, settings, items, paths.prm_judged, progress=progress)
-        examples = [{**j, "source": "judged"} for j in judged]
+        parents = {str(s["id"]): s.get("instruction_id") for s in samples}
+        examples = [{**j, "instruction_id": parents.get(str(j["id"])), "source": "judged"} for j in judged]
         flagged, labeller = len(samples) - len(judged), "judge"
     if rm.prm_data:
         examples += prm.load_prm800k_style(cfg.resolve(rm.prm_data))

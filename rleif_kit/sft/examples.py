@@ -1,5 +1,6 @@
 """The SFT examples: every one a ``prompt`` (the Alpaca / WizardMath prompt the evaluation uses) and a
-``completion`` (the response), so the trainer puts the loss on the response only."""
+``completion`` (the response), so the trainer puts the loss on the response only; ``instruction`` is kept beside
+the prompt for readers (the model card's example)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ def build_sft_examples(cfg: RunConfig, paths: RunPaths) -> list[dict]:
         rows = ([{**r, "source": "stepwise"} for r in stepwise_rows(cfg, paths)]
                 + [{**r, "source": "open_domain"} for r in open_domain_sample(cfg)])
     cot = cfg.eval.cot_prompt
-    examples = [{"id": r["id"], "source": r["source"], "prompt": math_prompt(r["instruction"], cot=cot),
+    examples = [{"id": r["id"], "source": r["source"], "instruction": r["instruction"],
+                 "prompt": math_prompt(r["instruction"], cot=cot),
                  "completion": sft_completion(r["response"])} for r in rows]
     random.Random(cfg.base.seed).shuffle(examples)
     write_jsonl(paths.sft_data, examples)

@@ -2,7 +2,7 @@
 
 Reads the step-by-step data and open-domain samples (``worlds/data.py``), trains with the loss on the
 response only, checkpoints every ``[sft].save_steps`` (a rerun resumes from the last checkpoint),
-and saves the model (adapter, or full weights) plus tokenizer to ``03_sft/model``. On the
+and saves the model (adapter, or full weights) plus tokenizer and model card to ``03_sft/model``. On the
 arithmetic world it also measures greedy held-out accuracy before and after training.
 Under ``accelerate launch`` the Trainer runs DDP / DeepSpeed; only rank 0 measures and writes.
 
@@ -25,15 +25,17 @@ from rleif_kit.core.jsonl import read_jsonl
 from rleif_kit.core.launch import load_result, maybe_launch
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.verdict import Verdict
+from rleif_kit.models import trainer_logs
 from rleif_kit.models.loading import (
     SFT_INFO,
     load_for_training,
     load_merged,
     load_tokenizer,
-    report_to,
     trainable_parameters,
     use_bf16,
 )
+from rleif_kit.models.refs import model_ref, relink_adapter
+from rleif_kit.sft.card import write_sft_card
 from rleif_kit.sft.examples import build_sft_examples
 from rleif_kit.worlds.arith_bench import evaluate_arith
 from rleif_kit.worlds.data import heldout_problems
@@ -89,7 +91,7 @@ def _trainer_args(cfg: RunConfig, paths: RunPaths, bf16: bool):
         warmup_steps=s.warmup_ratio, lr_scheduler_type=s.lr_scheduler, weight_decay=s.weight_decay,
         activation_checkpointing=s.gradient_checkpointing,
         logging_steps=s.logging_steps, save_strategy="steps", save_steps=s.save_steps, save_total_limit=2,
-        bf16=bf16, use_cpu=not torch.cuda.is_available(), report_to=report_to(s.report_to),
+        bf16=bf16, use_cpu=not torch.cuda.is_available(), report_to=trainer_logs.report_to(cfg, "sft"),
         dataloader_num_workers=0,
         train_sampling_strategy="group_by_length" if s.group_by_length else "random",
     )
@@ -113,16 +115,22 @@ def train_sft(cfg: RunConfig, paths: RunPaths, examples: list[dict], base_path: 
     initial = trainable_parameters(model)
     data = Dataset.from_list([{"prompt": e["prompt"], "completion": e["completion"]} for e in examples])
     trainer = SFTTrainer(model=model, args=_trainer_args(cfg, paths, bf16), train_dataset=data,
-                         processing_class=tokenizer, callbacks=[_log_callback(paths.sft_log)])
+                         processing_class=tokenizer, callbacks=[_log_callback(paths.sft_log), *trainer_logs.callbacks(cfg, paths, "sft")])
+    # TRL drafts a card into checkpoints/ at every save ("a fine-tuned version of [None]"); the model's card is
+    # ours (sft/card.py, in the model folder), so the draft is switched off
+    trainer.create_model_card = lambda *args, **kwargs: None
     trainer.train(resume_from_checkpoint=_last_checkpoint(paths.sft_checkpoints))
     dist.debug_dump("sft", trainer.model.named_parameters())
     return trainer, tokenizer, initial
 
 
 def save_model(trainer: Any, tokenizer: Any, out_dir: Path, info: dict) -> None:
-    """Adapter (LoRA/QLoRA) or full weights, plus the tokenizer and ``sft_info.json``, in standard formats."""
+    """Adapter (LoRA/QLoRA) or full weights, plus the tokenizer and ``sft_info.json``, in standard formats. An
+    adapter's own config names its base as ``info`` does (``models.refs``: relative to the folder, or a hub id)."""
     tokenizer.padding_side = "left"
     dist.save_model_dir(trainer, tokenizer, out_dir, {SFT_INFO: json.dumps(info, indent=2) + "\n"})
+    if dist.is_main() and "base_model" in info:
+        relink_adapter(out_dir, info["base_model"])
 
 
 def _arith_accuracy(cfg: RunConfig, paths: RunPaths, model: Any, tokenizer: Any, tag: str) -> float:
@@ -153,8 +161,9 @@ def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
     start = time.perf_counter()
     trainer, tokenizer, _ = train_sft(cfg, paths, examples, base_path)
     runtime = time.perf_counter() - start
+    base_ref = model_ref(base_path, paths.sft_model, paths.output_dir, given=cfg.base.model_name)
     save_model(trainer, tokenizer, paths.sft_model,
-               {"finetune": cfg.sft.finetune, "base_model": base_path, "steps": trainer.state.global_step})
+               {"finetune": cfg.sft.finetune, "base_model": base_ref, "steps": trainer.state.global_step})
     dist.barrier()  # the saved model is complete
     if measure and dist.world_size() > 1:  # the saved copy: DeepSpeed ZeRO-3 holds only shards in memory
         acc_after = _arith_accuracy(cfg, paths, *load_merged(paths.sft_model, inference=True), "after")
@@ -165,5 +174,8 @@ def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
         verdicts.append(check_sft_learning(acc_before, acc_after, cfg.diagnostics,
                                            source=paths.rel(paths.sft_heldout("after"))))
     log = [json.loads(line) for line in paths.sft_log.read_text().splitlines()] if paths.sft_log.exists() else []
-    return SFTResult(paths.sft_model, cfg.sft.finetune, len(examples), trainer.state.global_step, runtime,
-                     log, acc_before, acc_after, verdicts)
+    result = SFTResult(paths.sft_model, cfg.sft.finetune, len(examples), trainer.state.global_step, runtime,
+                       log, acc_before, acc_after, verdicts)
+    if dist.is_main():  # last, so that the card has the accuracy after training
+        write_sft_card(cfg, paths, result, base_ref, base_path, examples)
+    return result

@@ -1,0 +1,211 @@
+"""Model cards: the ``README.md`` every model folder the kit writes carries, as the Hugging Face Hub reads it.
+
+A card is YAML front matter (``base_model``, ``datasets``, ``tags``, ``library_name``, ``license``, ``pipeline_tag``:
+what the Hub indexes and shows) and then, in this order: what the model is; **Usage**, a snippet that loads the
+folder by a relative path with transformers / peft alone and generates or scores one example; the **prompt
+format** it was trained with (the exact template, which the stage passes in from ``worlds/prompts.py``); how it
+was **trained** (the run config's key settings) and what was **measured**; the **data** it learned from; its
+**figures**, drawn into ``figures/`` inside the folder, since a relative image link only works from there (the
+run's report folder lies outside the run directory); and what the kit's own files in the folder mean.
+
+The snippets are code, not prose: ``tests/test_model_cards.py`` and the training tests run each one from its
+folder (:func:`usage_code` finds it). This module renders; the stages decide what goes in.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rleif_kit.core.plots import save_figure
+from rleif_kit.models.refs import is_local_ref
+
+README = "README.md"
+FIGURES = "figures"  # inside the model folder: where the card's image links point
+USAGE = "## Usage"
+TAGS = ["rleif", "wizardmath"]  # every model of the recipe; each kind adds its own
+
+
+@dataclass
+class ModelCard:
+    title: str
+    summary: str  # what the model is and its place in RLEIF (markdown)
+    metadata: dict[str, Any]  # the front matter; None values are left out
+    usage: str  # Python that runs from the model folder
+    prompt: str = ""  # markdown: the input format, the template included
+    training: dict[str, Any] = field(default_factory=dict)  # setting -> value
+    results: dict[str, Any] = field(default_factory=dict)  # measure -> value
+    data: str = ""  # markdown: what it learned from
+    figures: dict[str, str] = field(default_factory=dict)  # caption -> path relative to the folder
+    files: dict[str, str] = field(default_factory=dict)  # file in the folder -> what it is
+
+
+def front_matter(metadata: dict[str, Any]) -> str:
+    """``---\\n<yaml>\\n---``, validated by huggingface_hub's ``ModelCardData`` as the Hub would read it."""
+    from huggingface_hub import ModelCardData  # heavy: loaded on first use
+
+    meta = {k: v for k, v in metadata.items() if v not in (None, [], "")}
+    return f"---\n{ModelCardData(**meta).to_yaml()}\n---\n"
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(f"`{v}`" for v in value)
+    return "n/a" if value is None else str(value).replace("|", "\\|")
+
+
+def _table(rows: dict[str, Any], head: tuple[str, str]) -> str:
+    lines = [f"| {head[0]} | {head[1]} |", "|---|---|"]
+    return "\n".join(lines + [f"| {k} | {_cell(v)} |" for k, v in rows.items()])
+
+
+def render(card: ModelCard) -> str:
+    """The card's text: front matter, then the sections that have content."""
+    parts = [front_matter(card.metadata), f"# {card.title}\n\n{card.summary.strip()}\n",
+             f"{USAGE}\n\nRun from this folder (paths are relative to it); needs `torch`, `transformers`"
+             f"{' and `peft`' if 'peft' in card.usage else ''}.\n\n```python\n{card.usage.strip()}\n```\n"]
+    if card.prompt:
+        parts.append(f"## Prompt format\n\n{card.prompt.strip()}\n")
+    if card.training:
+        parts.append(f"## Training\n\n{_table(card.training, ('setting', 'value'))}\n")
+    if card.results:
+        parts.append(f"## Results\n\n{_table(card.results, ('measure', 'value'))}\n")
+    if card.data:
+        parts.append(f"## Data\n\n{card.data.strip()}\n")
+    if card.figures:
+        parts.append("## Figures\n\n" + "\n\n".join(f"![{c}]({p})" for c, p in card.figures.items()) + "\n")
+    if card.files:
+        parts.append("## Files\n\n" + "\n".join(f"- `{n}`: {what}" for n, what in card.files.items()) + "\n")
+    return "\n".join(parts)
+
+
+def write_card(folder: Path, card: ModelCard) -> Path:
+    """``<folder>/README.md`` (the caller writes on the main rank only)."""
+    path = Path(folder) / README
+    path.write_text(render(card), encoding="utf-8")
+    return path
+
+
+def usage_code(text: str) -> str:
+    """The Python of a card's Usage section (what the tests run)."""
+    section = text.split(f"\n{USAGE}\n", 1)[1]
+    return section.split("```python\n", 1)[1].split("\n```", 1)[0]
+
+
+def save_figures(folder: Path, figures: dict[str, Any]) -> dict[str, str]:
+    """Each ``name -> matplotlib Figure`` as ``<folder>/figures/<name>.png``; caption (the name) -> relative path."""
+    import matplotlib.pyplot as plt  # heavy: already loaded by whoever drew the figures
+
+    out = {}
+    for name, fig in figures.items():
+        save_figure(fig, Path(folder) / FIGURES, name)
+        plt.close(fig)
+        out[name.replace("_", " ")] = f"{FIGURES}/{name}.png"
+    return out
+
+
+def hub_id(ref: str | None) -> str | None:
+    """``ref`` when it is a hub id (what ``base_model`` in the front matter must be), else None."""
+    return ref if ref and not is_local_ref(ref) and ref.count("/") == 1 else None
+
+
+def base_license(location: str | Path | None) -> str | None:
+    """The ``license`` of a local base model's own card, when it has one (no network: a hub id gives None)."""
+    card = Path(location) / README if location and Path(location).is_dir() else None
+    if card is None or not card.exists():
+        return None
+    text = card.read_text(encoding="utf-8", errors="replace")
+    if not text.startswith("---\n") or "\n---" not in text[4:]:
+        return None
+    for line in text[4:].split("\n---", 1)[0].splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "license" and value.strip():
+            return value.strip().strip("'\"")
+    return None
+
+
+# ------------------------------------------------------------------ usage snippets
+
+def _py(value: Any) -> str:
+    """A Python literal of ``value`` for a snippet (strings with their escapes, as repr writes them)."""
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, list) else repr(value)
+
+
+def _adapter_load(auto_class: str, base: str | None, extra: str = "") -> str:
+    if base is None:
+        return f'model = {auto_class}.from_pretrained("."{extra}).eval()'
+    return (f"base = {auto_class}.from_pretrained({_py(base)}{extra})  # the base this adapter was trained on\n"
+            f'model = PeftModel.from_pretrained(base, ".").merge_and_unload().eval()')
+
+
+def generation_usage(template: str, instruction: str, max_new_tokens: int, adapter_base: str | None = None) -> str:
+    """Greedy generation of one response to ``instruction`` in ``template`` (``{instruction}`` filled in)."""
+    peft = "from peft import PeftModel\n" if adapter_base is not None else ""
+    return f"""import torch
+{peft}from transformers import AutoModelForCausalLM, AutoTokenizer
+
+PROMPT = {_py(template)}
+instruction = {_py(instruction)}
+
+tokenizer = AutoTokenizer.from_pretrained(".")
+{_adapter_load("AutoModelForCausalLM", adapter_base)}
+inputs = tokenizer(PROMPT.format(instruction=instruction), return_tensors="pt")
+with torch.no_grad():
+    output = model.generate(**inputs, max_new_tokens={max_new_tokens}, do_sample=False,
+                            pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+response = tokenizer.decode(output[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+print(response)
+"""
+
+
+def irm_usage(instruction: str, adapter_base: str | None = None) -> str:
+    """rI of one instruction: the sigmoid of the reward head read at the EOS that ends the text (as trained)."""
+    peft = "from peft import PeftModel\n" if adapter_base is not None else ""
+    return f"""import torch
+{peft}from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+instruction = {_py(instruction)}
+
+tokenizer = AutoTokenizer.from_pretrained(".")
+{_adapter_load("AutoModelForSequenceClassification", adapter_base, ", num_labels=1")}
+model.config.pad_token_id = tokenizer.pad_token_id  # the head reads the last token before the padding
+inputs = tokenizer(instruction + tokenizer.eos_token, return_tensors="pt")
+with torch.no_grad():
+    r_i = torch.sigmoid(model(**inputs).logits[0, 0]).item()
+print(f"rI = {{r_i:.3f}}")
+"""
+
+
+def prm_usage(template: str, question: str, steps: list[str], adapter_base: str | None = None) -> str:
+    """P(step right) of each step of one solution: the head read at each step's last token, label ``right``."""
+    peft = "from peft import PeftModel\n" if adapter_base is not None else ""
+    return f"""import torch
+{peft}from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+PROMPT = {_py(template)}
+question = {_py(question)}
+steps = {_py(steps)}
+
+tokenizer = AutoTokenizer.from_pretrained(".")
+{_adapter_load("AutoModelForTokenClassification", adapter_base, ", num_labels=2")}
+solution = " ".join(steps)
+text = PROMPT.format(instruction=question) + " " + solution
+ends, pos = [], len(text) - len(solution)  # character end of each step in the text
+for step in steps:
+    pos += len(step)
+    ends.append(pos)
+    pos += 1
+enc = tokenizer(text, return_offsets_mapping=True, return_tensors="pt")
+spans = enc.pop("offset_mapping")[0].tolist()
+last_tokens = [max(i for i, (a, b) in enumerate(spans) if a < b and a < end) for end in ends]
+with torch.no_grad():
+    probs = torch.softmax(model(**enc).logits[0].float(), dim=-1)
+scores = probs[last_tokens, model.config.label2id["right"]].tolist()
+for step, p in zip(steps, scores):
+    print(f"{{p:.3f}}  {{step}}")
+print(f"rA (min over the steps) = {{min(scores):.3f}}")
+"""

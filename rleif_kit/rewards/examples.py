@@ -1,0 +1,135 @@
+"""What 04_reward_models learns from, for a person to read: one sibling set with its ranking and the preference
+pairs the ranking became (IRM), and solutions with the trained PRM's score of each step (PRM).
+
+The IRM side reads the fan-out (``irm_fanout.jsonl``: every sibling with its operator and outcome) and the
+ranking behind it: the judge's (``irm_rankings.jsonl``) or, on the arithmetic world, the programmatic judge's
+quality score (``irm_data.arith_quality``). The pairs actually kept — after deduplication and the operator
+balance — come from ``irm_pairs.jsonl`` where the stage saved them, else from the pairs the notebook holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from rleif_kit.core.config import RunConfig
+from rleif_kit.core.jsonl import read_jsonl
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.reward_math import aggregate_steps
+from rleif_kit.core.stages import REWARD_MODELS
+from rleif_kit.core.tables import Note, missing, text_table
+from rleif_kit.reward_scoring.heldout import split_by_question
+from rleif_kit.reward_scoring.prm import solution_step_ends, step_scores
+from rleif_kit.rewards.irm_data import arith_quality, pairs_from_scores
+from rleif_kit.rewards.judge_labels import ranking_pairs
+from rleif_kit.worlds.data import instruction_pool
+
+SOLUTIONS = 2  # one with a wrong step, one right throughout: the contrast the PRM must draw
+
+
+# ------------------------------------------------------------------ IRM: a ranked sibling set
+
+def _rankings(cfg: RunConfig, paths: RunPaths, groups: dict[str, list[dict]]) -> dict[str, dict]:
+    """Per sibling group: ``{"rank": {id: position}, "score": {id: quality} | None, "pairs": produced pairs}``."""
+    out = {}
+    if cfg.evol_instruct.backend == "arith":
+        lo, hi = cfg.arith.min_steps, cfg.arith.max_steps
+        for gid, siblings in groups.items():
+            scores = [arith_quality(r, lo, hi) for r in siblings]
+            levels = sorted(set(scores), reverse=True)  # equal quality, equal rank: no preference between them
+            out[gid] = {"rank": {r["id"]: levels.index(s) + 1 for r, s in zip(siblings, scores)},
+                        "score": dict(zip((r["id"] for r in siblings), scores)),
+                        "pairs": pairs_from_scores(siblings, scores)}
+        return out
+    judged = {r["id"]: r for r in read_jsonl(paths.irm_rankings)} if paths.irm_rankings.exists() else {}
+    for gid, siblings in groups.items():
+        record = judged.get(gid)
+        if record and record.get("status") == "ok":
+            ranking = record["label"]
+            out[gid] = {"rank": {i: ranking.index(i) + 1 for i in ranking}, "score": None,
+                        "pairs": ranking_pairs(siblings, ranking)}
+    return out
+
+
+def _kept_pairs(paths: RunPaths, pairs: Sequence[dict] | None) -> set[tuple[str, str]] | None:
+    rows = read_jsonl(paths.rm_rows("irm")) if paths.rm_rows("irm").exists() else pairs
+    return None if rows is None else {(p["chosen"], p["rejected"]) for p in rows}
+
+
+def ranked_siblings(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict] | None = None) -> tuple[Any, Any]:
+    """(the sibling set, its pairs): the group whose ranking made the most pairs (ties: the group id).
+
+    The first table is the parent and its siblings best first — rank, operator, outcome of the evolution, the
+    quality score where the judge is programmatic. The second is every (chosen, rejected) pair the ranking
+    implies (k ranked siblings give k(k-1)/2, minus ties) and whether it is among the pairs kept for training
+    (``pairs``: what ``build_irm_pairs`` returned, read from ``irm_pairs.jsonl`` when that exists)."""
+    if not paths.irm_fanout.exists():
+        note = missing(paths.rel(paths.irm_fanout), REWARD_MODELS, "sibling sets")
+        return note, note
+    groups: dict[str, list[dict]] = {}
+    for r in read_jsonl(paths.irm_fanout):
+        groups.setdefault(r["sibling_group"], []).append(r)
+    groups = {g: sorted(s, key=lambda r: r["id"]) for g, s in groups.items()}
+    ranked = _rankings(cfg, paths, groups)
+    if not ranked:
+        note = Note(f"No sibling set of {paths.rel(paths.irm_fanout)} was ranked (no ranking in "
+                    f"{paths.rel(paths.irm_rankings)}): no preference pairs to show.")
+        return note, note
+    gid = min(ranked, key=lambda g: (-len(ranked[g]["pairs"]), g))
+    rank, score, produced = ranked[gid]["rank"], ranked[gid]["score"], ranked[gid]["pairs"]
+    siblings = sorted((r for r in groups[gid] if r["id"] in rank), key=lambda r: (rank[r["id"]], r["id"]))
+    parent = next((r["text"] for r in instruction_pool(cfg, paths) if r["id"] == gid), "(text not found)")
+    rows = [{"rank": "parent", "id": gid, "operator": "—", "outcome": "—", **({"quality": "—"} if score else {}),
+             "text": parent}]
+    rows += [{"rank": str(rank[r["id"]]), "id": r["id"], "operator": r["operator"],
+              "outcome": "kept" if r.get("kept", True) else f"eliminated: {r.get('reason', '?')}",
+              **({"quality": score[r["id"]]} if score else {}), "text": r["text"]} for r in siblings]
+    kept = _kept_pairs(paths, pairs)
+    op = {r["id"]: f"{rank[r['id']]}. {r['operator']}" for r in siblings}
+    pair_rows = [{"chosen (rank. operator)": op[p["chosen"]], "rejected (rank. operator)": op[p["rejected"]],
+                  **({} if kept is None else {"kept for training": "yes" if (p["chosen"], p["rejected"]) in kept
+                                              else "no: dropped by the operator balance"})} for p in produced]
+    who = "the arithmetic judge (quality = formed 8 + no leak 4 + solvable 2 + in range 1)" if score else "the judge"
+    caption = (f"{len(siblings)} siblings of {gid}, ranked by {who}: {len(produced)} preference pairs"
+               + ("" if kept is None else f", {sum(r.get('kept for training') == 'yes' for r in pair_rows)} kept"))
+    return text_table(rows, wrap=("text",), caption=caption), text_table(pair_rows)
+
+
+# ------------------------------------------------------------------ PRM: per-step scores
+
+def step_rows(example: dict, scores: Sequence[float], how: str) -> list[dict]:
+    """One row per step of ``example`` (question, solution, labels): its text, its label and the PRM score,
+    after a first row with the question and rA, the aggregate of the scores by ``how``."""
+    text = example["solution"]
+    ends = solution_step_ends(text)
+    starts = [0] + ends[:-1]
+    head = {"solution": example["id"], "step": "question", "text": example["question"],
+            "label": f"rA = {how} of the steps", "PRM score": aggregate_steps(scores, how)}
+    return [head] + [{"solution": example["id"], "step": str(i), "text": text[a:b].strip(),
+                      "label": "correct" if ok else "wrong", "PRM score": s}
+                     for i, (a, b, ok, s) in enumerate(zip(starts, ends, example["labels"], scores), 1)]
+
+
+def _pick(examples: Sequence[dict], n: int) -> list[dict]:
+    """The first solution (by id) with a wrong step, then the first right throughout, up to ``n``."""
+    ordered = sorted(examples, key=lambda e: e["id"])
+    wrong = [e for e in ordered if not all(e["labels"])][:1]
+    right = [e for e in ordered if all(e["labels"])][:1]
+    rest = [e for e in ordered if e not in wrong + right]
+    return (wrong + right + rest)[:n]
+
+
+def prm_step_table(cfg: RunConfig, model: Any, tokenizer: Any, examples: Sequence[dict], n: int = SOLUTIONS) -> Any:
+    """Held-out solutions (questions the PRM never trained on) with the trained PRM's P(step correct) per step,
+    coloured red (wrong) to green (right), beside the step labels it learned from."""
+    rm = cfg.reward_model
+    usable = [e for e in examples if e.get("labels") and len(solution_step_ends(e["solution"])) == len(e["labels"])]
+    if not usable:
+        return Note("No labelled solution with findable steps: the PRM data step made nothing to show.")
+    heldout = split_by_question(usable, rm.rm_heldout_share, cfg.base.seed)[1] or usable
+    picked = _pick(heldout, n)
+    scores = step_scores(model, tokenizer, [(e["question"], e["solution"]) for e in picked], max_len=rm.rm_max_len)
+    rows = [row for e, s in zip(picked, scores) if s is not None for row in step_rows(e, s, rm.prm_aggregate)]
+    if not rows:
+        return Note(f"The PRM could not score the picked solutions (cut at rm_max_len = {rm.rm_max_len}).")
+    return text_table(rows, wrap=("text",), gradient=("PRM score",),
+                      caption=f"P(step correct) at the last token of each step; rA = {rm.prm_aggregate} over the steps")

@@ -1,0 +1,143 @@
+"""The model cards of the IRM and the PRM (``models/cards.py`` renders them): the reward each gives and how to
+read it in a few lines of transformers, the input format, the settings and held-out figures, and the dataset
+beside the model (``rm_datasets.py``) with its fields."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+from rleif_kit.core import distributed as dist
+from rleif_kit.core.config import RunConfig
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.plots import plot_loss_curve, plot_split_histogram
+from rleif_kit.models.cards import TAGS, ModelCard, base_license, hub_id, irm_usage, prm_usage, render, save_figures
+from rleif_kit.reward_scoring.load import PRM_LABELS, RM_INFO
+from rleif_kit.reward_scoring.prm import solution_step_ends
+from rleif_kit.rewards.rm_datasets import PAIR_FIELDS, STEP_FIELDS, fields_markdown, solution_steps
+from rleif_kit.worlds.prompts import MATH_PROMPT_COT
+
+
+def _metadata(cfg: RunConfig, base_name: str, base_location: str, kind: str, pipeline: str) -> dict[str, Any]:
+    """Front matter: the hub model the weights come from (the run's base when the reward model starts from SFT)."""
+    adapter = cfg.reward_model.rm_finetune != "full"
+    root = hub_id(cfg.base.model_name if base_name == "sft" else base_location)
+    return {"base_model": root, "base_model_relation": ("adapter" if adapter else "finetune") if root else None,
+            "tags": [*TAGS, kind, *(["lora"] if adapter else [])],
+            "library_name": "peft" if adapter else "transformers", "pipeline_tag": pipeline,
+            "license": base_license(base_location)}
+
+
+def _training(cfg: RunConfig, base_ref: str, base_name: str) -> dict[str, Any]:
+    rm, sft = cfg.reward_model, cfg.sft
+    rows: dict[str, Any] = {"base model": base_ref if base_name != "sft" else f"the run's SFT model ({base_ref})",
+                            "fine-tuning": rm.rm_finetune, "learning rate": rm.rm_lr, "epochs": rm.rm_epochs,
+                            "batch": rm.rm_batch_size, "max length (tokens)": rm.rm_max_len,
+                            "held-out share": rm.rm_heldout_share, "seed": cfg.base.seed}
+    if rm.rm_finetune != "full":
+        rows["LoRA r / alpha (from [sft])"] = f"{sft.lora_r} / {sft.lora_alpha}, the new head trained in full"
+    return rows
+
+
+def _files(what: str) -> dict[str, str]:
+    return {RM_INFO: f"how the kit loads this folder: `head` ({what}), `finetune`, and `base_model` (what an adapter "
+                     "goes on: a path relative to this folder, or a hub id)",
+            "figures/": "the figures above"}
+
+
+def _dataset(paths: RunPaths, which: str, folder: Any, fields: dict[str, str], what: str) -> str:
+    data = os.path.relpath(paths.rm_rows(which), folder)
+    return (f"`{data}`: {what}, one JSON object per line, the held-out rows included (`split`):\n\n"
+            f"{fields_markdown(fields)}\n\n```python\nfrom datasets import load_dataset\n\n"
+            f'rows = load_dataset("json", data_files={data!r})["train"]\n```')
+
+
+def irm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_location: str,
+             pairs: Sequence[dict]) -> ModelCard:
+    """The IRM's card for ``result`` (an ``IRMResult``); draws its loss curve into the model folder."""
+    rm, folder = cfg.reward_model, paths.irm_model
+    example = next((p["chosen_text"] for p in pairs), "Tom has 3 pens. He buys 2 more. How many pens does he have?")
+    judge = ("the arithmetic world's programmatic judge (the defect each variant was given)"
+             if cfg.evol_instruct.backend == "arith" else "the IRM judge (`settings.models.irm_judge`)")
+    figures = {"training_loss": plot_loss_curve(result.log, "IRM training loss")} if result.log else {}
+    return ModelCard(
+        title="Instruction reward model (IRM, RLEIF stage 04)",
+        summary=("Scores an instruction in [0, 1]: the sigmoid of a one-output reward head, rI in the RLEIF reward "
+                 f"`{cfg.ppo.reward_formula}`. It learned from preference pairs of sibling variants evolved from the "
+                 f"same instruction with different operators, ranked by {judge} on definition, precision and "
+                 "integrity; a ranking of k variants gives k(k-1)/2 pairs, balanced across operators. Trained with "
+                 "TRL's RewardTrainer (Bradley-Terry loss)."),
+        metadata=_metadata(cfg, rm.irm_base, base_location, "reward-model", "text-classification"),
+        usage=irm_usage(example, base_ref if rm.rm_finetune != "full" else None),
+        prompt=("The instruction text alone, no template around it, ending in the tokenizer's EOS token: TRL's "
+                "RewardTrainer appends EOS in training and the head reads the last token before the padding, so a "
+                "scorer must append it too. (The policy's prompt, the Alpaca / WizardMath template, plays no part "
+                "here.)"),
+        training={**_training(cfg, base_ref, rm.irm_base), "pairs (train / held out)":
+                  f"{result.train_pairs} / {result.heldout_pairs}"},
+        results={"held-out pairwise accuracy": result.heldout_accuracy,
+                 "held-out pairs (unseen sibling groups)": result.heldout_pairs,
+                 "runtime (s)": round(result.runtime_s)},
+        data=_dataset(paths, "irm", folder, PAIR_FIELDS, "the preference pairs"),
+        figures=save_figures(folder, figures),
+        files=_files("`sequence`: one score per text"))
+
+
+def snippet_steps(examples: Sequence[dict]) -> tuple[str, list[str]]:
+    """(question, steps) of the first example whose steps, joined by spaces as the card's snippet joins them, are
+    found again where the snippet looks for them (every step a 'Step k:' segment)."""
+    for e in examples:
+        steps = solution_steps(e["solution"])
+        joined, ends, pos = " ".join(steps), [], 0
+        for s in steps:
+            ends.append(pos + len(s))
+            pos += len(s) + 1
+        if steps and solution_step_ends(joined) == ends:
+            return e["question"], steps
+    return "Tom has 3 pens. He buys 2 more. How many pens does he have?", ["Step 1: 3 + 2 = 5.\nThe answer is: 5"]
+
+
+def prm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_location: str,
+             examples: Sequence[dict]) -> ModelCard:
+    """The PRM's card for ``result`` (a ``PRMResult``); draws its loss curve and held-out step scores."""
+    rm, folder = cfg.reward_model, paths.prm_model
+    figures = {"training_loss": plot_loss_curve(result.log, "PRM training loss")} if result.log else {}
+    if result.heldout_scores:
+        figures["heldout_step_scores"] = plot_split_histogram(
+            result.heldout_scores, result.heldout_labels, ("correct step", "wrong step"),
+            "PRM step scores by label (held out)")
+    labeller = ("the arithmetic verifier" if rm.prm_step_label == "verifier"
+                else "the PRM judge (`settings.models.prm_judge`)")
+    question, steps = snippet_steps(examples)
+    return ModelCard(
+        title="Process reward model (PRM, RLEIF stage 04)",
+        summary=("Says whether each step of a solution is right: a token classifier read at the last token of each "
+                 f"step, labels {PRM_LABELS} in `config.json`. rA in the RLEIF reward `{cfg.ppo.reward_formula}` is "
+                 f"the `{rm.prm_aggregate}` of a solution's step scores P(right). It learned from the SFT model's own "
+                 f"solutions with step labels from {labeller}"
+                 + (" and the PRM800K-style rows of `[reward_model] prm_data`" if rm.prm_data else "")
+                 + "; a step after the first wrong one is wrong too. Trained with `transformers.Trainer` and a "
+                 "collator that puts each label on its step's last token (-100 elsewhere)."),
+        metadata=_metadata(cfg, rm.prm_base, base_location, "process-reward-model", "token-classification"),
+        usage=prm_usage(MATH_PROMPT_COT, question, steps, base_ref if rm.rm_finetune != "full" else None),
+        prompt=("The WizardMath / Alpaca prompt with the chain-of-thought opener, the question as `{instruction}`, "
+                "then one space and the solution, exactly as the policy writes it:\n\n"
+                f"```text\n{MATH_PROMPT_COT}\n```\n\nSteps are `Step k:` segments (or one per line); the last step "
+                "runs through its `The answer is: X` line, so its label sees the answer. A step's label is read at "
+                "the token covering its last character."),
+        training={**_training(cfg, base_ref, rm.prm_base), "step labels": rm.prm_step_label,
+                  "solutions (train / held out)": f"{result.train_examples} / {result.heldout_examples}",
+                  "labelled steps (train / held out)": f"{result.train_steps} / {result.heldout_steps}",
+                  "share of training steps right": result.correct_share},
+        results={"held-out step accuracy (threshold 0.5)": result.step_accuracy, "held-out step AUC": result.step_auc,
+                 "held-out solutions (unseen questions)": result.heldout_examples,
+                 "runtime (s)": round(result.runtime_s)},
+        data=_dataset(paths, "prm", folder, STEP_FIELDS, "the labelled solutions"),
+        figures=save_figures(folder, figures),
+        files=_files("`token`: two classes per token, `wrong` and `right`"))
+
+
+def readme(build: Any, cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_location: str,
+           rows: Sequence[dict]) -> str:
+    """The card's text from ``build`` (``irm_card`` / ``prm_card``) on the main rank, which alone draws and writes."""
+    return render(build(cfg, paths, result, base_ref, base_location, rows)) if dist.is_main() else ""

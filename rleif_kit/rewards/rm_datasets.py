@@ -1,0 +1,91 @@
+"""What the reward models learn from, saved as JSON Lines datasets beside them in ``04_reward_models/``.
+
+``irm_pairs.jsonl`` — one preference pair of sibling instructions per line (what the IRM's RewardTrainer sees):
+
+- ``id``: ``<chosen>><rejected>``, the pair's two variant ids
+- ``group``: the sibling group (the id of the instruction the variants were evolved from)
+- ``chosen``, ``rejected``: ids of the better and the worse variant (records of ``irm_fanout.jsonl``)
+- ``chosen_text``, ``rejected_text``: their instruction texts, which the IRM scores (no prompt around them)
+- ``operator``: the evolution operator of the chosen variant (pairs are balanced across operators)
+- ``split``: ``train`` or ``heldout`` (held-out pairs come from sibling groups never trained on)
+
+``prm_steps.jsonl`` — one labelled solution per line (what the PRM's Trainer sees):
+
+- ``id``: the solution's id (a sampled one is ``<instruction id>-s<k>``)
+- ``instruction_id``: the instruction it solves (null for rows of ``[reward_model] prm_data``)
+- ``question``: the instruction text
+- ``solution``: the whole solution as trained on (``Step 1: ... The answer is: X``)
+- ``steps``: the solution cut at the end of each step (the last one runs through its answer line)
+- ``labels``: one boolean per step, true = the step is right
+- ``source``: who labelled it: ``verifier`` (the arithmetic verifier), ``judged`` (the PRM judge) or ``prm_data``
+- ``split``: ``train`` or ``heldout`` (held-out solutions answer questions never trained on)
+
+Both read with ``datasets.load_dataset("json", data_files=...)``; the model cards say the same. Under
+``[base] launcher = "accelerate"`` the launched ranks read their training rows back from these files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from rleif_kit.core import distributed as dist
+from rleif_kit.core.jsonl import write_jsonl
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.reward_scoring.prm import solution_step_ends
+
+PAIR_FIELDS = {
+    "id": "`<chosen>><rejected>`: the pair's two variant ids",
+    "group": "the sibling group: the id of the instruction both variants were evolved from",
+    "chosen, rejected": "ids of the better and the worse variant (records of `irm_fanout.jsonl`)",
+    "chosen_text, rejected_text": "their instruction texts, which the IRM scores (no prompt around them)",
+    "operator": "the evolution operator of the chosen variant (pairs are balanced across operators)",
+    "split": "`train` or `heldout` (held-out pairs come from sibling groups never trained on)",
+}
+STEP_FIELDS = {
+    "id": "the solution's id (a sampled one is `<instruction id>-s<k>`)",
+    "instruction_id": "the instruction it solves (null for rows of `[reward_model] prm_data`)",
+    "question": "the instruction text",
+    "solution": "the whole solution as trained on",
+    "steps": "the solution cut at the end of each step (the last one runs through its answer line)",
+    "labels": "one boolean per step, true = the step is right",
+    "source": "who labelled it: `verifier`, `judged` (the PRM judge) or `prm_data`",
+    "split": "`train` or `heldout` (held-out solutions answer questions never trained on)",
+}
+
+
+def pair_id(pair: dict) -> str:
+    return f"{pair['chosen']}>{pair['rejected']}"
+
+
+def pair_rows(train: Sequence[dict], heldout: Sequence[dict]) -> list[dict]:
+    """The IRM's pairs as dataset rows (fields of ``PAIR_FIELDS``; extra keys of a pair are kept)."""
+    return [{"id": pair_id(p), "group": p.get("group"), **p, "split": split}
+            for split, rows in (("train", train), ("heldout", heldout)) for p in rows]
+
+
+def solution_steps(solution: str) -> list[str]:
+    """The solution cut where the PRM reads each step's label (:func:`solution_step_ends`)."""
+    ends = solution_step_ends(solution)
+    return [solution[a:b].strip() for a, b in zip([0] + ends[:-1], ends)]
+
+
+def step_rows(train: Sequence[dict], heldout: Sequence[dict]) -> list[dict]:
+    """The PRM's examples as dataset rows (fields of ``STEP_FIELDS``)."""
+    return [{"id": str(e.get("id", "")), "instruction_id": e.get("instruction_id"), "question": e["question"],
+             "solution": e["solution"], "steps": solution_steps(e["solution"]),
+             "labels": [bool(x) for x in e["labels"]], "source": e.get("source"), "split": split}
+            for split, rows in (("train", train), ("heldout", heldout)) for e in rows]
+
+
+def save_rows(paths: RunPaths, which: str, rows: list[dict]) -> Path:
+    """``irm_pairs.jsonl`` / ``prm_steps.jsonl`` on the main rank (written whole, atomically: launched ranks may be
+    reading the copy they were started with)."""
+    path = paths.rm_rows(which)
+    if dist.is_main():
+        write_jsonl(path, rows)
+    return path
+
+
+def fields_markdown(fields: dict[str, str]) -> str:
+    return "\n".join(f"- `{name}`: {what}" for name, what in fields.items())

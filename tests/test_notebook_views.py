@@ -1,0 +1,331 @@
+"""The notebooks' looks at the data: each view on small hand-made records (tmp_path JSONL files) against the rows
+worked out by hand, and each with its stage's files missing — a short note, never a traceback.
+
+On disk under tmp_path only; no network. The PRM view scores with the session's small tiny model (a new head).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from conftest import ROOT, TINY_PARAMS, tiny_overrides
+from rleif_kit.checks.verdict_table import named_values, verdict_table
+from rleif_kit.core.config import load_config
+from rleif_kit.core.jsonl import read_jsonl, write_jsonl
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.tables import Note, text_table
+from rleif_kit.core.verdict import Verdict
+from rleif_kit.dedup.groups import duplicate_groups
+from rleif_kit.evolve.lineages import CLIP, elimination_table, lineage_table
+from rleif_kit.ppo.samples import rollout_table, save_rollout_samples
+from rleif_kit.ppo.trainer import Rollout
+from rleif_kit.reward_scoring.prm import step_scores
+from rleif_kit.rewards.examples import prm_step_table, ranked_siblings, step_rows
+from rleif_kit.rewards.rm_training import load_rm_for_training
+
+
+def rows(view) -> list[dict]:
+    """The table behind a view, NaN (how pandas holds a missing number) read back as None."""
+    return [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()}
+            for r in view.data.to_dict("records")]
+
+
+@pytest.fixture
+def cfg_paths(tmp_path):
+    cfg = load_config(str(TINY_PARAMS), tiny_overrides(tmp_path / "run"), workdir=ROOT)
+    return cfg, RunPaths(cfg.output_dir)
+
+
+# ------------------------------------------------------------------ the shared table
+
+def test_a_note_shows_without_quotes_and_escapes_html():
+    note = Note("a <b> note")
+    assert repr(note) == "a <b> note"
+    assert note._repr_html_() == "<p><em>a &lt;b&gt; note</em></p>"
+
+
+def test_text_table_wraps_text_rounds_floats_and_dashes_missing_numbers():
+    view = text_table([{"text": "a long line", "score": 0.12345}, {"text": "b", "score": None}], wrap=("text",))
+    html = view.to_html()
+    assert "white-space: pre-wrap" in html
+    assert ">0.123<" in html and ">—<" in html  # 3 places; the missing score is a dash, not 'nan'
+    assert rows(view) == [{"text": "a long line", "score": 0.12345}, {"text": "b", "score": None}]
+
+
+# ------------------------------------------------------------------ 01: lineages and eliminations
+
+SEEDS = [{"id": "s1", "root_id": "s1", "round": 0, "text": "Ann has 2 apples."},
+         {"id": "s2", "root_id": "s2", "round": 0, "text": "Bo has 3 pears."},
+         {"id": "s3", "root_id": "s3", "round": 0, "text": "Cy has 4 plums."}]
+
+
+def evolved(rid, parent, root, round_, op, direction, text):
+    return {"id": rid, "parent_id": parent, "root_id": root, "round": round_, "operator": op, "direction": direction,
+            "text": text}
+
+
+def write_evolve(paths):
+    write_jsonl(paths.evolved, [
+        evolved("s1-r1-add_constraint", "s1", "s1", 1, "add_constraint", "up", "Ann has 2 apples and 1 bag."),
+        evolved("s1-r3-simplify", "s1-r1-add_constraint", "s1", 3, "simplify", "down", "Ann has 2 apples again."),
+        evolved("s2-r1-deepen", "s2", "s2", 1, "deepen", "up", "Bo has 3 pears, then 4."),
+        evolved("s3-r1-simplify", "s3", "s3", 1, "simplify", "down", "Cy has plums."),
+        evolved("s3-r2-deepen", "s3-r1-simplify", "s3", 2, "deepen", "up", "Cy has plums, then more."),
+    ])
+    write_jsonl(paths.eliminated, [
+        {**evolved("s1-r2-simplify", "s1-r1-add_constraint", "s1", 2, "simplify", "down", "Sorry, I cannot."),
+         "reason": "refusal"},
+        {**evolved("s2-r2-simplify", "s2-r1-deepen", "s2", 2, "simplify", "down", "x" * (CLIP + 100)),
+         "reason": "refusal"},
+        {**evolved("s2-r3-concretize", "s2-r1-deepen", "s2", 3, "concretize", "up", "Bo has #Given Prompt#"),
+         "reason": "leaked_template"},
+    ])
+
+
+def test_lineages_seed_first_with_operators_and_the_eliminated_round(tmp_path):
+    paths = RunPaths(tmp_path)
+    write_evolve(paths)
+    # s3 moved up and down in 2 kept rounds, s1 too with an eliminated round between, s2 only up; one lineage
+    # shown: the first with an eliminated round, s1
+    assert rows(lineage_table(paths, SEEDS, n=1)) == [
+        {"lineage": "s1", "round": 0, "operator": "seed", "direction": "—", "outcome": "seed",
+         "text": "Ann has 2 apples."},
+        {"lineage": "s1", "round": 1, "operator": "add_constraint", "direction": "up", "outcome": "kept",
+         "text": "Ann has 2 apples and 1 bag."},
+        {"lineage": "s1", "round": 2, "operator": "simplify", "direction": "down", "outcome": "eliminated: refusal",
+         "text": "Sorry, I cannot."},
+        {"lineage": "s1", "round": 3, "operator": "simplify", "direction": "down", "outcome": "kept",
+         "text": "Ann has 2 apples again."},
+    ]
+    two = rows(lineage_table(paths, SEEDS, n=2))  # s3 first (ties on directions and kept rounds: by id), then s1
+    assert [(r["lineage"], r["round"]) for r in two] == [("s3", 0), ("s3", 1), ("s3", 2)] + [("s1", i) for i in range(4)]
+    three = rows(lineage_table(paths, SEEDS, n=3))  # s3, s1, then s2: seed, r1 kept, r2 and r3 eliminated
+    assert [r["lineage"] for r in three] == ["s3"] * 3 + ["s1"] * 4 + ["s2"] * 4
+
+
+def test_one_elimination_per_reason_most_common_first_with_its_parent(tmp_path):
+    paths = RunPaths(tmp_path)
+    write_evolve(paths)
+    assert rows(elimination_table(paths, SEEDS)) == [
+        # refusal x2: the first by id is s1-r2-simplify, whose parent is s1's round-1 evolution
+        {"reason": "refusal", "times": 2, "round": 2, "operator": "simplify", "parent": "Ann has 2 apples and 1 bag.",
+         "evolved (eliminated)": "Sorry, I cannot."},
+        {"reason": "leaked_template", "times": 1, "round": 3, "operator": "concretize",
+         "parent": "Bo has 3 pears, then 4.", "evolved (eliminated)": "Bo has #Given Prompt#"},
+    ]
+
+
+def test_a_long_eliminated_text_is_clipped(tmp_path):
+    paths = RunPaths(tmp_path)
+    write_jsonl(paths.eliminated, [{**evolved("s2-r2-simplify", "s2", "s2", 2, "simplify", "down", "x" * 700),
+                                    "reason": "refusal"}])
+    shown = rows(elimination_table(paths, SEEDS))[0]["evolved (eliminated)"]
+    assert shown == "x" * CLIP + " …" and CLIP == 600  # 600 of the 700 characters, and a mark that it goes on
+
+
+def test_evolve_views_without_files_say_so(tmp_path):
+    paths = RunPaths(tmp_path)
+    note = lineage_table(paths, SEEDS)
+    assert isinstance(note, Note) and "01_evolve/evolved.jsonl does not exist yet" in note and "01_evolve" in note
+    assert isinstance(elimination_table(paths, SEEDS), Note)
+    write_jsonl(paths.eliminated, [])
+    assert elimination_table(paths, SEEDS) == "No evolution was eliminated (01_evolve/eliminated.jsonl is empty)."
+
+
+# ------------------------------------------------------------------ 02: near-duplicate groups
+
+POOL = [{"id": "a", "text": "Ann has 2 apples.", "operator": "seed"},
+        {"id": "b", "text": "Ann has 5 apples.", "operator": "concretize"},
+        {"id": "c", "text": "ann has 2 apples!", "operator": "simplify"},
+        {"id": "d", "text": "Bo has 3 pears.", "operator": "seed"},
+        {"id": "e", "text": "Bo has 7 pears.", "operator": "deepen"}]
+
+
+def test_duplicate_groups_kept_first_then_duplicates_most_similar_first(tmp_path):
+    paths = RunPaths(tmp_path)
+    write_jsonl(paths.dedup_removed, [
+        {"id": "b", "duplicate_of": "a", "similarity": 0.91, "layer": "semantic"},
+        {"id": "e", "duplicate_of": "d", "similarity": 0.97, "layer": "semantic"},
+        {"id": "c", "duplicate_of": "a", "similarity": 1.0, "layer": "exact"},
+        {"id": "x", "duplicate_of": "gsm8k-1", "similarity": 1.0, "layer": "decontam_ngram"},  # not a group
+    ])
+    assert rows(duplicate_groups(paths, POOL, n=1)) == [  # a absorbed 2, d 1: a's group is the largest
+        {"group": "a", "role": "kept", "id": "a", "operator": "seed", "layer": "—", "similarity": None,
+         "text": "Ann has 2 apples."},
+        {"group": "a", "role": "removed", "id": "c", "operator": "simplify", "layer": "exact", "similarity": 1.0,
+         "text": "ann has 2 apples!"},
+        {"group": "a", "role": "removed", "id": "b", "operator": "concretize", "layer": "semantic",
+         "similarity": 0.91, "text": "Ann has 5 apples."},
+    ]
+    assert [r["id"] for r in rows(duplicate_groups(paths, POOL, n=2))] == ["a", "c", "b", "d", "e"]
+
+
+def test_dedup_view_without_groups_says_so(tmp_path):
+    paths = RunPaths(tmp_path)
+    assert "02_dedup/removed.jsonl does not exist yet (written by 02_dedup)" in duplicate_groups(paths, POOL)
+    write_jsonl(paths.dedup_removed, [{"id": "x", "duplicate_of": "gsm8k-1", "similarity": 1.0,
+                                       "layer": "decontam_ngram"}])
+    assert duplicate_groups(paths, POOL).startswith("No near-duplicates")
+
+
+# ------------------------------------------------------------------ 04: a ranked sibling set, PRM step scores
+
+def sibling(gid, op, ops, defect, answer="7", kept=True):
+    r = {"id": f"{gid}-f1-{op}", "parent_id": gid, "root_id": gid, "round": 1, "operator": op, "text": f"{gid} {op}",
+         "answer": answer, "problem": {"ops": [{}] * ops} if ops else None, "defect": defect, "sibling_group": gid,
+         "kept": kept}
+    return r if kept else {**r, "reason": defect}
+
+
+def test_the_largest_arith_ranking_its_pairs_and_which_the_balance_kept(cfg_paths):
+    cfg, paths = cfg_paths
+    assert cfg.evol_instruct.backend == "arith" and (cfg.arith.min_steps, cfg.arith.max_steps) == (1, 3)
+    write_jsonl(paths.dedup_instructions, [{"id": "g", "text": "Ann has 2 apples."}, {"id": "h", "text": "Bo."}])
+    write_jsonl(paths.irm_fanout, [
+        sibling("g", "add_constraint", 2, None),  # formed 8 + no leak 4 + solvable 2 + 2 steps in [1, 3] 1 = 15
+        sibling("g", "simplify", 2, "leaked_template"),  # 8 + 0 + 2 + 1 = 11
+        sibling("g", "deepen", 0, "refusal", answer=None, kept=False),  # 0 + 4 + 0 + 0 steps not in range = 4
+        sibling("h", "deepen", 1, None), sibling("h", "simplify", 1, "leaked_template"),  # 2 siblings: 1 pair
+    ])
+    kept = [{"chosen": "g-f1-add_constraint", "rejected": "g-f1-deepen"},
+            {"chosen": "g-f1-simplify", "rejected": "g-f1-deepen"}]
+    siblings, pairs = ranked_siblings(cfg, paths, kept)
+    assert rows(siblings) == [
+        {"rank": "parent", "id": "g", "operator": "—", "outcome": "—", "quality": "—", "text": "Ann has 2 apples."},
+        {"rank": "1", "id": "g-f1-add_constraint", "operator": "add_constraint", "outcome": "kept", "quality": 15,
+         "text": "g add_constraint"},
+        {"rank": "2", "id": "g-f1-simplify", "operator": "simplify", "outcome": "kept", "quality": 11,
+         "text": "g simplify"},
+        {"rank": "3", "id": "g-f1-deepen", "operator": "deepen", "outcome": "eliminated: refusal", "quality": 4,
+         "text": "g deepen"},
+    ]
+    # 3 siblings give 3 * 2 / 2 = 3 pairs, in the id order of the pairs' first member
+    assert rows(pairs) == [
+        {"chosen (rank. operator)": "1. add_constraint", "rejected (rank. operator)": "3. deepen",
+         "kept for training": "yes"},
+        {"chosen (rank. operator)": "1. add_constraint", "rejected (rank. operator)": "2. simplify",
+         "kept for training": "no: dropped by the operator balance"},
+        {"chosen (rank. operator)": "2. simplify", "rejected (rank. operator)": "3. deepen",
+         "kept for training": "yes"},
+    ]
+    assert "3 preference pairs, 2 kept" in siblings.caption
+    write_jsonl(paths.rm_rows("irm"), kept[:1])  # the stage's saved pairs win over what the notebook holds
+    assert [r["kept for training"] for r in rows(ranked_siblings(cfg, paths, kept)[1])] == [
+        "yes", "no: dropped by the operator balance", "no: dropped by the operator balance"]
+
+
+def test_a_judged_ranking_comes_from_irm_rankings(tmp_path):
+    cfg = load_config(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", 'evol_instruct.backend="openai"'), workdir=ROOT)
+    paths = RunPaths(cfg.output_dir)
+    write_jsonl(paths.irm_fanout, [sibling("g", "deepen", 1, None), sibling("g", "simplify", 1, None)])
+    write_jsonl(paths.irm_rankings, [{"id": "g", "status": "ok", "label": ["g-f1-simplify", "g-f1-deepen"]}])
+    siblings, pairs = ranked_siblings(cfg, paths)
+    assert [(r["rank"], r["operator"]) for r in rows(siblings)] == [("parent", "—"), ("1", "simplify"), ("2", "deepen")]
+    assert "quality" not in siblings.data.columns  # a judge's ranking has no score to show
+    assert rows(pairs) == [{"chosen (rank. operator)": "1. simplify", "rejected (rank. operator)": "2. deepen"}]
+
+
+def test_irm_view_without_a_fanout_or_a_ranking_says_so(tmp_path):
+    cfg = load_config(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", 'evol_instruct.backend="openai"'), workdir=ROOT)
+    paths = RunPaths(cfg.output_dir)
+    first, second = ranked_siblings(cfg, paths)
+    assert isinstance(first, Note) and "04_reward_models/irm_fanout.jsonl does not exist yet" in first
+    write_jsonl(paths.irm_fanout, [sibling("g", "deepen", 1, None), sibling("g", "simplify", 1, None)])
+    assert ranked_siblings(cfg, paths)[0].startswith("No sibling set of 04_reward_models/irm_fanout.jsonl was ranked")
+
+
+EXAMPLE = {"id": "q1-s0", "question": "Ann has 2 apples and 3 more, then twice that. How many?",
+           "solution": "Step 1: 2 + 3 = 5. Step 2: 5 * 2 = 11. The answer is: 11", "labels": [True, False]}
+
+
+def test_step_rows_question_with_ra_then_each_step_with_label_and_score():
+    assert step_rows(EXAMPLE, [0.9, 0.2], "min") == [
+        {"solution": "q1-s0", "step": "question", "text": EXAMPLE["question"], "label": "rA = min of the steps",
+         "PRM score": 0.2},  # min(0.9, 0.2)
+        {"solution": "q1-s0", "step": "1", "text": "Step 1: 2 + 3 = 5.", "label": "correct", "PRM score": 0.9},
+        {"solution": "q1-s0", "step": "2", "text": "Step 2: 5 * 2 = 11. The answer is: 11", "label": "wrong",
+         "PRM score": 0.2},  # the answer line belongs to the last step
+    ]
+    assert step_rows(EXAMPLE, [0.9, 0.2], "prod")[0]["PRM score"] == pytest.approx(0.18)  # 0.9 * 0.2
+
+
+def test_prm_view_scores_the_wrong_solution_then_the_right_one_with_the_model(cfg_paths, small_model_dir):
+    cfg, _ = cfg_paths
+    model, tok = load_rm_for_training(str(small_model_dir), "token", cfg, False)
+    right = {**EXAMPLE, "id": "q1-s1", "solution": "Step 1: 2 + 3 = 5. Step 2: 5 * 2 = 10. The answer is: 10",
+             "labels": [True, True]}
+    flagged = {**EXAMPLE, "id": "q1-s2", "solution": "ten", "labels": [True]}  # no steps: left out
+    # one question: held out whole, so both solutions are on the held-out side
+    view = prm_step_table(cfg, model, tok, [right, EXAMPLE, flagged])
+    expected = step_scores(model, tok, [(EXAMPLE["question"], EXAMPLE["solution"]),
+                                        (right["question"], right["solution"])], max_len=cfg.reward_model.rm_max_len)
+    got = rows(view)
+    assert [r["solution"] for r in got] == ["q1-s0"] * 3 + ["q1-s1"] * 3  # the one with a wrong step first
+    assert [r["PRM score"] for r in got] == pytest.approx([min(expected[0]), *expected[0], min(expected[1]),
+                                                           *expected[1]])
+    assert "background-color" in view.to_html()  # the scores are coloured
+    assert prm_step_table(cfg, model, tok, [flagged]).startswith("No labelled solution with findable steps")
+
+
+# ------------------------------------------------------------------ 05: rollouts before and after training
+
+def rollout(responses):
+    logp = torch.tensor([[-1.0, -2.0], [-0.5, 0.0]])
+    ref = torch.tensor([[-1.5, -2.0], [-0.5, -1.0]])
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    return Rollout(None, None, mask, 0, responses, logp=logp, ref_logp=ref)
+
+
+BATCH = [{"id": "i1", "text": "Ann has 2 apples."}, {"id": "i2", "text": "Bo has 3 pears."}]
+SCORES = {"rI": [0.8, 0.6], "rA": [0.5, 0.0], "reward": [0.4, 0.0], "flagged": [False, True]}  # r = rI * rA
+
+
+def test_rollouts_of_the_first_and_last_step_with_their_kl(tmp_path):
+    paths = RunPaths(tmp_path)
+    for step in range(3):  # steps 0, 1, 2 of 3: only the first and the last are kept
+        save_rollout_samples(paths.ppo_rollouts, step, 2, False, BATCH, rollout([f"resp {step}a", f"resp {step}b"]),
+                             SCORES)
+    saved = list(read_jsonl(paths.ppo_rollouts))
+    assert [(r["step"], r["instruction_id"]) for r in saved] == [(0, "i1"), (0, "i2"), (2, "i1"), (2, "i2")]
+    # KL per sequence: row 1 (-1 + 1.5) + (-2 + 2) = 0.5; row 2 (-0.5 + 0.5) = 0, its padding not counted
+    assert [r["kl"] for r in saved[:2]] == [0.5, 0.0]
+    save_rollout_samples(paths.ppo_rollouts, 0, 2, False, BATCH, rollout(["again a", "again b"]), SCORES, n=1)
+    assert [(r["step"], r["response"]) for r in read_jsonl(paths.ppo_rollouts)] == [
+        (0, "again a"), (2, "resp 2a"), (2, "resp 2b")]  # a redone step replaces its rows
+    save_rollout_samples(paths.ppo_rollouts, 1, 2, True, BATCH, rollout(["stopped", "b"]), SCORES, n=1)
+    assert rows(rollout_table(paths))[:2] == [  # the step the KL guard stopped at is kept too
+        {"when": "step 0: before training (the SFT policy)", "question": "Ann has 2 apples.", "response": "again a",
+         "rI": 0.8, "rA": 0.5, "r": 0.4, "KL": 0.5},
+        {"when": "step 1: after 1 updates", "question": "Ann has 2 apples.", "response": "stopped",
+         "rI": 0.8, "rA": 0.5, "r": 0.4, "KL": 0.5},
+    ]
+    assert rows(rollout_table(paths))[-1]["response"] == "resp 2b\n(no steps found: rA = 0)"
+
+
+def test_rollout_view_without_rollouts_says_so(tmp_path):
+    paths = RunPaths(tmp_path)
+    assert rollout_table(paths) == "No rollouts to show: 05_ppo/rollouts.jsonl does not exist yet (written by 05_ppo)."
+    write_jsonl(paths.ppo_rollouts, [])
+    assert rollout_table(paths) == "05_ppo/rollouts.jsonl is empty: PPO saved no rollout."
+
+
+# ------------------------------------------------------------------ 07: the verdict table
+
+def test_verdicts_as_a_table_of_named_values_with_the_status_coloured():
+    verdicts = [Verdict("irm_distribution", "ok", {"mean": 0.51234, "std": 0.2}, {"mean": [0.4, 0.7], "std_min": 0.1},
+                        "", "04_reward_models/irm"),
+                Verdict("kl_blowup", "fail", {"max_kl": 12.0}, {"warn": 5, "fail": 10.0}, "lower lr")]
+    view = verdict_table(verdicts)
+    assert rows(view) == [
+        {"check": "irm_distribution", "status": "ok", "measured": "mean = 0.512\nstd = 0.2",
+         "threshold": "mean = [0.4, 0.7]\nstd_min = 0.1", "advice": "—", "source": "04_reward_models/irm"},
+        {"check": "kl_blowup", "status": "fail", "measured": "max_kl = 12", "threshold": "warn = 5\nfail = 10",
+         "advice": "lower lr", "source": "—"},
+    ]
+    html = view.to_html()
+    assert "#2e7d32" in html and "#c62828" in html  # ok green, fail red
+    assert named_values({}) == "—" and named_values({"band": {"low": 0.2, "high": 0.4}}) == "band = low 0.2, high 0.4"
+    assert verdict_table([]) == "No check ran: none of the artifacts the checks read exists yet."
