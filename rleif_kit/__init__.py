@@ -3,7 +3,7 @@
 Each pipeline stage is a plain function ``run_<stage>(cfg, paths)`` that a numbered notebook
 under ``notebooks/`` calls; ``rleif run params/<run>.toml`` runs those notebooks headless. The package
 has one subpackage per stage (``evolve``, ``dedup``, ``sft``, ``rewards``, ``ppo``, ``evaluation``,
-``diagnostics``), the shared pieces below them and ``pipeline`` above: the README has the map.
+``diagnostics``), the shared pieces below them and ``pipeline`` above: docs/layout.md has the map.
 """
 
 import sys

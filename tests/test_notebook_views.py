@@ -48,11 +48,12 @@ def test_a_note_shows_without_quotes_and_escapes_html():
 
 
 def test_text_table_wraps_text_rounds_floats_and_dashes_missing_numbers():
-    view = text_table([{"text": "a long line", "score": 0.12345}, {"text": "b", "score": None}], wrap=("text",))
+    view = text_table([{"text": "a long line", "score": 0.12345}, {"text": "x < 5 <b>", "score": None}], wrap=("text",))
     html = view.to_html()
     assert "white-space: pre-wrap" in html
     assert ">0.123<" in html and ">—<" in html  # 3 places; the missing score is a dash, not 'nan'
-    assert rows(view) == [{"text": "a long line", "score": 0.12345}, {"text": "b", "score": None}]
+    assert "x &lt; 5 &lt;b&gt;" in html  # a problem's text is shown, never read as HTML
+    assert rows(view) == [{"text": "a long line", "score": 0.12345}, {"text": "x < 5 <b>", "score": None}]
 
 
 # ------------------------------------------------------------------ 01: lineages and eliminations
@@ -74,6 +75,7 @@ def write_evolve(paths):
         evolved("s2-r1-deepen", "s2", "s2", 1, "deepen", "up", "Bo has 3 pears, then 4."),
         evolved("s3-r1-simplify", "s3", "s3", 1, "simplify", "down", "Cy has plums."),
         evolved("s3-r2-deepen", "s3-r1-simplify", "s3", 2, "deepen", "up", "Cy has plums, then more."),
+        evolved("s3-r3-concretize", "s3-r2-deepen", "s3", 3, "concretize", "up", "Cy has 4 plums, then 9."),
     ])
     write_jsonl(paths.eliminated, [
         {**evolved("s1-r2-simplify", "s1-r1-add_constraint", "s1", 2, "simplify", "down", "Sorry, I cannot."),
@@ -88,7 +90,7 @@ def write_evolve(paths):
 def test_lineages_seed_first_with_operators_and_the_eliminated_round(tmp_path):
     paths = RunPaths(tmp_path)
     write_evolve(paths)
-    # s3 moved up and down in 2 kept rounds, s1 too with an eliminated round between, s2 only up; one lineage
+    # s3 moved up and down in 3 kept rounds, s1 in 2 with an eliminated round between, s2 only up; one lineage
     # shown: the first with an eliminated round, s1
     assert rows(lineage_table(paths, SEEDS, n=1)) == [
         {"lineage": "s1", "round": 0, "operator": "seed", "direction": "—", "outcome": "seed",
@@ -100,10 +102,10 @@ def test_lineages_seed_first_with_operators_and_the_eliminated_round(tmp_path):
         {"lineage": "s1", "round": 3, "operator": "simplify", "direction": "down", "outcome": "kept",
          "text": "Ann has 2 apples again."},
     ]
-    two = rows(lineage_table(paths, SEEDS, n=2))  # s3 first (ties on directions and kept rounds: by id), then s1
-    assert [(r["lineage"], r["round"]) for r in two] == [("s3", 0), ("s3", 1), ("s3", 2)] + [("s1", i) for i in range(4)]
+    two = rows(lineage_table(paths, SEEDS, n=2))  # s3 (the furthest up and down), then the first with an elimination
+    assert [(r["lineage"], r["round"]) for r in two] == [("s3", i) for i in range(4)] + [("s1", i) for i in range(4)]
     three = rows(lineage_table(paths, SEEDS, n=3))  # s3, s1, then s2: seed, r1 kept, r2 and r3 eliminated
-    assert [r["lineage"] for r in three] == ["s3"] * 3 + ["s1"] * 4 + ["s2"] * 4
+    assert [r["lineage"] for r in three] == ["s3"] * 4 + ["s1"] * 4 + ["s2"] * 4
 
 
 def test_one_elimination_per_reason_most_common_first_with_its_parent(tmp_path):
@@ -217,9 +219,14 @@ def test_the_largest_arith_ranking_its_pairs_and_which_the_balance_kept(cfg_path
         "yes", "no: dropped by the operator balance", "no: dropped by the operator balance"]
 
 
+def judged_cfg_paths(tmp_path):
+    cfg = load_config(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", 'evol_instruct.backend="openai"'),
+                      workdir=ROOT)
+    return cfg, RunPaths(cfg.output_dir)
+
+
 def test_a_judged_ranking_comes_from_irm_rankings(tmp_path):
-    cfg = load_config(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", 'evol_instruct.backend="openai"'), workdir=ROOT)
-    paths = RunPaths(cfg.output_dir)
+    cfg, paths = judged_cfg_paths(tmp_path)
     write_jsonl(paths.irm_fanout, [sibling("g", "deepen", 1, None), sibling("g", "simplify", 1, None)])
     write_jsonl(paths.irm_rankings, [{"id": "g", "status": "ok", "label": ["g-f1-simplify", "g-f1-deepen"]}])
     siblings, pairs = ranked_siblings(cfg, paths)
@@ -229,8 +236,7 @@ def test_a_judged_ranking_comes_from_irm_rankings(tmp_path):
 
 
 def test_irm_view_without_a_fanout_or_a_ranking_says_so(tmp_path):
-    cfg = load_config(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", 'evol_instruct.backend="openai"'), workdir=ROOT)
-    paths = RunPaths(cfg.output_dir)
+    cfg, paths = judged_cfg_paths(tmp_path)
     first, second = ranked_siblings(cfg, paths)
     assert isinstance(first, Note) and "04_reward_models/irm_fanout.jsonl does not exist yet" in first
     write_jsonl(paths.irm_fanout, [sibling("g", "deepen", 1, None), sibling("g", "simplify", 1, None)])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from card_checks import front_matter, run_usage
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
 from rleif_kit.rewards.irm import train_irm
 from rleif_kit.reward_scoring.heldout import split_by_group
@@ -27,6 +28,8 @@ def test_irm_trains_and_scores(tmp_path, small_model_dir):
     from rleif_kit.rewards.irm_data import arith_irm_pairs
     from rleif_kit.models.loading import trainable_parameters
     from rleif_kit.rewards.rm_training import load_rm_for_training
+    from datasets import load_dataset
+
     from rleif_kit.reward_scoring.load import load_rm
 
     cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", f'reward_model.irm_base="{small_model_dir}"',
@@ -49,6 +52,15 @@ def test_irm_trains_and_scores(tmp_path, small_model_dir):
     assert (result.model_dir / "README.md").exists() and result.heldout_pairs > 0
     reloaded, tok2 = load_rm(result.model_dir)
     assert irm_score(reloaded, tok2, [pairs[0]["chosen_text"]]) == pytest.approx(scores[:1], abs=1e-5)
+
+    # the card's snippet reads rI as the kit does; the pairs lie beside the model as a hub-loadable dataset
+    meta = front_matter(result.model_dir)
+    assert meta.pipeline_tag == "text-classification" and "reward-model" in meta.tags
+    card = run_usage(result.model_dir)
+    assert card["r_i"] == pytest.approx(irm_score(reloaded, tok2, [card["instruction"]])[0], abs=1e-5)
+    rows = load_dataset("json", data_files=str(paths.rm_rows("irm")), cache_dir=str(tmp_path / "hf"))["train"]
+    assert rows["split"].count("train") == result.train_pairs and rows["split"].count("heldout") == result.heldout_pairs
+    assert rows[0]["id"] == f"{rows[0]['chosen']}>{rows[0]['rejected']}" and rows[0]["chosen_text"]
 
 
 @pytest.mark.slow

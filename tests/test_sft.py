@@ -6,13 +6,17 @@ Small data and few steps, so each test takes seconds on 2 CPU cores; no network.
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
 
+from card_checks import absolute_paths_in, front_matter, run_usage
+from rleif_kit.models.generation import generate
 from rleif_kit.models.loading import load_merged
 from rleif_kit.sft.stage import run_sft, train_sft
 from rleif_kit.sft.examples import build_sft_examples
+from rleif_kit.worlds.prompts import math_prompt
 
 pytestmark = pytest.mark.slow
 
@@ -78,9 +82,9 @@ def test_rerun_resumes_from_the_last_checkpoint(tiny_cfg):
     assert steps[-1] == 8 and max(steps[:3]) == 6  # second run logged only steps 7..9 (every 2nd)
 
 
-def test_run_sft_saves_a_loadable_model_with_its_tokenizer(tiny_cfg):
+def test_run_sft_saves_a_loadable_model_with_its_tokenizer(tiny_cfg, tmp_path):
     cfg, paths = tiny_cfg(*FAST, "sft.max_steps=4", "sft.finetune=\"lora\"", "sft.lora_r=4",
-                          "sft.eval_samples=8")
+                          "sft.eval_samples=8", "sft.save_steps=2")
     result = run_sft(cfg, paths)
     assert (paths.sft_model / "adapter_config.json").exists()
     assert (paths.sft_model / "tokenizer.json").exists()
@@ -89,6 +93,24 @@ def test_run_sft_saves_a_loadable_model_with_its_tokenizer(tiny_cfg):
     assert result.accuracy_before is not None and result.accuracy_after is not None
     assert {v.check for v in result.verdicts} == {"step_format", "sft_learning"}
     assert tok.eos_token == "</s>"
+
+    # the card: hub metadata, a snippet that generates what the kit generates, no TRL draft beside the checkpoints
+    meta = front_matter(paths.sft_model)
+    assert (meta.library_name, meta.pipeline_tag) == ("peft", "text-generation") and "sft" in meta.tags
+    assert (paths.sft_checkpoints / "checkpoint-4").is_dir() and not (paths.sft_checkpoints / "README.md").exists()
+    assert (paths.sft_model / "figures" / "training_loss.png").exists()
+    card = run_usage(paths.sft_model)
+    prompt = math_prompt(card["instruction"], cot=cfg.eval.cot_prompt)
+    assert card["response"] == generate(model, tok, [prompt], cfg.eval.max_new_tokens, progress=False)[0]
+
+    # no absolute path: the base is named from the model folder, and the run loads where it is moved to
+    assert json.loads((paths.sft_model / "sft_info.json").read_text())["base_model"] == "../../tiny-llama"
+    assert absolute_paths_in(paths.sft_model, tmp_path) == []
+    moved = tmp_path / "elsewhere" / "run"
+    shutil.move(paths.output_dir, moved)
+    model2, _ = load_merged(moved / "03_sft" / "model")
+    assert all(torch.equal(p, model2.state_dict()[n]) for n, p in model.state_dict().items())
+    assert run_usage(moved / "03_sft" / "model")["response"] == card["response"]
 
 
 def test_the_loss_is_on_the_response_only(tiny_cfg):

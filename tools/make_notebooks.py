@@ -236,7 +236,8 @@ becomes every (better, worse) pair it implies, $k(k-1)/2$ of them (ties give non
 across evolution operators. TRL's `RewardTrainer` fits a scalar head $r_\phi$ with the pairwise (Bradley–Terry) loss
 
 $$
-\mathcal{L}_{\text{IRM}}(\phi) = -\log \sigma\big(r_\phi(x_w) - r_\phi(x_l)\big), \qquad r_I(x) = \sigma\big(r_\phi(x)\big) \in [0, 1]
+\mathcal{L}_{\text{IRM}}(\phi) = -\log \sigma\big(r_\phi(x_w) - r_\phi(x_l)\big), \qquad
+r_I(x) = \sigma\big(r_\phi(x)\big) \in [0, 1]
 $$
 
 for each pair of a preferred instruction $x_w$ and a rejected one $x_l$.
@@ -244,7 +245,8 @@ for each pair of a preferred instruction $x_w$ and a rejected one $x_l$.
 **The process reward model** (PRM) scores each step. It is a token classifier read at the last token of step
 $i$ of a solution $s$ to question $q$, giving $p_i = P_\psi(\text{step } i \text{ correct} \mid q, s_{1..i})$; it is
 trained on the SFT model's own solutions with a label $c_i \in \{0, 1\}$ per step (judged, or verified on the
-arithmetic world) by the cross-entropy at exactly those tokens, $-\sum_i \big[c_i \log p_i + (1 - c_i) \log(1 - p_i)\big]$.
+arithmetic world) by the cross-entropy at exactly those tokens, $-\big[c_i \log p_i + (1 - c_i) \log(1 - p_i)\big]$
+averaged over the labelled step ends (every other token is ignored).
 One answer score comes from the step scores by `[reward_model].prm_aggregate`:
 
 $$
@@ -348,18 +350,28 @@ $$
 r_t = -\beta \left(\log \pi_\theta(a_t \mid s_t) - \log \pi_{\text{ref}}(a_t \mid s_t)\right) + \mathbb{1}[t = T]\, r
 $$
 
-with $\beta$ = `kl_coef` (adapted towards `kl_target` when that is set: $\beta \leftarrow \beta\,(1 + \operatorname{clip}(\mathrm{KL}/\mathrm{KL}_{\text{target}} - 1, -0.2, 0.2)\cdot n / 10^4)$).
-The KL logged per response is the sum over its tokens, $\mathrm{KL} = \sum_t \log \pi_\theta(a_t \mid s_t) - \log \pi_{\text{ref}}(a_t \mid s_t)$.
-
-**Advantages** (GAE, $\gamma$ = `gamma`, $\lambda$ = `lam`; the value after the last token is 0), whitened over the batch:
+with $\beta$ = `kl_coef`, adapted towards `kl_target` when that is set ($n$ = `rollout_batch`):
 
 $$
-\delta_t = r_t + \gamma V(s_{t+1}) - V(s_t), \qquad \hat{A}_t = \sum_{l \ge 0} (\gamma \lambda)^l \, \delta_{t+l}, \qquad
+\beta \leftarrow \beta \left(1 + \operatorname{clip}\left(\mathrm{KL} / \mathrm{KL}_{\text{target}} - 1,
+-0.2, 0.2\right) \cdot n / 10^4\right), \qquad
+\mathrm{KL} = \sum_t \log \pi_\theta(a_t \mid s_t) - \log \pi_{\text{ref}}(a_t \mid s_t)
+$$
+
+where KL, the figure logged per response, is the sum over its tokens.
+
+**Advantages** (GAE, $\gamma$ = `gamma`, $\lambda$ = `lam`; the value after the last token is 0), whitened over
+the batch:
+
+$$
+\delta_t = r_t + \gamma V(s_{t+1}) - V(s_t), \qquad
+\hat{A}_t = \sum_{l \ge 0} (\gamma \lambda)^l \, \delta_{t+l}, \qquad
 R_t = \hat{A}_t + V(s_t)
 $$
 
 **Updates.** `ppo_epochs` passes over `mini_batch` slices minimise the clipped surrogate plus `vf_coef` times
-the clipped value loss, with $\rho_t = \pi_\theta(a_t \mid s_t) / \pi_{\theta_{\text{old}}}(a_t \mid s_t)$ and $\epsilon$ = `clip_range`:
+the clipped value loss, with $\epsilon$ = `clip_range` and the probability ratio
+$\rho_t = \pi_\theta(a_t \mid s_t) / \pi_{\theta_{\text{old}}}(a_t \mid s_t)$:
 
 $$
 \mathcal{L}^{\text{clip}} = -\,\mathbb{E}_t\left[\min\left(\rho_t \hat{A}_t,\ \operatorname{clip}(\rho_t, 1 - \epsilon, 1 + \epsilon)\, \hat{A}_t\right)\right],

@@ -1,4 +1,4 @@
-"""What the commands' exit statuses mean, and the error an endpoint's refusal raises (README "Command line").
+"""What the commands' exit statuses mean, and the error an endpoint's refusal raises (docs/cli.md).
 
 0 done; 1 ``rleif doctor`` found a fail; 2 a user error (a bad config or input, an output directory another run
 holds, a stage that failed); 3 and 4 below; 130 interrupted.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.abc
 
-GUIDE = "the kit is laid out by stage now: see the README's map of rleif_kit/"
+GUIDE = "the kit is laid out by stage now: see docs/layout.md, the map of rleif_kit/"
 
 MODULES = {
     "rleif_kit.api_keys": "rleif_kit.core.api_keys",

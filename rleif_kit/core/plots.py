@@ -33,12 +33,19 @@ def plot_loss_curve(log: Sequence[dict], title: str = "SFT training loss") -> Fi
     return fig
 
 
-def plot_accuracy_bars(values: dict[str, float], title: str = "Held-out accuracy") -> Figure:
-    """One bar per model or setting, labelled with its accuracy in percent."""
+def plot_accuracy_bars(values: dict[str, float], title: str = "Held-out accuracy",
+                       intervals: dict[str, Sequence[float]] | None = None) -> Figure:
+    """One bar per model or setting, labelled with its accuracy in percent; ``intervals`` ({name: (low, high)},
+    accuracies) draws each one's 95% interval as an error bar."""
     fig, ax = plt.subplots(figsize=(5, 3.2))
     names, accs = list(values), [100 * float(v) for v in values.values()]
-    bars = ax.bar(names, accs, color=["#9e9e9e", "#1f77b4", "#ff7f0e", "#2ca02c"][: len(names)])
-    ax.bar_label(bars, labels=[f"{a:.1f}%" for a in accs])
+    err = None
+    if intervals:
+        err = [[max(0.0, a - 100 * intervals[n][0]) if n in intervals else 0 for n, a in zip(names, accs)],
+               [max(0.0, 100 * intervals[n][1] - a) if n in intervals else 0 for n, a in zip(names, accs)]]
+    bars = ax.bar(names, accs, color=["#9e9e9e", "#1f77b4", "#ff7f0e", "#2ca02c"][: len(names)], yerr=err,
+                  capsize=6, ecolor="#333")
+    ax.bar_label(bars, labels=[f"{a:.1f}%" for a in accs], label_type="center", color="white")
     ax.set_ylim(0, 105)
     ax.set_ylabel("accuracy (%)")
     ax.set_title(title)
@@ -67,7 +74,7 @@ def plot_counts(counts: dict, title: str, xlabel: str, kinds: Sequence[str] = ("
     ax.set_xlabel(xlabel)
     ax.set_ylabel("records")
     ax.set_title(title)
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # beside the bars, never over them
     plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
     fig.tight_layout()
     return fig
@@ -160,17 +167,35 @@ def _truth_panel(ax, log: Sequence[dict], band: tuple[float, float] | None = Non
     ax.grid(alpha=0.3)
 
 
+def smooth(values: Sequence[float], weight: float = 0.8) -> list[float]:
+    """TensorBoard's smoothing: an exponential moving average, debiased at the start, skipping gaps (NaN)."""
+    out, avg, n = [], 0.0, 0
+    for v in values:
+        if v != v:  # NaN: nothing logged at this step
+            out.append(float("nan"))
+            continue
+        n += 1
+        avg = weight * avg + (1 - weight) * v
+        out.append(avg / (1 - weight ** n))
+    return out
+
+
 def plot_ppo_curves(log: Sequence[dict], title: str = "PPO training") -> Figure:
-    """One small panel per logged quantity against the PPO step, and reward against truth where a verifier
-    judges the samples."""
-    fig, axes = plt.subplots(2, 4, figsize=(14, 5.5))
+    """One panel per logged quantity against the PPO step — each step's value as faint dots, the smoothed curve
+    over it — and reward against truth where a verifier judges the samples."""
+    fig, axes = plt.subplots(2, 4, figsize=(16, 7))
     steps = [r["step"] for r in log]
     for ax, (key, label) in zip(axes.flat, PPO_PANELS):
-        ax.plot(steps, [r.get(key) if r.get(key) is not None else float("nan") for r in log], marker=".",
-                color="#1f77b4")
+        values = [float(r[key]) if r.get(key) is not None else float("nan") for r in log]
+        ax.plot(steps, values, ".", color="#1f77b4", alpha=0.35, markersize=4)
+        ax.plot(steps, smooth(values), color="#1f77b4", lw=2)
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
+        if key == "kl":  # why the curve may dip below zero (ppo_math.sequence_kl)
+            ax.axhline(0, color="#999", lw=0.8)
+            ax.text(0.02, 0.97, "k1 estimate on sampled tokens: unbiased,\nso a batch mean can dip below 0",
+                    transform=ax.transAxes, fontsize=7.5, va="top", color="#555")
     _truth_panel(axes.flat[len(PPO_PANELS)], log)
     fig.suptitle(title)
     fig.tight_layout()

@@ -1,7 +1,7 @@
 """Recorded figures: ``record(name, value)`` → ``reports/<run>/metrics.json``, one object per stage.
 
 Notebooks end with a ``record(...)`` cell; tests, baselines and the report read these numbers, so
-their names are documented in the README ("Recorded metrics"). The file is rewritten atomically
+their names are documented in docs/results.md ("Recorded metrics"). The file is rewritten atomically
 (write to a temporary file, then rename) so a crash never leaves half a JSON document.
 """
 
@@ -57,11 +57,17 @@ def read_records(path: str | Path) -> dict[str, dict[str, Any]]:
 
 
 def record(name: str, value: Any, stage: str | None = None) -> Any:
-    """Record one figure of the current stage (and return it, so a notebook cell shows it)."""
+    """Record one figure of the current stage (and return it, so a notebook cell shows it). ``verdicts`` may be a
+    list of ``Verdict``: stored as ``{check: status}`` plus ``verdict_details``."""
     path, stage = _current["path"], stage or _current["stage"]
     if path is None or stage is None:
         raise RuntimeError("record() needs setup(...) to have run first in this notebook")
     data = read_records(path)
+    if name == "verdicts" and isinstance(value, (list, tuple)) and all(hasattr(v, "to_dict") for v in value):
+        # Verdicts: {check: status} as the tests and baselines read it, and each one whole (numbers, thresholds,
+        # advice) under verdict_details for the report
+        data.setdefault(stage, {})["verdict_details"] = _jsonable([v.to_dict() for v in value])
+        value = {v.check: v.status for v in value}
     data.setdefault(stage, {})[name] = _jsonable(value)
     write_json_atomic(path, data)
     return value

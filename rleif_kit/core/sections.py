@@ -2,7 +2,7 @@
 
 Each field carries its help text and, where a value can be out of range, a ``check``: a function
 returning ``None`` when the value is fine, else what was expected. ``config.py`` reads these.
-The README's reference table lists the same keys.
+docs/configuration.md lists the same keys (tools/config_table.py writes it).
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def text_table(rows: Sequence[dict], wrap: Sequence[str] = (), digits: int = 3, 
     import pandas as pd  # heavy: loaded on first use (the trainer imports the rollout writer beside its view)
 
     frame = pd.DataFrame(list(rows))
-    style = (frame.style.hide(axis="index").format(precision=digits, na_rep="—")
+    style = (frame.style.hide(axis="index").format(precision=digits, na_rep="—", escape="html")
              .set_table_styles([{"selector": "th", "props": "text-align: left; vertical-align: bottom"},
                                 {"selector": "td", "props": "text-align: left; vertical-align: top"}]))
     if frame.empty:

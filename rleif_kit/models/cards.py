@@ -130,15 +130,16 @@ def base_license(location: str | Path | None) -> str | None:
 
 # ------------------------------------------------------------------ usage snippets
 
-def _py(value: Any) -> str:
-    """A Python literal of ``value`` for a snippet (strings with their escapes, as repr writes them)."""
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, list) else repr(value)
+def py_literal(value: Any) -> str:
+    """A Python literal of a string or a list of strings for a snippet: JSON's escapes are Python's, and the quotes
+    are the same whatever the text holds."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _adapter_load(auto_class: str, base: str | None, extra: str = "") -> str:
     if base is None:
         return f'model = {auto_class}.from_pretrained("."{extra}).eval()'
-    return (f"base = {auto_class}.from_pretrained({_py(base)}{extra})  # the base this adapter was trained on\n"
+    return (f"base = {auto_class}.from_pretrained({py_literal(base)}{extra})  # the base this adapter was trained on\n"
             f'model = PeftModel.from_pretrained(base, ".").merge_and_unload().eval()')
 
 
@@ -148,8 +149,8 @@ def generation_usage(template: str, instruction: str, max_new_tokens: int, adapt
     return f"""import torch
 {peft}from transformers import AutoModelForCausalLM, AutoTokenizer
 
-PROMPT = {_py(template)}
-instruction = {_py(instruction)}
+PROMPT = {py_literal(template)}
+instruction = {py_literal(instruction)}
 
 tokenizer = AutoTokenizer.from_pretrained(".")
 {_adapter_load("AutoModelForCausalLM", adapter_base)}
@@ -168,7 +169,7 @@ def irm_usage(instruction: str, adapter_base: str | None = None) -> str:
     return f"""import torch
 {peft}from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-instruction = {_py(instruction)}
+instruction = {py_literal(instruction)}
 
 tokenizer = AutoTokenizer.from_pretrained(".")
 {_adapter_load("AutoModelForSequenceClassification", adapter_base, ", num_labels=1")}
@@ -186,9 +187,9 @@ def prm_usage(template: str, question: str, steps: list[str], adapter_base: str 
     return f"""import torch
 {peft}from transformers import AutoModelForTokenClassification, AutoTokenizer
 
-PROMPT = {_py(template)}
-question = {_py(question)}
-steps = {_py(steps)}
+PROMPT = {py_literal(template)}
+question = {py_literal(question)}
+steps = {py_literal(steps)}
 
 tokenizer = AutoTokenizer.from_pretrained(".")
 {_adapter_load("AutoModelForTokenClassification", adapter_base, ", num_labels=2")}

@@ -1,9 +1,16 @@
 """``reports/<run>/index.html``: one self-contained page for a run, written at the end of ``rleif run``.
 
-Per stage, in pipeline order: its verdicts (ok green, warn amber, fail red), its recorded figures from
-``metrics.json`` and its plots (``figures/NN_*.png``, embedded as base64 so the page can be mailed or
-copied alone), and a link to the executed notebook. A ``[loop]`` run adds the summary across
-iterations and one such block per iteration (``iter-k/``). Plain HTML and CSS, no script.
+It tells the truth about every stage: ``run.json`` (``run_status.py``) says which stages ran, failed, stopped,
+were skipped unchanged or are stale (an earlier stage reran after their figures were recorded); without it, an
+executed notebook holding an error counts as failed and a stage with no notebook as not run. Failed stages are
+red with their error, stale and missing ones grey with the reason, and only current stages count in the totals.
+
+The page: a contents bar; a headline card (what went in, what came out — the SFT accuracy before and after, PPO's
+gain over SFT with its 95% interval drawn — the reward's health and the wall time per stage); per stage its
+status, its verdicts with their numbers, thresholds and advice (a threshold the preset moved is marked with the
+preset's reason from ``[reasons]``), its figures as tables, its plots (embedded, each linked to the full-size
+file) and links to the executed notebook and the stage's log; the config keys the run moved from the kit's
+defaults; a ``[loop]`` run adds the summary across iterations and a block per iteration. Plain HTML, no script.
 
     python -m rleif_kit.pipeline.report reports/tiny-cpu      # rewrite the page from what is there
 """
@@ -11,7 +18,7 @@ iterations and one such block per iteration (``iter-k/``). Plain HTML and CSS, n
 from __future__ import annotations
 
 import base64
-import html
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -19,92 +26,147 @@ from typing import Any
 
 from rleif_kit.core.records import read_records
 from rleif_kit.core.stages import STAGES
+from rleif_kit.pipeline.report_parts import (
+    TRUSTED,
+    config_table,
+    esc,
+    figures_table,
+    headline,
+    stage_pill,
+    value_cell,
+    verdict_pill,
+    verdict_table,
+)
+from rleif_kit.pipeline.run_status import RUN_FILE
 
-VERDICT_COLOURS = {"ok": "#1a7f37", "warn": "#b58100", "fail": "#cf222e"}
 CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #1f2328; }
-h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #d0d7de; padding-bottom: 0.2em; margin-top: 1.6em; }
-table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.92em; }
+body { font-family: system-ui, sans-serif; margin: 0 auto 3em; max-width: 1180px; padding: 0 1em; color: #1f2328; }
+nav.contents { position: sticky; top: 0; background: #f6f8fa; border-bottom: 1px solid #d0d7de; padding: 0.5em 0.8em;
+               font-size: 0.9em; z-index: 1; } nav.contents a { margin-right: 0.9em; white-space: nowrap; }
+h1 { margin: 0.6em 0 0.2em; } h2 { border-bottom: 1px solid #d0d7de; padding-bottom: 0.2em; margin-top: 1.6em; }
+h3 { margin: 0.8em 0 0.3em; font-size: 1em; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
 td, th { border: 1px solid #d0d7de; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
-.verdict { display: inline-block; padding: 0.15em 0.6em; margin: 0.15em; border-radius: 1em; color: #fff;
-           font-size: 0.9em; background: #6e7781; }
-""" + "".join(f".verdict.{k} {{ background: {c}; }}\n" for k, c in VERDICT_COLOURS.items()) + """
-figure { display: inline-block; margin: 0.5em; vertical-align: top; }
-figure img { max-width: 500px; border: 1px solid #d0d7de; }
+th { background: #f6f8fa; font-weight: 600; } table.inner { margin: 0; font-size: 1em; }
+table.inner td, table.inner th { padding: 0.1em 0.4em; } .num { font-variant-numeric: tabular-nums; }
+.pill { display: inline-block; padding: 0.1em 0.6em; border-radius: 1em; color: #fff; font-size: 0.85em; }
+.card { border: 1px solid #d0d7de; border-radius: 8px; padding: 0.2em 1.2em 1em; background: #fff; }
+.cols { display: flex; gap: 2em; flex-wrap: wrap; } .cols > div { flex: 1 1 420px; }
+.problem { border-left: 6px solid; padding: 0.4em 0.9em; margin: 0.6em 0; background: #f6f8fa; white-space: pre-wrap; }
+.problem.failed { border-color: #c62828; background: #ffebe9; } .problem.stale, .problem.notrun { border-color: #8c959f; }
+.problem.stopped { border-color: #f9a825; background: #fff8c5; }
+section.stage.failed h2 { color: #c62828; } section.stage.stale, section.stage.notrun { opacity: 0.75; }
+.preset { color: #8250df; font-size: 0.85em; margin-top: 0.2em; }
+tr.verdict.fail th { color: #c62828; } tr.verdict.warn th { color: #9a6700; }
+figure { display: inline-block; margin: 0.5em; vertical-align: top; max-width: 100%; }
+figure img { max-width: 540px; width: 100%; border: 1px solid #d0d7de; }
 figcaption { font-size: 0.85em; color: #57606a; }
 .muted { color: #57606a; font-size: 0.9em; }
 """
 
 
-def _status(value: Any) -> str:
-    if isinstance(value, dict):
-        value = value.get("status", value.get("verdict", ""))
-    return str(value).lower()
-
-
-def _verdicts(metrics: dict[str, Any]) -> list[tuple[str, str]]:
-    """(check, status) from a stage's ``verdicts``: {check: status}, {check: {status, ...}} or a list."""
-    raw = metrics.get("verdicts")
-    if isinstance(raw, dict):
-        return [(str(k), _status(v)) for k, v in raw.items()]
-    if isinstance(raw, list):
-        return [(str(v.get("check", v.get("name", i))), _status(v)) for i, v in enumerate(raw) if isinstance(v, dict)]
-    return []
-
-
-def _value(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    text = v if isinstance(v, str) else json.dumps(v, default=str)
-    return text if len(text) <= 240 else text[:237] + "..."
-
-
-def _badge(check: str, status: str) -> str:
-    cls = status if status in VERDICT_COLOURS else "other"
-    label = f"{html.escape(check)}: {html.escape(status)}"
-    return f'<span class="verdict {cls}" title="{html.escape(status)}">{label}</span>'
-
-
-def _figure(path: Path) -> str:
+def _figure(path: Path, href: str) -> str:
     data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return (f'<figure><img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{html.escape(path.name)}</figcaption></figure>")
+    return (f'<figure><a href="{esc(href)}" title="open at full size"><img alt="{esc(path.stem)}" '
+            f'src="data:image/png;base64,{data}"></a><figcaption>{esc(path.name)} · '
+            f'<a href="{esc(href)}">full size</a></figcaption></figure>')
 
 
-def _stage_block(folder: Path, prefix: str, stage: str, metrics: dict[str, Any], figures: list[Path]) -> str:
+def notebook_error(notebook: Path) -> str | None:
+    """``ename: evalue`` of the first error output an executed notebook holds (papermill keeps it), else None."""
+    try:
+        nb = json.loads(notebook.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for i, cell in enumerate(nb.get("cells", [])):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                return f"cell {i}: {out.get('ename', 'Error')}: {out.get('evalue', '')}".strip()
+    return None
+
+
+def stage_statuses(folder: Path, prefix: str = "") -> dict[str, dict[str, Any]]:
+    """stage -> {status, reason, seconds?, log?} from ``run.json``, or inferred from what the folder holds."""
+    recorded = read_records(folder / RUN_FILE).get("stages", {}) if prefix == "" else \
+        {k[len(prefix):]: v for k, v in read_records(folder.parent / RUN_FILE).get("stages", {}).items()
+         if k.startswith(prefix)}
+    metrics = read_records(folder / "metrics.json")
+    out = {}
+    for stage in STAGES:
+        notebook = folder / f"{stage}.ipynb"
+        if stage in recorded:
+            out[stage] = dict(recorded[stage])
+        elif notebook.exists():
+            error = notebook_error(notebook)
+            out[stage] = ({"status": "failed", "reason": error} if error else
+                          {"status": "recorded", "reason": "no run.json entry: run outside rleif run, or before it "
+                                                           "kept statuses"})
+        else:
+            out[stage] = {"status": "not run", "reason": "no executed notebook in this report folder"}
+        if out[stage]["status"] in TRUSTED and stage not in metrics and not notebook.exists():
+            out[stage] = {"status": "not run", "reason": "its executed notebook and figures are missing"}
+    return out
+
+
+def _problem(stage: str, st: dict[str, Any]) -> str:
+    status = st.get("status", "")
+    if status in TRUSTED:
+        return ""
+    what = {"failed": "This stage failed", "stopped": "This stage stopped before it was complete",
+            "stale": "These figures are stale: they are from an older run", "not run": "Not run",
+            "running": "Still marked running: the run was interrupted"}.get(status, status)
+    return f'<div class="problem {esc(status.replace(" ", ""))}"><b>{esc(what)}.</b> {esc(st.get("reason", ""))}</div>'
+
+
+def _stage_block(folder: Path, prefix: str, stage: str, metrics: dict[str, Any], figures: list[Path],
+                 st: dict[str, Any], changed: dict[str, dict[str, Any]]) -> str:
     """``prefix``: "" for the run's own folder, "iter-k/" for an iteration's (ids and links)."""
-    parts = [f'<section class="stage" id="{html.escape(prefix + stage)}" data-stage="{html.escape(stage)}">'
-             f"<h2>{html.escape(stage)}</h2>"]
-    notebook = folder / f"{stage}.ipynb"
-    if notebook.exists():
-        parts.append(f'<p class="muted">executed notebook: <a href="{html.escape(prefix + notebook.name)}">'
-                     f"{html.escape(notebook.name)}</a></p>")
-    verdicts = _verdicts(metrics)
-    if verdicts:
-        parts.append('<p class="verdicts">' + "".join(_badge(c, s) for c, s in verdicts) + "</p>")
-    rows = [f"<tr><th>{html.escape(k)}</th><td>{html.escape(_value(v))}</td></tr>"
-            for k, v in metrics.items() if k != "verdicts"]
-    if rows:
-        parts.append("<table>" + "".join(rows) + "</table>")
-    parts.extend(_figure(p) for p in figures)
+    status = st.get("status", "not run")
+    wall = f' <span class="muted">{st["seconds"]:.0f} s</span>' if "seconds" in st else ""
+    parts = [f'<section class="stage {esc(status.replace(" ", ""))}" id="{esc(prefix + stage)}" '
+             f'data-stage="{esc(stage)}" data-status="{esc(status)}"><h2>{esc(stage)} {stage_pill(status)}{wall}</h2>',
+             _problem(stage, st)]
+    links = []
+    if (folder / f"{stage}.ipynb").exists():
+        links.append(f'executed notebook: <a href="{esc(prefix + stage)}.ipynb">{esc(stage)}.ipynb</a>')
+    if st.get("log"):
+        links.append(f'log: <a href="{esc(prefix + st["log"])}">{esc(st["log"])}</a>')
+    if links:
+        parts.append(f'<p class="muted">{" · ".join(links)}</p>')
+    if status in ("failed", "not run") and not metrics:
+        return "\n".join(parts) + "</section>"
+    parts.append(verdict_table(metrics, changed))
+    parts.append(figures_table(metrics))
+    parts.extend(_figure(p, prefix + "figures/" + p.name) for p in figures)
     return "\n".join(parts) + "</section>"
 
 
-def _folder_blocks(folder: Path, prefix: str = "") -> list[str]:
-    """One block per stage recorded in ``folder/metrics.json``, each with its ``figures/NN_*.png``."""
+def _unique(pngs: list[Path]) -> list[Path]:
+    """One copy of a plot saved under two names (the same bytes)."""
+    seen, out = set(), []
+    for p in pngs:
+        digest = hashlib.sha256(p.read_bytes()).hexdigest()
+        if digest not in seen:
+            seen.add(digest)
+            out.append(p)
+    return out
+
+
+def _folder_blocks(folder: Path, prefix: str, changed: dict[str, dict[str, Any]]) -> tuple[list[str], dict]:
+    """One block per stage, each with its ``figures/NN_*.png``; and the statuses."""
     metrics = read_records(folder / "metrics.json")
-    order = {s: i for i, s in enumerate(STAGES)}
-    stages = sorted(metrics, key=lambda s: (order.get(s, len(order)), s))
-    pngs = sorted((folder / "figures").glob("*.png"))
+    statuses = stage_statuses(folder, prefix)
+    pngs = _unique(sorted((folder / "figures").glob("*.png")))
     blocks, used = [], set()
-    for stage in stages:
+    for stage in STAGES:
         mine = [p for p in pngs if p.name[:3] == stage[:2] + "_"]
         used.update(mine)
-        blocks.append(_stage_block(folder, prefix, stage, metrics[stage], mine))
+        blocks.append(_stage_block(folder, prefix, stage, metrics.get(stage, {}), mine, statuses[stage], changed))
     rest = [p for p in pngs if p not in used]
     if rest:
-        blocks.append("<section><h2>Other figures</h2>" + "".join(_figure(p) for p in rest) + "</section>")
-    return blocks
+        blocks.append("<section><h2>Other figures</h2>" + "".join(_figure(p, prefix + "figures/" + p.name)
+                                                                   for p in rest) + "</section>")
+    return blocks, statuses
 
 
 def _loop_table(summary: dict[str, Any]) -> str:
@@ -112,8 +174,8 @@ def _loop_table(summary: dict[str, Any]) -> str:
     if not rows:
         return ""
     cols = [c for c in rows[0] if c not in ("output_dir", "report_dir")]
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_value(r.get(c)))}</td>" for c in cols) + "</tr>" for r in rows)
+    head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{value_cell(r.get(c))}</td>" for c in cols) + "</tr>" for r in rows)
     return f'<section id="loop"><h2>The loop: {len(rows)} iterations</h2><table><tr>{head}</tr>{body}</table></section>'
 
 
@@ -122,28 +184,55 @@ def _iteration_folders(report_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name.split("-")[1]))
 
 
+def _summary_line(metrics: dict[str, Any], statuses: dict[str, dict[str, Any]]) -> str:
+    """Stage and verdict counts: verdicts of current stages only (stale ones are counted apart)."""
+    by_status: dict[str, int] = {}
+    for st in statuses.values():
+        by_status[st["status"]] = by_status.get(st["status"], 0) + 1
+    current = [s for s, st in statuses.items() if st["status"] in TRUSTED]
+    verdicts = [v for s in current for v in (metrics.get(s, {}).get("verdicts") or {}).values() if isinstance(v, str)]
+    stale = [v for s, st in statuses.items() if st["status"] == "stale"
+             for v in (metrics.get(s, {}).get("verdicts") or {}).values()]
+    stages = ", ".join(f"{n} {s}" for s, n in by_status.items())
+    counts = " ".join(verdict_pill(f"{verdicts.count(s)} {s}") for s in ("ok", "warn", "fail") if verdicts.count(s))
+    extra = f" ({len(stale)} more on stale stages, not counted)" if stale else ""
+    return f'<p>Stages: {esc(stages)}. Verdicts of the current stages: {counts or "none"}{esc(extra)}.</p>'
+
+
 def write_report(report_dir: str | Path) -> Path:
-    """Write ``<report_dir>/index.html`` from the run's metrics.json, figures and loop summary."""
+    """Write ``<report_dir>/index.html`` from the run's run.json, metrics.json, figures and loop summary."""
     report_dir = Path(report_dir)
+    run = read_records(report_dir / RUN_FILE)
     metrics = read_records(report_dir / "metrics.json")
-    all_verdicts = [s for m in metrics.values() if isinstance(m, dict) for _, s in _verdicts(m)]
-    counts = ", ".join(f"{all_verdicts.count(s)} {s}" for s in VERDICT_COLOURS)
-    body = [f"<h1>RLEIF run · {html.escape(report_dir.name)}</h1>",
-            f'<p class="muted">{len(metrics)} stage(s) recorded; verdicts: {counts}. '
-            f"Figures from <code>metrics.json</code>, plots from <code>figures/</code>.</p>"]
+    changes = run.get("config_changes", [])
+    changed = {c["key"]: c for c in changes}
+    min_gain = changed.get("diagnostics.ab_min_gain", {}).get("value", 0.03)
+    blocks, statuses = _folder_blocks(report_dir, "", changed)
+    iterations = _iteration_folders(report_dir)
+    nav = ['<a href="#headline">Headline</a>'] + [
+        f'<a href="#{esc(s)}">{esc(s[:2])} {stage_pill(statuses[s]["status"])}</a>' for s in STAGES]
+    nav += ['<a href="#config">Config</a>'] + [f'<a href="#{f.name}">{esc(f.name)}</a>' for f in iterations]
+    where = " ".join(x for x in [f"<code>{esc(run['params'])}</code>" if run.get("params") else "",
+                                 " ".join(f"<code>--set {esc(o)}</code>" for o in run.get("overrides", [])),
+                                 f"· started {esc(run['started'])}" if run.get("started") else "",
+                                 f"· finished {esc(run['finished'])}" if run.get("finished") else ""] if x)
+    body = [f'<nav class="contents">{"".join(nav)}</nav>', f"<h1>RLEIF run · {esc(report_dir.name)}</h1>",
+            f'<p class="muted">{where}</p>' if where else "", _summary_line(metrics, statuses),
+            headline(metrics, statuses, list(STAGES), min_gain)]
     summary_path = report_dir / "loop_summary.json"
     if summary_path.exists():
         body.append(_loop_table(json.loads(summary_path.read_text(encoding="utf-8"))))
-    iterations = _iteration_folders(report_dir)
     if iterations:
         body.append("<h2>Iteration 1</h2>")
-    body.extend(_folder_blocks(report_dir))
+    body.extend(blocks)
+    body.append(f'<section id="config"><h2>Config: what this run moved from the kit\'s defaults</h2>'
+                f'{config_table(changes) if run else "<p>No run.json: run through rleif run to see it.</p>"}</section>')
     for folder in iterations:
         body.append(f'<h2 id="{folder.name}">Iteration {folder.name.split("-")[1]}</h2>')
-        body.extend(_folder_blocks(folder, prefix=f"{folder.name}/"))
+        body.extend(_folder_blocks(folder, f"{folder.name}/", changed)[0])
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>RLEIF run {html.escape(report_dir.name)}</title><style>{CSS}</style></head>\n<body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+            f"<title>RLEIF run {esc(report_dir.name)}</title><style>{CSS}</style></head>\n<body>\n"
+            + "\n".join(b for b in body if b) + "\n</body></html>\n")
     out = report_dir / "index.html"
     out.write_text(page, encoding="utf-8")
     return out

@@ -11,7 +11,17 @@ from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.plots import plot_loss_curve, plot_split_histogram
-from rleif_kit.models.cards import TAGS, ModelCard, base_license, hub_id, irm_usage, prm_usage, render, save_figures
+from rleif_kit.models.cards import (
+    TAGS,
+    ModelCard,
+    base_license,
+    hub_id,
+    irm_usage,
+    prm_usage,
+    py_literal,
+    render,
+    save_figures,
+)
 from rleif_kit.reward_scoring.load import PRM_LABELS, RM_INFO
 from rleif_kit.reward_scoring.prm import solution_step_ends
 from rleif_kit.rewards.rm_datasets import PAIR_FIELDS, STEP_FIELDS, fields_markdown, solution_steps
@@ -49,7 +59,7 @@ def _dataset(paths: RunPaths, which: str, folder: Any, fields: dict[str, str], w
     data = os.path.relpath(paths.rm_rows(which), folder)
     return (f"`{data}`: {what}, one JSON object per line, the held-out rows included (`split`):\n\n"
             f"{fields_markdown(fields)}\n\n```python\nfrom datasets import load_dataset\n\n"
-            f'rows = load_dataset("json", data_files={data!r})["train"]\n```')
+            f'rows = load_dataset("json", data_files={py_literal(data)})["train"]\n```')
 
 
 def irm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_location: str,

@@ -1,0 +1,204 @@
+"""The pieces of ``index.html`` (``report.py`` lays them out): status pills, the headline card, verdict tables with
+their numbers and thresholds, figure tables instead of raw JSON, the gain-with-interval chart (inline SVG, no
+script), and the table of config keys the run moved from the kit's defaults, with the preset's reasons.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+from rleif_kit.core.progress import fmt_duration
+from rleif_kit.core.verdict import STATUS_COLORS, fmt_number
+
+# Stage statuses (run_status.py) -> colour and the word shown. Grey says "do not trust these figures".
+STAGE_COLOURS = {"ok": STATUS_COLORS["ok"], "skipped": STATUS_COLORS["ok"], "recorded": "#57606a",
+                 "running": "#0969da", "stopped": STATUS_COLORS["warn"], "failed": STATUS_COLORS["fail"],
+                 "stale": "#8c959f", "not run": "#8c959f"}
+STAGE_WORDS = {"ok": "ok", "skipped": "ok · unchanged", "recorded": "recorded", "running": "running (interrupted?)",
+               "stopped": "stopped", "failed": "failed", "stale": "stale", "not run": "not run"}
+TRUSTED = ("ok", "skipped", "recorded")  # stages whose figures are this run's
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def pill(text: str, colour: str, title: str = "") -> str:
+    t = f' title="{esc(title)}"' if title else ""
+    return f'<span class="pill" style="background:{colour}"{t}>{esc(text)}</span>'
+
+
+def stage_pill(status: str) -> str:
+    return pill(STAGE_WORDS.get(status, status), STAGE_COLOURS.get(status, "#57606a"))
+
+
+def verdict_pill(status: str) -> str:
+    return pill(status, STATUS_COLORS.get(status, "#57606a"))
+
+
+def fmt(value: Any) -> str:
+    """A figure for a table cell: floats to 4 significant digits, lists of numbers inline, the rest as text."""
+    if isinstance(value, bool) or value is None:
+        return "—" if value is None else str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value):
+        return "[" + ", ".join(fmt(v) for v in value) + "]"
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
+def value_cell(value: Any, depth: int = 0) -> str:
+    """A dict becomes a nested table (one level of rows per key), never JSON cut mid-word; a long list of records
+    a small table of its first rows."""
+    if isinstance(value, dict) and value and depth < 2:
+        if all(isinstance(v, dict) for v in value.values()) and depth == 0:
+            cols = sorted({k for v in value.values() for k in v}, key=str)
+            if len(cols) <= 8:
+                head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+                rows = "".join(f"<tr><th>{esc(k)}</th>" + "".join(f"<td>{esc(fmt(v.get(c)))}</td>" for c in cols)
+                               + "</tr>" for k, v in value.items())
+                return f'<table class="inner"><tr><th></th>{head}</tr>{rows}</table>'
+        rows = "".join(f"<tr><th>{esc(k)}</th><td>{value_cell(v, depth + 1)}</td></tr>" for k, v in value.items())
+        return f'<table class="inner">{rows}</table>'
+    return f'<span class="num">{esc(fmt(value))}</span>' if isinstance(value, (int, float)) else esc(fmt(value))
+
+
+def figures_table(metrics: dict[str, Any]) -> str:
+    rows = [f"<tr><th>{esc(k)}</th><td>{value_cell(v)}</td></tr>" for k, v in metrics.items()
+            if k not in ("verdicts", "verdict_details")]
+    return f'<table class="figures">{"".join(rows)}</table>' if rows else ""
+
+
+def _numbers(d: dict[str, Any]) -> str:
+    return "<br>".join(f"{esc(k)} = {esc(fmt_number(v))}" for k, v in d.items()) or "—"
+
+
+def verdict_table(metrics: dict[str, Any], changed: dict[str, dict[str, Any]]) -> str:
+    """Check | status | numbers | thresholds | advice; ``verdict_details`` when recorded, else the statuses alone.
+    A threshold equal to a [diagnostics] key the run moved from its default is marked with the key and reason."""
+    details = metrics.get("verdict_details")
+    if not isinstance(details, list):
+        raw = metrics.get("verdicts")
+        items = raw.items() if isinstance(raw, dict) else []
+        details = [{"check": k, "status": v if isinstance(v, str) else v.get("status", "")} for k, v in items]
+    if not details:
+        return ""
+    rows = []
+    for v in details:
+        marks = preset_marks(v.get("thresholds", {}), changed)
+        mark = "".join(f'<div class="preset" title="{esc(c["reason"] or "no reason given")}">preset: '
+                       f'{esc(c["key"])} = {esc(fmt(c["value"]))} (kit default {esc(fmt(c["default"]))})'
+                       f'{" — " + esc(c["reason"]) if c["reason"] else ""}</div>' for c in marks)
+        rows.append(f'<tr class="verdict {esc(v.get("status", ""))}"><th>{esc(v.get("check", ""))}</th>'
+                    f'<td>{verdict_pill(v.get("status", ""))}</td><td>{_numbers(v.get("numbers", {}))}</td>'
+                    f'<td>{_numbers(v.get("thresholds", {}))}{mark}</td><td>{esc(v.get("advice", ""))}</td></tr>')
+    head = "<tr><th>check</th><th>status</th><th>numbers</th><th>thresholds</th><th>advice</th></tr>"
+    return f'<table class="verdicts">{head}{"".join(rows)}</table>'
+
+
+def preset_marks(thresholds: dict[str, Any], changed: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The moved ``[diagnostics]`` keys whose value is one of ``thresholds``' values (a band's two ends too)."""
+    values = []
+    for t in thresholds.values():
+        values.extend(t if isinstance(t, (list, tuple)) else [t])
+    return [c for key, c in changed.items() if key.startswith("diagnostics.")
+            and any(isinstance(x, (int, float)) and isinstance(c["value"], (int, float))
+                    and abs(x - c["value"]) < 1e-12 for x in values)]
+
+
+def gain_chart(gains: dict[str, dict[str, Any]], min_gain: float | None = None) -> str:
+    """PPO − SFT accuracy per benchmark as a dot with its 95% interval, a zero line and the ok line: inline SVG."""
+    rows = [(b, g) for b, g in gains.items() if isinstance(g, dict) and isinstance(g.get("gain"), (int, float))]
+    if not rows:
+        return ""
+    lows = [min(g["gain"], *(g.get("ci95") or [g["gain"]])) for _, g in rows] + [0.0, min_gain or 0.0]
+    highs = [max(g["gain"], *(g.get("ci95") or [g["gain"]])) for _, g in rows] + [0.0, min_gain or 0.0]
+    lo, hi = min(lows), max(highs)
+    pad = (hi - lo) * 0.15 or 0.01
+    lo, hi = lo - pad, hi + pad
+    width, left, row_h = 560, 110, 34
+    x = lambda v: left + (v - lo) / (hi - lo) * (width - left - 20)  # noqa: E731 - a scale, read once
+    height = row_h * len(rows) + 30
+    parts = [f'<svg class="gain" width="{width}" height="{height}" role="img" aria-label="PPO minus SFT accuracy">',
+             f'<line x1="{x(0):.1f}" y1="4" x2="{x(0):.1f}" y2="{height - 24}" stroke="#57606a"/>']
+    if min_gain is not None:
+        parts.append(f'<line x1="{x(min_gain):.1f}" y1="4" x2="{x(min_gain):.1f}" y2="{height - 24}" '
+                     f'stroke="{STATUS_COLORS["ok"]}" stroke-dasharray="4 3"/>'
+                     f'<text x="{x(min_gain) + 3:.1f}" y="{height - 12}" font-size="11" fill="{STATUS_COLORS["ok"]}">'
+                     f'ok at +{min_gain * 100:.1f}</text>')
+    for i, (bench, g) in enumerate(rows):
+        y = 18 + i * row_h
+        ci = g.get("ci95") or [g["gain"], g["gain"]]
+        parts.append(f'<text x="4" y="{y + 4}" font-size="12">{esc(bench)}</text>'
+                     f'<line x1="{x(ci[0]):.1f}" y1="{y}" x2="{x(ci[1]):.1f}" y2="{y}" stroke="#0969da" '
+                     f'stroke-width="3"/><circle cx="{x(g["gain"]):.1f}" cy="{y}" r="5" fill="#0969da"/>'
+                     f'<text x="{x(ci[1]) + 6:.1f}" y="{y + 4}" font-size="11">{g["gain"] * 100:+.1f} '
+                     f'[{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}] pts</text>')
+    parts.append(f'<text x="{x(0) - 4:.1f}" y="{height - 12}" font-size="11" text-anchor="end">0</text></svg>')
+    return "".join(parts)
+
+
+def config_table(changes: list[dict[str, Any]]) -> str:
+    if not changes:
+        return "<p>Every key at the kit's default (the reference 7B recipe).</p>"
+    rows = "".join(f'<tr><th>{esc(c["key"])}{" <em>(--set)</em>" if c.get("override") else ""}</th>'
+                   f'<td>{esc(fmt(c["value"]))}</td><td>{esc(fmt(c["default"]))}</td>'
+                   f'<td>{esc(c.get("reason") or "")}</td></tr>' for c in changes)
+    return ('<table class="config"><tr><th>key</th><th>this run</th><th>kit default (7B recipe)</th>'
+            f'<th>why (the preset\'s [reasons])</th></tr>{rows}</table>')
+
+
+def headline(metrics: dict[str, dict[str, Any]], statuses: dict[str, dict[str, Any]], order: list[str],
+             min_gain: float | None) -> str:
+    """What went in, what came out, the reward's health and the wall time per stage, from this run's figures."""
+    def trusted(stage: str) -> dict[str, Any]:
+        return metrics.get(stage, {}) if statuses.get(stage, {}).get("status") in TRUSTED else {}
+
+    evolve, dedup, sft = trusted(order[1]), trusted(order[2]), trusted(order[3])
+    ppo, ev, diag = trusted(order[5]), trusted(order[6]), trusted(order[7])
+    went_in = [f"base model <code>{esc(metrics.get(order[0], {}).get('base_model', '?'))}</code>"]
+    if evolve:
+        went_in.append(f"{evolve.get('kept', 0):,} evolved instructions kept ({evolve.get('eliminated', 0):,} "
+                       f"eliminated)")
+    if dedup:
+        went_in.append(f"{dedup.get('kept', 0):,} after dedup ({(dedup.get('removed_share') or 0) * 100:.0f}% "
+                       f"removed)")
+    if sft:
+        went_in.append(f"{sft.get('examples', 0):,} SFT examples, {sft.get('steps', '?')} steps")
+    out = []
+    if sft.get("accuracy_after") is not None:
+        out.append(f"SFT: held-out accuracy {sft.get('accuracy_before', 0) * 100:.1f}% → "
+                   f"<b>{sft['accuracy_after'] * 100:.1f}%</b>")
+    gains = ev.get("ab") if isinstance(ev.get("ab"), dict) else {}
+    for bench, g in gains.items():
+        if isinstance(g, dict) and isinstance(g.get("gain"), (int, float)):
+            ci = g.get("ci95") or [None, None]
+            out.append(f"PPO vs SFT on {esc(bench)}: <b>{g['gain'] * 100:+.1f} points</b> (95% interval "
+                       f"{fmt_pts(ci[0])} to {fmt_pts(ci[1])}, n = {g.get('n', '?')})")
+    if not gains and ppo.get("ppo_accuracy") is not None:
+        out.append(f"PPO vs SFT (05's A/B): {ppo.get('sft_accuracy', 0) * 100:.1f}% → "
+                   f"<b>{ppo['ppo_accuracy'] * 100:.1f}%</b> (n = {ppo.get('eval_n', '?')})")
+    health = diag.get("verdicts") if isinstance(diag.get("verdicts"), dict) else {}
+    if health:
+        counts = {s: sum(1 for v in health.values() if v == s) for s in ("ok", "warn", "fail")}
+        out.append("reward health (07): " + " ".join(verdict_pill(f"{n} {s}") if n else "" for s, n in counts.items()))
+    if not out:
+        out.append("no result yet: no later stage of this run finished")
+    timeline = "".join(
+        f'<tr><th><a href="#{esc(s)}">{esc(s)}</a></th><td>{stage_pill(statuses.get(s, {}).get("status", "not run"))}'
+        f'</td><td class="num">{esc(fmt_duration(statuses[s]["seconds"])) if "seconds" in statuses.get(s, {}) else "—"}'
+        f'</td></tr>' for s in order)
+    total = sum(v.get("seconds", 0) for v in statuses.values() if v.get("status") in ("ok", "skipped"))
+    return (f'<section id="headline" class="card"><h2>Headline</h2><div class="cols"><div>'
+            f'<h3>What went in</h3><ul>{"".join(f"<li>{w}</li>" for w in went_in)}</ul>'
+            f'<h3>What came out</h3><ul>{"".join(f"<li>{o}</li>" for o in out)}</ul>{gain_chart(gains, min_gain)}'
+            f'</div><div><h3>Stages</h3><table class="timeline">{timeline}</table>'
+            f'<p class="muted">wall time of the current stages: {fmt_duration(total)}</p></div></div></section>')
+
+
+def fmt_pts(v: Any) -> str:
+    return f"{v * 100:+.1f}" if isinstance(v, (int, float)) else "?"

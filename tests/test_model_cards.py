@@ -1,0 +1,199 @@
+"""Model cards, the datasets beside the reward models, and the relative references of the info files.
+
+Pure checks on hand-made values, and the three usage snippets run against the kit's own scorers on the small
+test model (an untrained head: the snippet must read the same numbers, whatever they are). In-memory or under
+pytest's tmp dirs; no network. The training tests run the same checks on the models they train.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+from card_checks import absolute_paths_in, front_matter, run_usage
+
+from rleif_kit.core.jsonl import write_jsonl
+from rleif_kit.models.cards import (
+    ModelCard,
+    base_license,
+    generation_usage,
+    hub_id,
+    irm_usage,
+    prm_usage,
+    render,
+    usage_code,
+    write_card,
+)
+from rleif_kit.models.refs import model_ref, relink_adapter, resolve_ref
+from rleif_kit.rewards import rm_datasets
+from rleif_kit.rewards.rm_cards import irm_card, prm_card, snippet_steps
+from rleif_kit.rewards.rm_datasets import PAIR_FIELDS, STEP_FIELDS, pair_rows, step_rows
+from rleif_kit.worlds.prompts import MATH_PROMPT_COT, math_prompt
+
+SOLUTION = "Step 1: 4 * 2 = 8. Step 2: 8 / 2 = 4. The answer is: 4"
+
+
+# ------------------------------------------------------------------ references in info files
+
+def test_model_refs_are_relative_inside_the_run_and_as_given_outside(tmp_path):
+    run = tmp_path / "run"
+    folder = run / "03_sft" / "model"
+    assert model_ref(run / "tiny-llama", folder, run) == "../../tiny-llama"  # up from model/, up from 03_sft/
+    assert model_ref(run / "03_sft" / "model", run / "05_ppo" / "model", run) == "../../03_sft/model"
+    assert model_ref(run / "tiny-llama", folder, run, given=str(run / "tiny-llama")) == "../../tiny-llama"
+    assert model_ref("meta-llama/Llama-2-7b-hf", folder, run) == "meta-llama/Llama-2-7b-hf"  # a hub id stays
+    outside = tmp_path / "models" / "base"
+    assert model_ref(outside, folder, run, given=str(outside)) == str(outside)  # absolute in the config: kept
+    assert model_ref(outside, folder, run, given="./models/base") == "../../../models/base"  # relative: from folder
+    assert model_ref(folder / "sub", folder, run) == "./sub"
+    assert resolve_ref("../../tiny-llama", folder) == str((run / "tiny-llama").resolve())
+    assert resolve_ref("meta-llama/Llama-2-7b-hf", folder) == "meta-llama/Llama-2-7b-hf"
+    assert resolve_ref(str(outside), folder) == str(outside)
+
+
+def test_relink_points_the_adapter_config_at_the_stored_reference(tmp_path):
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "/tmp/x/tiny", "r": 4}))
+    relink_adapter(tmp_path, "../../tiny-llama")
+    assert json.loads((tmp_path / "adapter_config.json").read_text()) == {"base_model_name_or_path": "../../tiny-llama",
+                                                                        "r": 4}
+    relink_adapter(tmp_path / "none", "x")  # full weights: no adapter config, nothing to do
+
+
+# ------------------------------------------------------------------ the card's text
+
+def test_card_has_hub_front_matter_and_a_runnable_usage_block(tmp_path):
+    card = ModelCard(title="T", summary="What it is.", usage="x = 1 + 1\nprint(x)",
+                     metadata={"base_model": "meta-llama/Llama-2-7b-hf", "tags": ["rleif", "wizardmath", "ppo"],
+                               "library_name": "transformers", "pipeline_tag": "text-generation", "license": None,
+                               "datasets": []},
+                     prompt="```text\nPROMPT\n```", training={"learning rate": 2e-5, "targets": ["q_proj", "v_proj"]},
+                     results={"AUC": None, "a|b": 0.123456}, figures={"training loss": "figures/training_loss.png"})
+    write_card(tmp_path, card)
+    meta = front_matter(tmp_path)
+    assert (meta.base_model, meta.tags, meta.library_name, meta.pipeline_tag) == (
+        "meta-llama/Llama-2-7b-hf", ["rleif", "wizardmath", "ppo"], "transformers", "text-generation")
+    assert meta.license is None and meta.datasets is None  # empty values are left out, not written as null
+    text = (tmp_path / "README.md").read_text()
+    assert text.startswith("---\nbase_model: meta-llama/Llama-2-7b-hf\n") and "\n# T\n\nWhat it is.\n" in text
+    assert usage_code(text) == "x = 1 + 1\nprint(x)"
+    assert run_usage(tmp_path)["x"] == 2
+    assert "| learning rate | 2e-05 |" in text and "| targets | `q_proj`, `v_proj` |" in text
+    assert "| AUC | n/a |" in text and "| a|b | 0.1235 |" in text  # 4 significant digits
+    assert "![training loss](figures/training_loss.png)" in text
+    assert text.index("## Usage") < text.index("## Prompt format") < text.index("## Training")
+
+
+def test_hub_ids_and_licenses(tmp_path):
+    assert hub_id("meta-llama/Llama-2-7b-hf") == "meta-llama/Llama-2-7b-hf"
+    assert [hub_id(x) for x in ("../../tiny-llama", "/models/llama", "./a/b", None)] == [None] * 4
+    (tmp_path / "README.md").write_text("---\nlicense: llama2\ntags:\n- x\n---\n# Llama\n")
+    assert base_license(tmp_path) == "llama2"
+    assert base_license(tmp_path / "missing") is None and base_license("meta-llama/Llama-2-7b-hf") is None
+
+
+# ------------------------------------------------------------------ the datasets beside the reward models
+
+def test_pairs_and_steps_load_as_hub_datasets_with_the_documented_fields(tmp_path):
+    from datasets import load_dataset
+
+    pairs = [{"group": "s1", "chosen": "s1-a", "rejected": "s1-b", "chosen_text": "Add 3 and 4.",
+              "rejected_text": "Add 3 and.", "operator": "deepen"}]
+    held = [{"group": "s2", "chosen": "s2-a", "rejected": "s2-c", "chosen_text": "Tom has 2 pens.",
+             "rejected_text": "Tom has pens.", "operator": "concretize"}]
+    write_jsonl(tmp_path / "irm_pairs.jsonl", pair_rows(pairs, held))
+    examples = [{"id": "s1-s0", "instruction_id": "s1", "question": "Maya has 4 plants.", "solution": SOLUTION,
+                 "labels": [True, False], "source": "verifier"}]
+    write_jsonl(tmp_path / "prm_steps.jsonl", step_rows(examples, []))
+
+    ds = load_dataset("json", data_files=str(tmp_path / "irm_pairs.jsonl"), cache_dir=str(tmp_path / "c"))["train"]
+    documented = {name for key in PAIR_FIELDS for name in key.split(", ")}
+    assert set(ds.column_names) == documented
+    assert ds["id"] == ["s1-a>s1-b", "s2-a>s2-c"] and ds["split"] == ["train", "heldout"]
+    assert ds[0]["chosen_text"] == "Add 3 and 4." and ds[1]["group"] == "s2"
+
+    steps = load_dataset("json", data_files=str(tmp_path / "prm_steps.jsonl"), cache_dir=str(tmp_path / "c"))["train"]
+    assert set(steps.column_names) == set(STEP_FIELDS)
+    row = steps[0]
+    assert row["steps"] == ["Step 1: 4 * 2 = 8.", "Step 2: 8 / 2 = 4. The answer is: 4"]  # the last runs to its answer
+    assert row["labels"] == [True, False] and row["split"] == "train" and row["instruction_id"] == "s1"
+    for name in documented | set(STEP_FIELDS):  # the module docstring documents every field too
+        assert f"``{name}``" in rm_datasets.__doc__, name
+
+
+def test_the_prm_snippet_example_is_one_whose_steps_it_finds_again():
+    lines = {"question": "q1", "solution": "First 3 + 4 = 7.\nThen 7 * 2 = 14.\nThe answer is: 14"}  # line steps
+    marked = {"question": "q2", "solution": SOLUTION}
+    assert snippet_steps([lines, marked]) == ("q2", ["Step 1: 4 * 2 = 8.", "Step 2: 8 / 2 = 4. The answer is: 4"])
+
+
+# ------------------------------------------------------------------ the snippets read what the kit reads
+
+def _save(model, tok, folder):
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def test_snippets_score_and_generate_as_the_kit_does(tmp_path, small_model_dir):
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoModelForTokenClassification
+
+    from rleif_kit.models.generation import generate
+    from rleif_kit.models.loading import load_tokenizer
+    from rleif_kit.reward_scoring.irm import irm_score
+    from rleif_kit.reward_scoring.load import head_labels
+    from rleif_kit.reward_scoring.prm import prm_score
+
+    tok = load_tokenizer(str(small_model_dir))
+    torch.manual_seed(0)
+    prm = AutoModelForTokenClassification.from_pretrained(small_model_dir, num_labels=2, **head_labels("token"))
+    prm.config.pad_token_id = tok.pad_token_id
+    question = "Maya has 4 plants. She doubles them, then halves them."
+    steps = ["Step 1: 4 * 2 = 8.", "Step 2: 8 / 2 = 4. The answer is: 4"]  # SOLUTION's steps
+    write_card(_save(prm, tok, tmp_path / "prm"), ModelCard("PRM", "", {}, prm_usage(MATH_PROMPT_COT, question, steps)))
+    ns = run_usage(tmp_path / "prm")
+    assert ns["scores"] == pytest.approx(prm_score(prm.eval(), tok, question, " ".join(steps)), abs=1e-5)
+    assert ns["model"].config.id2label == {0: "wrong", 1: "right"} and "rA (min over the steps)" in ns["_printed"]
+
+    irm = AutoModelForSequenceClassification.from_pretrained(small_model_dir, num_labels=1)
+    irm.config.pad_token_id = tok.pad_token_id
+    write_card(_save(irm, tok, tmp_path / "irm"), ModelCard("IRM", "", {}, irm_usage("Tom has 3 pens.")))
+    assert run_usage(tmp_path / "irm")["r_i"] == pytest.approx(irm_score(irm, tok, ["Tom has 3 pens."])[0], abs=1e-5)
+
+    lm = AutoModelForCausalLM.from_pretrained(small_model_dir)
+    usage = generation_usage(MATH_PROMPT_COT, question, 12)
+    write_card(_save(lm, tok, tmp_path / "lm"), ModelCard("LM", "", {}, usage))
+    expected = generate(lm, tok, [math_prompt(question, cot=True)], 12, progress=False)[0]
+    assert run_usage(tmp_path / "lm")["response"] == expected
+
+
+def test_reward_model_cards_name_their_kind_data_and_base_without_the_tmp_root(tiny_cfg, tmp_path):
+    cfg, paths = tiny_cfg("reward_model.rm_finetune=\"lora\"", stage="04_reward_models")
+    ref = model_ref(paths.sft_model, paths.prm_model, paths.output_dir)
+    prm = SimpleNamespace(log=[{"loss": 0.7, "step": 1}, {"loss": 0.5, "step": 2}], heldout_scores=[0.9, 0.2],
+                          heldout_labels=[True, False], train_examples=3, heldout_examples=1, train_steps=6,
+                          heldout_steps=2, correct_share=0.5, step_accuracy=1.0, step_auc=1.0, runtime_s=2.0)
+    text = render(prm_card(cfg, paths, prm, ref, str(paths.sft_model), [{"question": "q", "solution": SOLUTION}]))
+    meta = front_matter_of(text, tmp_path)
+    assert (meta.pipeline_tag, meta.library_name) == ("token-classification", "peft")
+    assert {"rleif", "wizardmath", "process-reward-model", "lora"} <= set(meta.tags)
+    assert "`../prm_steps.jsonl`" in text and "../../03_sft/model" in text and MATH_PROMPT_COT in text
+    assert (paths.prm_model / "figures" / "training_loss.png").exists()
+    assert (paths.prm_model / "figures" / "heldout_step_scores.png").exists()
+
+    irm = SimpleNamespace(log=[], train_pairs=8, heldout_pairs=2, heldout_accuracy=0.5, runtime_s=1.0)
+    text = render(irm_card(cfg, paths, irm, ref, str(paths.sft_model), [{"chosen_text": "Add 3 and 4."}]))
+    meta = front_matter_of(text, tmp_path)
+    assert meta.pipeline_tag == "text-classification" and "reward-model" in meta.tags
+    assert "`../irm_pairs.jsonl`" in text and "instruction = \"Add 3 and 4.\"" in text
+    paths.irm_model.mkdir(parents=True, exist_ok=True)
+    (paths.irm_model / "README.md").write_text(text)
+    assert absolute_paths_in(paths.irm_model, tmp_path) == []
+
+
+def front_matter_of(text: str, tmp_path):
+    folder = tmp_path / "card"
+    folder.mkdir(exist_ok=True)
+    (folder / "README.md").write_text(text)
+    return front_matter(folder)
