@@ -297,3 +297,70 @@ def test_the_broken_reward_gallery_is_caught(tiny_run, tmp_path, monkeypatch):
     template = {v.check: v.status for v in irm_probes(lambda texts: [0.9 if "at the end" in t else 0.3 for t in texts],
                                                       pairs, d)}
     assert template["irm_probe_unsolvable"] == "fail" and template["irm_probe_number_removed"] == "fail", template
+
+
+# ------------------------------------------------------------------ what rleif run leaves beside the figures
+
+
+def test_rleif_run_streamed_progress_lines_for_sft_the_reward_models_and_ppo(tiny_run):
+    """Each long stage printed progress lines, streamed to the terminal (counted in run.json) and kept in its log.
+    SFT logs every 20 of 500 steps; the progress lines come at most every 10 s, and always for the last step."""
+    from rleif_kit.core.progress import LINE
+
+    reports = tiny_run / "reports"
+    run = json.loads((reports / "run.json").read_text())
+    assert {s: v["status"] for s, v in run["stages"].items()} == {s: "ok" for s in STAGES.split(",")}
+    labels = {"03_sft": ["[03_sft] step"], "04_reward_models": ["[04_reward_models irm] step",
+                                                                "[04_reward_models prm] step"],
+              "05_ppo": ["[05_ppo] step"]}
+    for stage, prefixes in labels.items():
+        log = (reports / run["stages"][stage]["log"]).read_text()
+        lines = [line for line in log.splitlines() if LINE.match(line)]
+        for prefix in prefixes:
+            mine = [line for line in lines if line.startswith(prefix)]
+            assert len(mine) >= 2 and "done in" in mine[-1], (stage, prefix, mine[-3:])
+        assert run["stages"][stage]["lines_shown"] >= len(lines) >= 2 * len(prefixes)
+    assert "[05_ppo] step 40/40" in (reports / "logs" / "05_ppo.log").read_text()
+    assert "without encryption" not in "".join(p.read_text() for p in (reports / "logs").glob("*.log"))
+
+
+def test_tensorboard_event_files_for_sft_the_reward_models_and_ppo(tiny_run):
+    """The tiny preset logs to TensorBoard ([base] report_to); the event files read back with TensorBoard's own
+    reader: the trainers' loss curves and every numeric column of the PPO log."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    board = tiny_run / "run" / "tensorboard"
+    assert sorted(p.name for p in board.iterdir()) == ["03_sft", "04_irm", "04_prm", "05_ppo"]
+    tags = {}
+    for folder in board.iterdir():
+        events = EventAccumulator(str(folder))
+        events.Reload()
+        tags[folder.name] = set(events.Tags()["scalars"])
+        assert len(events.Scalars(sorted(tags[folder.name])[0])) >= 2
+    assert "train/loss" in tags["03_sft"] and "train/loss" in tags["04_irm"] and "train/loss" in tags["04_prm"]
+    ppo_log = [json.loads(line) for line in (tiny_run / "run" / "05_ppo" / "log.jsonl").read_text().splitlines()]
+    assert {"reward/reward_mean", "reward/rA_mean", "ppo/kl", "ppo/entropy"} <= tags["05_ppo"]
+    events = EventAccumulator(str(board / "05_ppo"))
+    events.Reload()
+    assert [round(e.value, 5) for e in events.Scalars("reward/reward_mean")] == \
+        [round(r["reward_mean"], 5) for r in ppo_log]
+
+
+def test_the_run_and_its_reports_moved_elsewhere_resume_with_every_stage_skipped(tiny_run, tmp_path):
+    """A copy of the shared run's folder and reports, pointed at by new absolute overrides (as from another
+    checkout): no marker holds an absolute path, so every stage is complete and unchanged."""
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(tiny_run / "run", moved / "run", ignore=shutil.ignore_patterns("tensorboard"))
+    shutil.copytree(tiny_run / "reports", moved / "reports")
+    for marker in (moved / "run").glob("*/.done.json"):
+        assert str(tiny_run) not in marker.read_text(), marker
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        runs = run_pipeline(str(TINY_PARAMS), STAGES, tiny_overrides(moved / "run"), report_dir=str(moved / "reports"))
+    finally:
+        os.chdir(cwd)
+    assert runs == []
+    run = json.loads((moved / "reports" / "run.json").read_text())
+    assert {s: v["status"] for s, v in run["stages"].items()} == {s: "skipped" for s in STAGES.split(",")}
+    assert "01_evolve" in (moved / "reports" / "index.html").read_text()

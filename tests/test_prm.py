@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
+from card_checks import absolute_paths_in, front_matter, run_usage
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
 from rleif_kit.core.metrics import roc_auc, threshold_accuracy
 from rleif_kit.reward_scoring.prm import IGNORE, StepLabelCollator, encode, prm_input, solution_step_ends
@@ -95,8 +98,10 @@ def test_prm_trains_every_parameter_and_scores(tmp_path, small_model_dir, finetu
     from rleif_kit.rewards.rm_training import load_rm_for_training
     from rleif_kit.reward_scoring.load import load_rm
     from rleif_kit.core.run_setup import setup
+    from datasets import load_dataset
 
-    cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", f'reward_model.prm_base="{small_model_dir}"',
+    base = shutil.copytree(small_model_dir, tmp_path / "run" / "base")  # inside the run: it moves with it below
+    cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", f'reward_model.prm_base="{base}"',
                                                          "reward_model.rm_epochs=4", "reward_model.rm_batch_size=16",
                                                          f'reward_model.rm_finetune="{finetune}"',
                                                          "sft.lora_targets=[\"q_proj\",\"v_proj\"]"),
@@ -109,7 +114,7 @@ def test_prm_trains_every_parameter_and_scores(tmp_path, small_model_dir, finetu
             solution = solution.replace(first, first[:-1] + str((int(first.split("= ")[1]) + 1)), 1)
         from rleif_kit.worlds.step_labels import verifier_labels
 
-        examples.append({"question": p["question"], "solution": solution,
+        examples.append({"id": p["id"], "question": p["question"], "solution": solution,
                          "labels": verifier_labels(p["question"], solution, p["answer"])})
     initial = trainable_parameters(load_rm_for_training(str(small_model_dir), "token", cfg, False)[0])
     model, tok, result = train_prm(cfg, paths, examples)
@@ -124,7 +129,28 @@ def test_prm_trains_every_parameter_and_scores(tmp_path, small_model_dir, finetu
     q, s = examples[0]["question"], examples[0]["solution"]
     assert prm_score(reloaded, tok2, q, s) == pytest.approx(prm_score(model, tok, q, s), abs=1e-5)
     assert answer_scores(reloaded, tok2, [(q, s), (q, "no steps here")]) [1] is None
-    assert (result.model_dir / "README.md").read_text().startswith("# Process reward model")
+    assert "\n# Process reward model" in (result.model_dir / "README.md").read_text()
+
+    # labels named; the card's snippet scores as the kit does; the steps lie beside the model as a dataset
+    assert reloaded.config.id2label == {0: "wrong", 1: "right"} and reloaded.config.label2id["right"] == 1
+    meta = front_matter(result.model_dir)
+    assert meta.pipeline_tag == "token-classification" and "process-reward-model" in meta.tags
+    assert meta.library_name == ("transformers" if finetune == "full" else "peft")
+    card = run_usage(result.model_dir)
+    solution = " ".join(card["steps"])
+    assert card["scores"] == pytest.approx(prm_score(reloaded, tok2, card["question"], solution), abs=1e-5)
+    rows = load_dataset("json", data_files=str(paths.rm_rows("prm")), cache_dir=str(tmp_path / "hf"))["train"]
+    assert len(rows) == result.train_examples + result.heldout_examples and rows["split"].count("heldout") == \
+        result.heldout_examples
+    assert all(len(r["steps"]) == len(r["labels"]) for r in rows) and rows[0]["source"] is None  # no source given
+
+    # no absolute path written; moved elsewhere, the folder still loads (base + adapter for LoRA) and scores
+    info = json.loads((result.model_dir / "rm_info.json").read_text())
+    assert info["base_model"] == "../../base" and absolute_paths_in(result.model_dir, tmp_path) == []
+    moved = Path(shutil.move(paths.output_dir, tmp_path / "elsewhere"))
+    again, tok3 = load_rm(moved / "04_reward_models" / "prm")
+    assert prm_score(again, tok3, q, s) == pytest.approx(prm_score(model, tok, q, s), abs=1e-5)
+    assert run_usage(moved / "04_reward_models" / "prm")["scores"] == pytest.approx(card["scores"], abs=1e-6)
 
 
 def test_paired_bootstrap_and_ab_verdicts():

@@ -23,13 +23,13 @@ def test_split_holds_out_whole_sibling_groups():
 
 
 def test_irm_trains_and_scores(tmp_path, small_model_dir):
+    from datasets import load_dataset
+
     from rleif_kit.evolution.fanout import run_fanout
     from rleif_kit.worlds.data import load_seeds
     from rleif_kit.rewards.irm_data import arith_irm_pairs
     from rleif_kit.models.loading import trainable_parameters
     from rleif_kit.rewards.rm_training import load_rm_for_training
-    from datasets import load_dataset
-
     from rleif_kit.reward_scoring.load import load_rm
 
     cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", f'reward_model.irm_base="{small_model_dir}"',

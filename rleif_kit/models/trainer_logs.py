@@ -67,14 +67,21 @@ def progress_callback(model: str) -> Any:
 
     class Progress(TrainerCallback):
         lines: ProgressLines | None = None
+        loss: float | None = None
+        shown = -1  # the step of the last line printed
 
         def on_train_begin(self, args, state, control, **kwargs):
             self.lines = ProgressLines(LABELS[model], state.max_steps, start=state.global_step)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if self.lines is not None and state.is_world_process_zero:
-                logs = logs or {}
-                self.lines.update(state.global_step, loss=logs.get("loss"), lr=logs.get("learning_rate"))
+            if self.lines is not None and state.is_world_process_zero and "loss" in (logs or {}):
+                self.loss = logs["loss"]
+                if self.lines.update(state.global_step, loss=logs["loss"], lr=logs.get("learning_rate")):
+                    self.shown = state.global_step
+
+        def on_train_end(self, args, state, control, **kwargs):  # the last step need not be a logging step
+            if self.lines is not None and state.is_world_process_zero and self.shown != state.global_step:
+                self.lines.update(state.global_step, loss=self.loss)
 
     return Progress()
 

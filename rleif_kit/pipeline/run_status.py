@@ -70,8 +70,8 @@ class RunStatus:
         self.save()
 
     def set(self, key: str, status: str, reason: str = "", seconds: float | None = None,
-            log: Path | None = None) -> None:
-        entry = {"status": status, "reason": reason, "updated": _now()}
+            log: Path | None = None, **extra: Any) -> None:
+        entry = {"status": status, "reason": reason, "updated": _now(), **extra}
         if seconds is not None:
             entry["seconds"] = round(seconds, 1)
         elif status in ("ok", "skipped", "stale") and "seconds" in self.data["stages"].get(key, {}):

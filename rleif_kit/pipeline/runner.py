@@ -57,6 +57,7 @@ class StageRun:
     stage: str
     output: Path
     seconds: float
+    lines_shown: int = 0  # progress lines (and warnings) streamed to the terminal
 
 
 def notebook_dir() -> Path:
@@ -135,7 +136,7 @@ def run_stage(stage: str, params_path: str, overrides: list[str], report_dir: Pa
             os.environ.pop(PROGRESS_ENV, None)
         else:
             os.environ[PROGRESS_ENV] = previous
-    return StageRun(stage, output, time.perf_counter() - start)
+    return StageRun(stage, output, time.perf_counter() - start, stream.shown)
 
 
 def _clear_metrics(report_dir: Path, stage: str) -> None:
@@ -242,7 +243,7 @@ def _run_steps(cfg: RunConfig, params_path: str, overrides: list[str], settings_
                 status.set(key, "failed", str(err) or type(err).__name__, seconds=time.perf_counter() - start)
                 print(f"{tag} {stage} failed after {time.perf_counter() - start:.0f}s", flush=True)
                 raise
-            status.set(key, "ok", why, seconds=runs[-1].seconds)
+            status.set(key, "ok", why, seconds=runs[-1].seconds, lines_shown=runs[-1].lines_shown)
         if n > 1:
             print(f"loop summary: {summarize_loop(reports, cfg.output_dir, n)}", flush=True)
     finally:
