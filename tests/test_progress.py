@@ -92,3 +92,18 @@ def test_the_ppo_step_log_writes_every_numeric_column_as_a_scalar(tmp_path):
     events.Reload()
     assert sorted(events.Tags()["scalars"]) == ["ppo/kl", "reward/reward_mean"]  # no bool, text, None or step
     assert [(e.step, e.value) for e in events.Scalars("reward/reward_mean")] == [(0, 0.25), (1, 0.5)]
+
+
+def test_a_bar_also_prints_lines_under_rleif_run(monkeypatch, capsys):
+    from rleif_kit.core.progress import Bar
+
+    monkeypatch.setenv("RLEIF_PROGRESS_LINES", "1")
+    bar = Bar(3, "judge (prm)", "04_reward_models", initial=1, file=io.StringIO())  # tqdm's own output aside
+    bar.set_postfix(failed=0, refresh=False)
+    bar.update(1)  # the first line: no throttle yet
+    bar.update(1)  # the last: always
+    bar.close()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("[04_reward_models judge] item 2/3 · failed 0 · ETA")
+    assert lines[1].startswith("[04_reward_models judge] item 3/3 · failed 0 · done in")
+    assert all(LINE.match(x) for x in lines)

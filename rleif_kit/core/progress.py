@@ -16,7 +16,7 @@ import time
 from typing import Any, Callable
 
 ENV = "RLEIF_PROGRESS_LINES"
-LINE = re.compile(r"^\[0\d_[a-z_]+(?: [a-z]+)?\] (step|item|round) ")  # what the runner streams to the terminal
+LINE = re.compile(r"^\[0\d_[a-z_]+(?: [a-z-]+)?\] (step|item|round) ")  # what the runner streams to the terminal
 
 
 def wanted() -> bool:
@@ -71,3 +71,38 @@ class ProgressLines:
         text = self.line(step, figures)
         print(text, file=self.stream or sys.stdout, flush=True)
         return text
+
+
+class Bar:
+    """A tqdm bar that also prints progress lines (``[label] item n/total · ... · ETA``) when ``rleif run`` asks:
+    the bar for JupyterLab, the lines for the terminal. ``update``, ``set_postfix`` and ``close`` as tqdm's."""
+
+    def __init__(self, total: int, desc: str, label: str, initial: int = 0, disable: bool = False,
+                 unit: str = "item", **tqdm_kwargs: Any):
+        from tqdm.auto import tqdm  # heavy: loaded on first use
+
+        self.bar = tqdm(total=total, initial=initial, desc=desc, disable=disable, unit=unit, **tqdm_kwargs)
+        self.lines = ProgressLines(f"{label} {desc.split()[0].lower()}" if desc else label, total, start=initial,
+                                   unit="item", enabled=None if not disable else False)
+        self.n, self.figures = initial, {}
+
+    def update(self, n: int = 1) -> None:
+        self.bar.update(n)
+        self.n += n
+        self.lines.update(self.n, **self.figures)
+
+    def set_postfix(self, ordered_dict: dict | None = None, refresh: bool = True, **kwargs: Any) -> None:
+        self.figures = {**(ordered_dict or {}), **kwargs}
+        self.bar.set_postfix(self.figures, refresh=refresh)
+
+    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+        self.bar.set_postfix_str(text, refresh=refresh)
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -23,6 +23,7 @@ from rleif_kit.checks.verdicts import ab_verdict
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.progress import Bar
 from rleif_kit.core.records import write_json_atomic
 from rleif_kit.core.stages import EVAL, PPO, SFT
 from rleif_kit.evaluation.generators import LocalModel, ServedModel
@@ -128,15 +129,13 @@ def evaluate_benchmark(generator: Any, benchmark: str, items: Sequence[dict], ou
     Returns (the rows of ``items``, in item order, including those of earlier runs; how many are
     still pending because a request failed; the stale-results note or None).
     """
-    from tqdm.auto import tqdm  # heavy: loaded on first use
-
     out_path = Path(out_path)
     note = _claim(out_path, _meta(generator, benchmark, ev))
     rows = {r["id"]: r for r in read_jsonl(out_path)}
     jobs = _jobs(benchmark, items, ev)
     todo = [j for j in jobs if j[0] not in rows]
-    bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc=f"{generator.name} · {benchmark}",
-               disable=not progress)
+    bar = Bar(len(jobs), f"{generator.name} · {benchmark}", EVAL, initial=len(jobs) - len(todo),
+              disable=not progress)
     try:
         with JsonlWriter(out_path, fsync_every=64) as out:
             for start in range(0, len(todo), generator.chunk):

@@ -9,10 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
 
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
+from rleif_kit.core.progress import Bar
+from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.core.records import write_json_atomic
 from rleif_kit.evolution.evolvers import Outcome, Task, make_evolver
 from rleif_kit.evolution.operators import distinct_operators, operators_for
@@ -39,7 +40,7 @@ async def run_fanout_async(cfg: RunConfig, out_path: Path, parents: list[dict], 
     endpoint, what it cost goes to ``<out>.usage.json`` (invocations and their total, as 01's ``usage.json``)."""
     done = {r["id"]: r for r in read_jsonl(out_path)}
     tasks = [t for t in fanout_tasks(parents, k, cfg) if t.id not in done]
-    bar = tqdm(total=len(tasks), desc="fan-out", disable=not progress)
+    bar = Bar(len(tasks), "fan-out", REWARD_MODELS, disable=not progress)  # 04's IRM sibling sets
     with JsonlWriter(out_path, fsync_every=cfg.evol_instruct.checkpoint_every) as out:
         def on_outcome(task: Task, outcome: Outcome, in_flight: int) -> None:
             bar.update(1)

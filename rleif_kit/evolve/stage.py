@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
 
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.progress import Bar
 from rleif_kit.core.records import write_json_atomic
 from rleif_kit.core.run_setup import setup
 from rleif_kit.core.settings import load_settings
@@ -207,7 +207,7 @@ async def run_evolve_async(cfg: RunConfig, paths: RunPaths, settings: Any = None
     backend = getattr(evolver, "backend", None)
     stopped = lambda: bool(backend is not None and getattr(backend, "stopped_reason", None))  # noqa: E731
     max_live = 2 * ev.concurrency if backend is not None else 64  # a little queue ahead of the semaphore
-    bar = tqdm(total=len(lineages) * ev.rounds, desc="evolve", disable=not progress)
+    bar = Bar(len(lineages) * ev.rounds, "evolve", EVOLVE, disable=not progress)  # and progress lines
     try:
         for round_ in range(1, ev.rounds + 1):
             tasks = plan_round(lineages, round_, files, cfg, operators)

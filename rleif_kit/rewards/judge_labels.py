@@ -35,6 +35,8 @@ from typing import Any, Callable, Sequence
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.exits import REJECTED_PREFIX, rejected_error
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
+from rleif_kit.core.progress import Bar
+from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.core.reward_math import balance_pairs, ranking_to_pairs
 from rleif_kit.llm import ChatRequest, run_sync
 from rleif_kit.llm.base import cut_off
@@ -108,7 +110,6 @@ def _sha(text: str) -> str:
 
 async def _judge_async(cfg: RunConfig, backend: Any, role: str, items: list[_Item], out_path: Path,
                        max_attempts: int, progress: bool) -> tuple[dict[str, dict], JudgeReport]:
-    from tqdm.auto import tqdm  # heavy: loaded on first use
 
     ids = [it.id for it in items]
     repeated = sorted(i for i, n in Counter(ids).items() if n > 1)
@@ -146,7 +147,7 @@ async def _judge_async(cfg: RunConfig, backend: Any, role: str, items: list[_Ite
                 return {"status": "ok", "label": label, "attempts": attempt + 1}
         return {"status": "failed", "reason": "unparseable", "attempts": max_attempts, "answer": answer[:2000]}
 
-    bar = tqdm(total=len(todo), desc=f"judge ({role})", disable=not progress)
+    bar = Bar(len(todo), f"judge ({role})", REWARD_MODELS, disable=not progress)
     try:
         with JsonlWriter(out_path, fsync_every=cfg.evol_instruct.checkpoint_every) as out:
             def on_outcome(item: _Item, outcome: dict | None, in_flight: int) -> None:

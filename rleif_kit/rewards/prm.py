@@ -23,6 +23,8 @@ from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, read_user_jsonl, write
 from rleif_kit.core.launch import load_result
 from rleif_kit.core.metrics import roc_auc, threshold_accuracy
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.progress import Bar
+from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.models import trainer_logs
 from rleif_kit.models.generation import generate
 from rleif_kit.models.loading import load_merged
@@ -69,7 +71,6 @@ def sample_solutions(cfg: RunConfig, paths: RunPaths, instructions: Sequence[dic
     shuffle), appended per batch to ``out_path``; a rerun resumes after the last finished batch and
     draws the same samples (each batch reseeds from ``[base].seed`` and its index)."""
     import torch  # heavy: loaded on first use
-    from tqdm.auto import tqdm  # heavy: loaded on first use
 
     order = list(instructions)
     random.Random(cfg.base.seed).shuffle(order)
@@ -83,7 +84,7 @@ def sample_solutions(cfg: RunConfig, paths: RunPaths, instructions: Sequence[dic
         done = done[:start]
         write_jsonl(out_path, done)
     model, tokenizer = load_merged(paths.sft_model)
-    bar = tqdm(total=len(picks), initial=start, desc="sampling solutions", disable=not progress)
+    bar = Bar(len(picks), "sampling solutions", REWARD_MODELS, initial=start, disable=not progress)
     with JsonlWriter(out_path, fsync_every=batch) as writer:
         for b in range(start, len(picks), batch):
             torch.manual_seed(cfg.base.seed + b)
