@@ -27,6 +27,7 @@ from rleif_kit.models.cards import (
     write_card,
 )
 from rleif_kit.models.refs import model_ref, relink_adapter, resolve_ref
+from rleif_kit.reward_scoring.load import PRM_LABELS
 from rleif_kit.rewards import rm_datasets
 from rleif_kit.rewards.rm_cards import irm_card, prm_card, snippet_steps
 from rleif_kit.rewards.rm_datasets import PAIR_FIELDS, STEP_FIELDS, pair_rows, step_rows
@@ -151,7 +152,8 @@ def test_snippets_score_and_generate_as_the_kit_does(tmp_path, small_model_dir):
     prm.config.pad_token_id = tok.pad_token_id
     question = "Maya has 4 plants. She doubles them, then halves them."
     steps = ["Step 1: 4 * 2 = 8.", "Step 2: 8 / 2 = 4. The answer is: 4"]  # SOLUTION's steps
-    write_card(_save(prm, tok, tmp_path / "prm"), ModelCard("PRM", "", {}, prm_usage(MATH_PROMPT_COT, question, steps)))
+    usage = prm_usage(MATH_PROMPT_COT, question, steps, PRM_LABELS)
+    write_card(_save(prm, tok, tmp_path / "prm"), ModelCard("PRM", "", {}, usage))
     ns = run_usage(tmp_path / "prm")
     assert ns["scores"] == pytest.approx(prm_score(prm.eval(), tok, question, " ".join(steps)), abs=1e-5)
     assert ns["model"].config.id2label == {0: "wrong", 1: "right"} and "rA (min over the steps)" in ns["_printed"]

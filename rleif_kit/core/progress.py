@@ -78,7 +78,7 @@ class Bar:
     the bar for JupyterLab, the lines for the terminal. ``update``, ``set_postfix`` and ``close`` as tqdm's."""
 
     def __init__(self, total: int, desc: str, label: str, initial: int = 0, disable: bool = False,
-                 unit: str = "item", **tqdm_kwargs: Any):
+                 unit: str = "it", **tqdm_kwargs: Any):
         from tqdm.auto import tqdm  # heavy: loaded on first use
 
         self.bar = tqdm(total=total, initial=initial, desc=desc, disable=disable, unit=unit, **tqdm_kwargs)

@@ -8,6 +8,7 @@ and the run manifest (versions, git commit, hardware) into the output directory,
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
 import random
@@ -92,9 +93,17 @@ def apply_threads_and_seed(cfg: RunConfig) -> None:
     torch.manual_seed(cfg.base.seed)
 
 
+def quiet_harmless_noise() -> None:
+    """Silence what every stage would print although nothing is wrong (each filter says why it is harmless)."""
+    # bitsandbytes on a CPU with AVX512-BF16 tries an optional hub kernel ("kernels-community") at import and warns
+    # when it is not installed (or there is no network); it then uses its own CPU kernel, which the kit's tests use
+    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+
+
 def setup(params_path: str, overrides: list[str] | tuple = (), stage: str = SETUP,
           report_dir: str | None = None, workdir: str | None = None) -> tuple[RunConfig, RunPaths]:
     """Everything a notebook needs before its first step."""
+    quiet_harmless_noise()
     wd = Path(workdir) if workdir else default_workdir()
     cfg = load_config(params_path, list(overrides or ()), workdir=wd)
     reports = Path(report_dir) if report_dir else wd / "reports" / cfg.run_name

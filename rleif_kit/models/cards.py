@@ -136,10 +136,12 @@ def py_literal(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _adapter_load(auto_class: str, base: str | None, extra: str = "") -> str:
+def _adapter_load(auto_class: str, base: str | None, head: str = "") -> str:
+    """Full weights from the folder, or the base (with ``head``: the new head's arguments) and this adapter."""
     if base is None:
-        return f'model = {auto_class}.from_pretrained("."{extra}).eval()'
-    return (f"base = {auto_class}.from_pretrained({py_literal(base)}{extra})  # the base this adapter was trained on\n"
+        return f'model = {auto_class}.from_pretrained(".").eval()'
+    return (f"# the base this adapter was trained on, then the adapter merged into it\n"
+            f"base = {auto_class}.from_pretrained({py_literal(base)}{head})\n"
             f'model = PeftModel.from_pretrained(base, ".").merge_and_unload().eval()')
 
 
@@ -181,18 +183,25 @@ print(f"rI = {{r_i:.3f}}")
 """
 
 
-def prm_usage(template: str, question: str, steps: list[str], adapter_base: str | None = None) -> str:
-    """P(step right) of each step of one solution: the head read at each step's last token, label ``right``."""
+def prm_usage(template: str, question: str, steps: list[str], labels: dict[int, str],
+              adapter_base: str | None = None) -> str:
+    """P(step right) of each step of one solution: the head read at each step's last token, label ``right``
+    (``labels``: the head's id2label, which an adapter's base must be given; full weights have it in config.json)."""
     peft = "from peft import PeftModel\n" if adapter_base is not None else ""
+    names = "{" + ", ".join(f"{k}: {py_literal(v)}" for k, v in labels.items()) + "}"
+    ids = "{" + ", ".join(f"{py_literal(v)}: {k}" for k, v in labels.items()) + "}"
+    classes = "" if adapter_base is None else (f"LABELS, LABEL_IDS = {names}, {ids}  # the head's classes (in "
+                                               "config.json of full weights)\n")
+    head = ", id2label=LABELS, label2id=LABEL_IDS"
     return f"""import torch
 {peft}from transformers import AutoModelForTokenClassification, AutoTokenizer
 
 PROMPT = {py_literal(template)}
 question = {py_literal(question)}
 steps = {py_literal(steps)}
-
+{classes}
 tokenizer = AutoTokenizer.from_pretrained(".")
-{_adapter_load("AutoModelForTokenClassification", adapter_base, ", num_labels=2")}
+{_adapter_load("AutoModelForTokenClassification", adapter_base, head)}
 solution = " ".join(steps)
 text = PROMPT.format(instruction=question) + " " + solution
 ends, pos = [], len(text) - len(solution)  # character end of each step in the text

@@ -129,7 +129,7 @@ def prm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_l
                  + "; a step after the first wrong one is wrong too. Trained with `transformers.Trainer` and a "
                  "collator that puts each label on its step's last token (-100 elsewhere)."),
         metadata=_metadata(cfg, rm.prm_base, base_location, "process-reward-model", "token-classification"),
-        usage=prm_usage(MATH_PROMPT_COT, question, steps, base_ref if rm.rm_finetune != "full" else None),
+        usage=prm_usage(MATH_PROMPT_COT, question, steps, PRM_LABELS, base_ref if rm.rm_finetune != "full" else None),
         prompt=("The WizardMath / Alpaca prompt with the chain-of-thought opener, the question as `{instruction}`, "
                 "then one space and the solution, exactly as the policy writes it:\n\n"
                 f"```text\n{MATH_PROMPT_COT}\n```\n\nSteps are `Step k:` segments (or one per line); the last step "
