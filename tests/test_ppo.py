@@ -10,6 +10,7 @@ import shutil
 import pytest
 import torch
 
+from card_checks import absolute_paths_in, front_matter, run_usage
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
 
 pytestmark = pytest.mark.slow
@@ -70,6 +71,22 @@ def test_updates_move_every_trainable_weight_and_reference_stays_sft(tmp_path, s
     for key in ("reward_mean", "reward_std", "rI_mean", "rA_mean", "low_rA_share", "kl", "entropy", "clip_frac",
                 "value_loss", "response_len"):
         assert key in row
+
+    # the export: standalone weights whose card's snippet generates what the kit generates, no absolute path
+    from rleif_kit.models.generation import generate
+    from rleif_kit.ppo.stage import export
+    from rleif_kit.worlds.prompts import math_prompt
+
+    out = export(cfg, paths, policy, result)
+    meta = front_matter(out)
+    assert (meta.library_name, meta.pipeline_tag) == ("transformers", "text-generation") and "ppo" in meta.tags
+    assert json.loads((out / "ppo_info.json").read_text())["sft_model"] == "../../03_sft/model"
+    assert absolute_paths_in(out, tmp_path) == [] and (out / "figures" / "ppo_curves.png").exists()
+    card = run_usage(out)
+    exported = AutoModelForCausalLM.from_pretrained(out)
+    prompt = math_prompt(card["instruction"], cot=cfg.eval.cot_prompt)
+    assert card["response"] == generate(exported, policy.tokenizer, [prompt], cfg.eval.max_new_tokens,
+                                        progress=False)[0]
 
 
 def test_resume_continues_from_the_saved_step(tmp_path, small_model_dir):

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 from rleif_kit.checks.verdicts import check_ab
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
-from rleif_kit.core.jsonl import write_jsonl
+from rleif_kit.core.jsonl import read_jsonl, write_jsonl
 from rleif_kit.core.launch import load_result, maybe_launch, should_launch
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.verdict import Verdict
@@ -23,7 +23,7 @@ from rleif_kit.ppo.policy import Policy, export_policy, last_checkpoint, load_ch
 from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
 from rleif_kit.ppo.trainer import PPOResult, reward_gate, run_ppo
 from rleif_kit.worlds.arith_bench import evaluate_arith
-from rleif_kit.worlds.data import heldout_problems, instruction_pool
+from rleif_kit.worlds.data import heldout_problems
 
 
 def needs_gate(paths: RunPaths) -> bool:
@@ -37,8 +37,9 @@ def export(cfg: RunConfig, paths: RunPaths, policy: Policy, result: PPOResult) -
     out = paths.ppo_model
     if not dist.is_main():
         return out
-    pool = instruction_pool(cfg, paths)
-    card = render(build_card(cfg, paths, result, pool[0]["text"] if pool else None))
+    kept = paths.kept_instructions  # the card's example: the first instruction of the run's pool
+    first = next(iter(read_jsonl(kept)), None) if kept is not None else None
+    card = render(build_card(cfg, paths, result, first["text"] if first else None))
     export_policy(policy, out, card)
     info = {"steps": result.steps, "stopped": result.stopped, "algorithm": cfg.ppo.algorithm,
             "sft_model": model_ref(paths.sft_model, out, paths.output_dir)}
