@@ -277,3 +277,29 @@ def plot_probes(verdicts: Sequence[Any], ok_at: float, fail_at: float,
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
+
+
+def plot_gain(gains: dict[str, dict[str, Any]], min_gain: float | None = None,
+              title: str = "PPO − SFT, accuracy points (95% paired-bootstrap interval)") -> Figure:
+    """One row per benchmark: the gain as a dot, its 95% interval as a bar; zero and the ok line (``min_gain``)."""
+    names = list(gains)
+    fig, ax = plt.subplots(figsize=(6.5, 0.6 * max(1, len(names)) + 1.4))
+    for i, name in enumerate(names):
+        g = gains[name]
+        low, high = g.get("ci95") or (g["gain"], g["gain"])
+        ax.plot([100 * low, 100 * high], [i, i], color="#1f77b4", lw=4, solid_capstyle="butt")
+        ax.plot([100 * g["gain"]], [i], "o", color="#1f77b4", markersize=9)
+        ax.annotate(f"{100 * g['gain']:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]", (100 * high, i),
+                    xytext=(6, 0), textcoords="offset points", va="center", fontsize=9)
+    ax.axvline(0, color="#555", lw=1)
+    if min_gain is not None:
+        ax.axvline(100 * min_gain, color=STATUS_COLORS["ok"], lw=1, ls="--", label=f"ok at +{100 * min_gain:.1f}")
+        ax.legend(loc="lower right", fontsize=8, frameon=False)
+    ax.set_yticks(range(len(names)), names)
+    ax.set_ylim(-0.7, len(names) - 0.3)
+    ax.margins(x=0.25)
+    ax.set_xlabel("points")
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig

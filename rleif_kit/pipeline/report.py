@@ -142,12 +142,14 @@ def _stage_block(folder: Path, prefix: str, stage: str, metrics: dict[str, Any],
 
 
 def _unique(pngs: list[Path]) -> list[Path]:
-    """One copy of a plot saved under two names (the same bytes)."""
-    seen, out = set(), []
+    """One copy of a plot: the same bytes under two names, or a later stage's redraw of an earlier one's plot
+    (``07_dedup_operators`` after ``02_dedup_operators``: 07's notebook draws the view again for its reader)."""
+    seen, names, out = set(), set(), []
     for p in pngs:
-        digest = hashlib.sha256(p.read_bytes()).hexdigest()
-        if digest not in seen:
+        digest, view = hashlib.sha256(p.read_bytes()).hexdigest(), p.stem[3:]
+        if digest not in seen and view not in names:
             seen.add(digest)
+            names.add(view)
             out.append(p)
     return out
 

@@ -120,8 +120,8 @@ def gain_chart(gains: dict[str, dict[str, Any]], min_gain: float | None = None) 
     lo, hi = min(lows), max(highs)
     pad = (hi - lo) * 0.15 or 0.01
     lo, hi = lo - pad, hi + pad
-    width, left, row_h = 560, 110, 34
-    x = lambda v: left + (v - lo) / (hi - lo) * (width - left - 20)  # noqa: E731 - a scale, read once
+    width, left, right, row_h = 560, 90, 170, 34  # room for the benchmark's name and the figures' text
+    x = lambda v: left + (v - lo) / (hi - lo) * (width - left - right)  # noqa: E731 - a scale, read once
     height = row_h * len(rows) + 30
     parts = [f'<svg class="gain" width="{width}" height="{height}" role="img" aria-label="PPO minus SFT accuracy">',
              f'<line x1="{x(0):.1f}" y1="4" x2="{x(0):.1f}" y2="{height - 24}" stroke="#57606a"/>']
