@@ -62,6 +62,40 @@ def test_relink_points_the_adapter_config_at_the_stored_reference(tmp_path):
     relink_adapter(tmp_path / "none", "x")  # full weights: no adapter config, nothing to do
 
 
+def test_a_moved_run_resumes_its_evaluation_instead_of_starting_over(tmp_path):
+    """06_eval's meta names the run's own model by its path from the meta's folder; a moved run's results are
+    still its own (an absolute path would make every one stale and evaluate everything again)."""
+    import dataclasses
+
+    from rleif_kit.core.sections import EvalConfig
+    from rleif_kit.evaluation.stage import evaluate_benchmark
+    from rleif_kit.worlds import arith
+
+    class Local:  # a local model's fingerprint: its path and its weights
+        name, chunk = "ppo", 4
+
+        def __init__(self, run):
+            self.fingerprint, self.asked = {"path": str(run / "05_ppo" / "model"), "weights": [["w", 1, 2]]}, 0
+
+        def complete(self, prompts, ev, stop=(), sample_indices=None):
+            self.asked += len(prompts)
+            return ["Step 1: it is so. The answer is: 0"] * len(prompts)
+
+    items = [{"id": p["id"], "question": p["question"], "gold": str(p["answer"])}
+             for p in arith.generate_problems(3, seed=1)]
+    ev, run = dataclasses.replace(EvalConfig(), max_new_tokens=8), tmp_path / "run"
+    evaluate_benchmark(Local(run), "arith", items, run / "06_eval" / "ppo" / "arith.jsonl", ev, progress=False,
+                       run_dir=run)
+    meta = json.loads((run / "06_eval" / "ppo" / "arith.meta.json").read_text())
+    assert meta["model"]["path"] == "../../05_ppo/model"  # from 06_eval/ppo/
+    moved = tmp_path / "moved"
+    run.rename(moved)
+    again = Local(moved)
+    _, pending, note = evaluate_benchmark(again, "arith", items, moved / "06_eval" / "ppo" / "arith.jsonl", ev,
+                                          progress=False, run_dir=moved)
+    assert (again.asked, pending, note) == (0, 0, None)  # nothing asked again, nothing moved aside
+
+
 # ------------------------------------------------------------------ the card's text
 
 def test_card_has_hub_front_matter_and_a_runnable_usage_block(tmp_path):
@@ -81,7 +115,7 @@ def test_card_has_hub_front_matter_and_a_runnable_usage_block(tmp_path):
     assert usage_code(text) == "x = 1 + 1\nprint(x)"
     assert run_usage(tmp_path)["x"] == 2
     assert "| learning rate | 2e-05 |" in text and "| targets | `q_proj`, `v_proj` |" in text
-    assert "| AUC | n/a |" in text and "| a|b | 0.1235 |" in text  # 4 significant digits
+    assert "| AUC | n/a |" in text and "| a\\|b | 0.1235 |" in text  # 4 significant digits; | escaped
     assert "![training loss](figures/training_loss.png)" in text
     assert text.index("## Usage") < text.index("## Prompt format") < text.index("## Training")
 
@@ -124,9 +158,15 @@ def test_pairs_and_steps_load_as_hub_datasets_with_the_documented_fields(tmp_pat
 
 
 def test_the_prm_snippet_example_is_one_whose_steps_it_finds_again():
-    lines = {"question": "q1", "solution": "First 3 + 4 = 7.\nThen 7 * 2 = 14.\nThe answer is: 14"}  # line steps
-    marked = {"question": "q2", "solution": SOLUTION}
-    assert snippet_steps([lines, marked]) == ("q2", ["Step 1: 4 * 2 = 8.", "Step 2: 8 / 2 = 4. The answer is: 4"])
+    lines = {"question": "q1", "solution": "First 3 + 4 = 7.\nThen 7 * 2 = 14.\nThe answer is: 14",
+             "labels": [True, False]}  # steps by line: joined by spaces they are one line, so never shown
+    one = {"question": "q2", "solution": "Step 1: 3 + 4 = 7. The answer is: 7", "labels": [True]}
+    right = {"question": "q3", "solution": SOLUTION, "labels": [True, True]}
+    mixed = {"question": "q4", "solution": SOLUTION, "labels": [True, False]}
+    steps = ["Step 1: 4 * 2 = 8.", "Step 2: 8 / 2 = 4. The answer is: 4"]
+    assert snippet_steps([lines, one, right, mixed]) == ("q4", steps)  # several steps, right and wrong
+    assert snippet_steps([lines, one, right]) == ("q3", steps)  # several steps
+    assert snippet_steps([lines, one]) == ("q2", ["Step 1: 3 + 4 = 7. The answer is: 7"])
 
 
 # ------------------------------------------------------------------ the snippets read what the kit reads

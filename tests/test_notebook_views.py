@@ -204,19 +204,19 @@ def test_the_largest_arith_ranking_its_pairs_and_which_the_balance_kept(cfg_path
         {"rank": "3", "id": "g-f1-deepen", "operator": "deepen", "outcome": "eliminated: refusal", "quality": 4,
          "text": "g deepen"},
     ]
-    # 3 siblings give 3 * 2 / 2 = 3 pairs, in the id order of the pairs' first member
+    # 3 siblings give 3 * 2 / 2 = 3 pairs, by the chosen one's rank, then the rejected one's
     assert rows(pairs) == [
-        {"chosen (rank. operator)": "1. add_constraint", "rejected (rank. operator)": "3. deepen",
-         "kept for training": "yes"},
         {"chosen (rank. operator)": "1. add_constraint", "rejected (rank. operator)": "2. simplify",
          "kept for training": "no: dropped by the operator balance"},
+        {"chosen (rank. operator)": "1. add_constraint", "rejected (rank. operator)": "3. deepen",
+         "kept for training": "yes"},
         {"chosen (rank. operator)": "2. simplify", "rejected (rank. operator)": "3. deepen",
          "kept for training": "yes"},
     ]
     assert "3 preference pairs, 2 kept" in siblings.caption
     write_jsonl(paths.rm_rows("irm"), kept[:1])  # the stage's saved pairs win over what the notebook holds
     assert [r["kept for training"] for r in rows(ranked_siblings(cfg, paths, kept)[1])] == [
-        "yes", "no: dropped by the operator balance", "no: dropped by the operator balance"]
+        "no: dropped by the operator balance", "yes", "no: dropped by the operator balance"]
 
 
 def judged_cfg_paths(tmp_path):
@@ -334,4 +334,5 @@ def test_verdicts_as_a_table_of_named_values_with_the_status_coloured():
     html = view.to_html()
     assert "#2e7d32" in html and "#c62828" in html  # ok green, fail red
     assert named_values({}) == "—" and named_values({"band": {"low": 0.2, "high": 0.4}}) == "band = low 0.2, high 0.4"
+    assert named_values({"failed": 0, "by_cause": {}}) == "failed = 0\nby_cause = none"
     assert verdict_table([]) == "No check ran: none of the artifacts the checks read exists yet."

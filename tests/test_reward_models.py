@@ -56,6 +56,7 @@ def test_irm_trains_and_scores(tmp_path, small_model_dir):
     # the card's snippet reads rI as the kit does; the pairs lie beside the model as a hub-loadable dataset
     meta = front_matter(result.model_dir)
     assert meta.pipeline_tag == "text-classification" and "reward-model" in meta.tags
+    assert not (result.model_dir / "checkpoints").exists()  # the Trainer's empty output_dir is not left behind
     card = run_usage(result.model_dir)
     assert card["r_i"] == pytest.approx(irm_score(reloaded, tok2, [card["instruction"]])[0], abs=1e-5)
     rows = load_dataset("json", data_files=str(paths.rm_rows("irm")), cache_dir=str(tmp_path / "hf"))["train"]

@@ -513,10 +513,10 @@ whose artifacts exist and shows them as one table (ok / warn / fail, what was me
 first 200 PPO steps,
 
 $$
-\text{share} = \frac{1}{N} \sum_{j=1}^{N} \mathbb{1}\left[r_A^{(j)} < 0.5\right] \quad \text{(healthy: 20–40\%)}
+\text{share} = \frac{1}{N} \sum_{j=1}^{N} \mathbb{1}\left[r_A^{(j)} < 0.5\right]
 $$
 
-(under 10% the PRM passes everything and the reward is the IRM alone), **3** PPO against SFT on the same items
+(healthy between `low_ra_healthy_min` and `low_ra_healthy_max`, 20–40% by default; under 10% the PRM passes everything and the reward is the IRM alone), **3** PPO against SFT on the same items
 with a paired-bootstrap interval (3 points or more), **reward against truth** where a verifier judges the
 samples — the AUC of $r$ over right vs wrong responses, $\text{AUC} = P\big(r(y^+) > r(y^-)\big) + \tfrac{1}{2}
 P\big(r(y^+) = r(y^-)\big)$, 0.5 being a reward blind to correctness — and the troubleshooting checks: evolution

@@ -10,8 +10,8 @@ from rleif_kit.core.verdict import STATUS_COLORS, Verdict, fmt_number
 
 
 def _value(v: Any) -> str:
-    if isinstance(v, dict):
-        return ", ".join(f"{k} {_value(x)}" for k, x in v.items())
+    if isinstance(v, dict):  # e.g. failures by cause: {} when there were none
+        return ", ".join(f"{k} {_value(x)}" for k, x in v.items()) or "none"
     return fmt_number(v)
 
 

@@ -30,6 +30,7 @@ from rleif_kit.evaluation.generators import LocalModel, ServedModel
 from rleif_kit.evaluation.scoring import check_code, check_response, summarize
 from rleif_kit.evaluation.vllm_model import VLLMModel
 from rleif_kit.models.loading import SFT_INFO
+from rleif_kit.models.refs import model_ref
 from rleif_kit.sandbox.runner import describe_sandbox
 from rleif_kit.core.sections import STOP_LISTS
 from rleif_kit.worlds.benchmarks import CODE_BENCHMARKS, load_items, prompt_for
@@ -74,9 +75,13 @@ def stop_for(benchmark: str, ev: Any) -> tuple[str, ...]:
     return tuple(ev.stop) if ev.stop else tuple(STOP_LISTS[ev.stop_list])
 
 
-def _meta(generator: Any, benchmark: str, ev: Any) -> dict[str, Any]:
-    """Everything that decides a row's text and verdict: a result file made under another meta is stale."""
-    meta = {"benchmark": benchmark, "model": generator.fingerprint, "cot": ev.cot_prompt,
+def _meta(generator: Any, benchmark: str, ev: Any, folder: Path, run_dir: Path | None = None) -> dict[str, Any]:
+    """Everything that decides a row's text and verdict: a result file made under another meta is stale. A model
+    of the run (``run_dir``) is named by its path from the meta's ``folder``, so a moved run still resumes."""
+    model = dict(generator.fingerprint)
+    if run_dir is not None and isinstance(model.get("path"), str):
+        model["path"] = model_ref(model["path"], folder, run_dir, given=model["path"])
+    meta = {"benchmark": benchmark, "model": model, "cot": ev.cot_prompt,
             "max_new_tokens": ev.max_new_tokens, "temperature": ev.temperature, "stop": list(stop_for(benchmark, ev))}
     if ev.temperature > 0:
         meta["top_p"] = ev.top_p
@@ -96,7 +101,8 @@ def _claim(out_path: Path, meta: dict) -> str | None:
         stale = out_path.with_suffix(".stale.jsonl")
         out_path.replace(stale)
         changed = sorted(k for k in set(old) | set(meta) if old.get(k) != meta.get(k))
-        note = f"{out_path}: made with other {', '.join(changed)}; moved to {stale.name}, starting over"
+        where = f"{out_path.parent.name}/{out_path.name}"  # <model>/<benchmark>.jsonl: notes go into summary.json
+        note = f"{where}: made with other {', '.join(changed)}; moved to {stale.name}, starting over"
         print(note)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     meta_path.write_text(json.dumps(meta, indent=1) + "\n")
@@ -123,14 +129,14 @@ def _check(benchmark: str, jobs: list, texts: list[str | None], ev: Any) -> list
 
 
 def evaluate_benchmark(generator: Any, benchmark: str, items: Sequence[dict], out_path: str | Path, ev: Any, *,
-                       progress: bool = True) -> tuple[list[dict], int, str | None]:
+                       progress: bool = True, run_dir: Path | None = None) -> tuple[list[dict], int, str | None]:
     """Generate and check every item not yet in ``out_path``, appending rows chunk by chunk.
 
     Returns (the rows of ``items``, in item order, including those of earlier runs; how many are
     still pending because a request failed; the stale-results note or None).
     """
     out_path = Path(out_path)
-    note = _claim(out_path, _meta(generator, benchmark, ev))
+    note = _claim(out_path, _meta(generator, benchmark, ev, out_path.parent, run_dir))
     rows = {r["id"]: r for r in read_jsonl(out_path)}
     jobs = _jobs(benchmark, items, ev)
     todo = [j for j in jobs if j[0] not in rows]
@@ -174,7 +180,7 @@ def model_sources(cfg: RunConfig, paths: RunPaths,
         elif label in local:
             path, marker, stage = local[label]
             if not (path / marker).exists():
-                notes.append(f"{label}: {path} not found (run {stage} first); skipped")
+                notes.append(f"{label}: {paths.rel(path)} not found (run {stage} first); skipped")
                 continue
             model = local_model(cfg, path, label)
             sources.append((label, lambda bench, m=model: m))
@@ -213,7 +219,7 @@ def run_eval(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bo
             generator = make(bench)
             used.append(generator)
             got, pending, note = evaluate_benchmark(generator, bench, items[bench], paths.eval_items(label, bench),
-                                                    ev, progress=progress)
+                                                    ev, progress=progress, run_dir=paths.output_dir)
             rows[label, bench] = got
             result.summary.setdefault(label, {})[bench] = summarize(bench, got)
             result.pending += pending

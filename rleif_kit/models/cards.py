@@ -60,7 +60,7 @@ def _cell(value: Any) -> str:
 
 def _table(rows: dict[str, Any], head: tuple[str, str]) -> str:
     lines = [f"| {head[0]} | {head[1]} |", "|---|---|"]
-    return "\n".join(lines + [f"| {k} | {_cell(v)} |" for k, v in rows.items()])
+    return "\n".join(lines + [f"| {_cell(k)} | {_cell(v)} |" for k, v in rows.items()])
 
 
 def render(card: ModelCard) -> str:
@@ -114,18 +114,21 @@ def hub_id(ref: str | None) -> str | None:
 
 
 def base_license(location: str | Path | None) -> str | None:
-    """The ``license`` of a local base model's own card, when it has one (no network: a hub id gives None)."""
-    card = Path(location) / README if location and Path(location).is_dir() else None
+    """The ``license`` in the front matter of the base model's own card: a local directory's, or a hub model's
+    already in the Hugging Face cache (no network); None when there is none."""
+    from huggingface_hub import metadata_load, try_to_load_from_cache  # heavy: loaded on first use
+
+    if not location:
+        return None
+    if Path(location).is_dir():
+        card = Path(location) / README
+    else:
+        cached = try_to_load_from_cache(str(location), README) if hub_id(str(location)) else None
+        card = Path(cached) if isinstance(cached, str) else None
     if card is None or not card.exists():
         return None
-    text = card.read_text(encoding="utf-8", errors="replace")
-    if not text.startswith("---\n") or "\n---" not in text[4:]:
-        return None
-    for line in text[4:].split("\n---", 1)[0].splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "license" and value.strip():
-            return value.strip().strip("'\"")
-    return None
+    license_ = (metadata_load(card) or {}).get("license")
+    return str(license_) if license_ else None
 
 
 # ------------------------------------------------------------------ usage snippets

@@ -44,12 +44,17 @@ def build_card(cfg: RunConfig, paths: RunPaths, result: Any, instruction: str | 
     root = hub_id(cfg.base.model_name)
     opener = " with the chain-of-thought opener" if cfg.eval.cot_prompt else ""
     log = os.path.relpath(paths.ppo_log, folder)
+    answer = ("the process reward model" if cfg.reward_model.answer_reward == "prm"
+              else f"the {cfg.reward_model.answer_reward} (`[reward_model] answer_reward`)")
+    rollouts = (f" `{os.path.relpath(paths.ppo_rollouts, folder)}` holds sample rollouts with their rI, rA and r."
+                if paths.ppo_rollouts.exists() else "")
     return ModelCard(
         title="PPO policy (RLEIF stage 05)",
         summary=("The SFT model after Reinforcement Learning from Evol-Instruct Feedback (the WizardMath recipe): "
-                 f"PPO on evolved instructions with the reward `{cfg.ppo.reward_formula}`, rI from the instruction "
-                 "reward model and rA from the process reward model, and a per-token KL penalty against the SFT "
-                 f"policy (`{sft}`). Standalone weights: the PPO adapter is merged in, so no base is needed."),
+                 f"{'PPO' if cfg.ppo.algorithm == 'ppo' else 'GRPO'} on evolved instructions with the reward "
+                 f"`{cfg.ppo.reward_formula}`, rI from the instruction reward model and rA from {answer}, and a "
+                 f"per-token KL penalty against the SFT policy (`{sft}`). Standalone weights: the PPO adapter is "
+                 "merged in, so no base is needed."),
         metadata={"base_model": root, "base_model_relation": "finetune" if root else None,
                   "tags": [*TAGS, "ppo" if cfg.ppo.algorithm == "ppo" else "grpo", "rlhf"],
                   "library_name": "transformers", "pipeline_tag": "text-generation"},
@@ -63,10 +68,10 @@ def build_card(cfg: RunConfig, paths: RunPaths, result: Any, instruction: str | 
                                                                    f"{last.get('rA_mean', float('nan')):.3f}",
                  "runtime (s)": round(result.runtime_s)},
         data=(f"Rollouts on the run's evolved instructions; the per-step log (`{log}`) has reward, rI, rA, KL, "
-              "entropy and the losses of every step."),
+              f"entropy and the losses of every step.{rollouts}"),
         figures=save_figures(folder, figures),
-        files={PPO_INFO: "steps trained, why training stopped early (null when it did not), the algorithm and the "
+        files={PPO_INFO: "steps trained, why training stopped early (empty when it did not), the algorithm and the "
                          "SFT policy it started from (relative to this folder)",
                **({VALUE_HEAD: "PPO's value head (a Linear on the last hidden state), for inspection; not needed to "
                                "generate"} if cfg.ppo.algorithm == "ppo" else {}),
-               "figures/": "the training curves above"})
+               "figures/": "the figures above"})

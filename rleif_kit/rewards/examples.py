@@ -60,8 +60,8 @@ def ranked_siblings(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict] | Non
 
     The first table is the parent and its siblings best first — rank, operator, outcome of the evolution, the
     quality score where the judge is programmatic. The second is every (chosen, rejected) pair the ranking
-    implies (k ranked siblings give k(k-1)/2, minus ties) and whether it is among the pairs kept for training
-    (``pairs``: what ``build_irm_pairs`` returned, read from ``irm_pairs.jsonl`` when that exists)."""
+    implies (k ranked siblings give k(k-1)/2, minus ties), best first, and whether it is among the pairs kept for
+    training (``pairs``: what ``build_irm_pairs`` returned, read from ``irm_pairs.jsonl`` when that exists)."""
     if not paths.irm_fanout.exists():
         note = missing(paths.rel(paths.irm_fanout), REWARD_MODELS, "sibling sets")
         return note, note
@@ -87,7 +87,8 @@ def ranked_siblings(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict] | Non
     op = {r["id"]: f"{rank[r['id']]}. {r['operator']}" for r in siblings}
     pair_rows = [{"chosen (rank. operator)": op[p["chosen"]], "rejected (rank. operator)": op[p["rejected"]],
                   **({} if kept is None else {"kept for training": "yes" if (p["chosen"], p["rejected"]) in kept
-                                              else "no: dropped by the operator balance"})} for p in produced]
+                                              else "no: dropped by the operator balance"})}
+                 for p in sorted(produced, key=lambda p: (rank[p["chosen"]], rank[p["rejected"]]))]
     who = "the arithmetic judge (quality = formed 8 + no leak 4 + solvable 2 + in range 1)" if score else "the judge"
     caption = (f"{len(siblings)} siblings of {gid}, ranked by {who}: {len(produced)} preference pairs"
                + ("" if kept is None else f", {sum(r.get('kept for training') == 'yes' for r in pair_rows)} kept"))

@@ -94,17 +94,22 @@ def irm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_l
 
 
 def snippet_steps(examples: Sequence[dict]) -> tuple[str, list[str]]:
-    """(question, steps) of the first example whose steps, joined by spaces as the card's snippet joins them, are
-    found again where the snippet looks for them (every step a 'Step k:' segment)."""
+    """(question, steps) for the card's snippet: an example whose steps, joined by spaces as the snippet joins them,
+    are found again where the snippet looks for them (every step a 'Step k:' segment); preferably one with several
+    steps, right and wrong ones (what a PRM is for), else several steps, else any."""
+    best, rank = None, -1
     for e in examples:
         steps = solution_steps(e["solution"])
-        joined, ends, pos = " ".join(steps), [], 0
-        for s in steps:
-            ends.append(pos + len(s))
-            pos += len(s) + 1
-        if steps and solution_step_ends(joined) == ends:
-            return e["question"], steps
-    return "Tom has 3 pens. He buys 2 more. How many pens does he have?", ["Step 1: 3 + 2 = 5.\nThe answer is: 5"]
+        ends = [sum(len(s) + 1 for s in steps[:i]) + len(steps[i]) for i in range(len(steps))]
+        if not steps or solution_step_ends(" ".join(steps)) != ends:
+            continue
+        r = (len(steps) > 1) + (len(steps) > 1 and len(set(map(bool, e.get("labels", [])))) > 1)
+        if r > rank:
+            best, rank = (e["question"], steps), r
+        if rank == 2:
+            break
+    return best or ("Tom has 3 pens. He buys 2 more. How many pens does he have?",
+                    ["Step 1: 3 + 2 = 5.\nThe answer is: 5"])
 
 
 def prm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_location: str,

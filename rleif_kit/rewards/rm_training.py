@@ -6,6 +6,7 @@ collator) and their held-out measure.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -18,6 +19,8 @@ from rleif_kit.models import trainer_logs
 from rleif_kit.models.loading import load_tokenizer, nf4_config, resolve_rm_base, use_bf16
 from rleif_kit.models.refs import relink_adapter
 from rleif_kit.reward_scoring.load import RM_INFO, head_class, head_labels
+
+CHECKPOINTS = "checkpoints"  # the Trainer's output_dir inside the model folder (nothing is saved there)
 
 
 def load_rm_for_training(path: str, head: str, cfg: RunConfig, bf16: bool) -> tuple[Any, Any]:
@@ -57,6 +60,9 @@ def save_rm(model: Any, tokenizer: Any, out_dir: Path, info: dict, card: str) ->
                                                     "README.md": card})
     if dist.is_main() and "base_model" in info:  # an adapter's config names its base as the info file does
         relink_adapter(out_dir, info["base_model"])
+    if dist.is_main():  # the Trainer's output_dir, empty with save_strategy "no": no clutter in the model folder
+        with contextlib.suppress(OSError):
+            (out_dir / CHECKPOINTS).rmdir()
 
 
 def loss_log(trainer: Any) -> list[dict]:
@@ -77,7 +83,7 @@ def trainer_kwargs(cfg: RunConfig, out_dir: Path, rows: int, bf16: bool) -> dict
 
     rm = cfg.reward_model
     steps = int(rm.rm_epochs * -(-rows // rm.rm_batch_size))
-    return dict(output_dir=str(out_dir / "checkpoints"), learning_rate=rm.rm_lr, num_train_epochs=rm.rm_epochs,
+    return dict(output_dir=str(out_dir / CHECKPOINTS), learning_rate=rm.rm_lr, num_train_epochs=rm.rm_epochs,
                 per_device_train_batch_size=rm.rm_batch_size, save_strategy="no",
                 logging_steps=max(1, min(10, steps // 10)),  # at least ~10 points on the curve
                 report_to=trainer_logs.report_to(cfg, "irm"),  # the IRM's and the PRM's: [base] report_to

@@ -94,7 +94,7 @@ def build_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base
         figures=save_figures(folder, figures),
         files={SFT_INFO: "how the kit loads this folder: `finetune` (full, lora, qlora), `base_model` (the base an "
                          "adapter goes on: a path relative to this folder, or a hub id) and `steps`",
-               "figures/": "the training curves above"})
+               "figures/": "the figures above"})
 
 
 def write_sft_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_location: str,
