@@ -23,7 +23,7 @@ from rleif_kit.evolve.lineages import CLIP, elimination_table, lineage_table
 from rleif_kit.ppo.samples import rollout_table, save_rollout_samples
 from rleif_kit.ppo.trainer import Rollout
 from rleif_kit.reward_scoring.prm import step_scores
-from rleif_kit.rewards.examples import prm_step_table, ranked_siblings, step_rows
+from rleif_kit.rewards.examples import labelled_steps, prm_step_table, ranked_siblings, step_rows
 from rleif_kit.rewards.rm_training import load_rm_for_training
 
 
@@ -192,8 +192,8 @@ def test_the_largest_arith_ranking_its_pairs_and_which_the_balance_kept(cfg_path
         sibling("g", "deepen", 0, "refusal", answer=None, kept=False),  # 0 + 4 + 0 + 0 steps not in range = 4
         sibling("h", "deepen", 1, None), sibling("h", "simplify", 1, "leaked_template"),  # 2 siblings: 1 pair
     ])
-    kept = [{"chosen": "g-f1-add_constraint", "rejected": "g-f1-deepen"},
-            {"chosen": "g-f1-simplify", "rejected": "g-f1-deepen"}]
+    kept = [{"group": "g", "chosen": "g-f1-add_constraint", "rejected": "g-f1-deepen"},
+            {"group": "g", "chosen": "g-f1-simplify", "rejected": "g-f1-deepen"}]
     siblings, pairs = ranked_siblings(cfg, paths, kept)
     assert rows(siblings) == [
         {"rank": "parent", "id": "g", "operator": "—", "outcome": "—", "quality": "—", "text": "Ann has 2 apples."},
@@ -207,16 +207,20 @@ def test_the_largest_arith_ranking_its_pairs_and_which_the_balance_kept(cfg_path
     # 3 siblings give 3 * 2 / 2 = 3 pairs, by the chosen one's rank, then the rejected one's
     assert rows(pairs) == [
         {"chosen (rank. operator)": "1. add_constraint", "rejected (rank. operator)": "2. simplify",
-         "kept for training": "no: dropped by the operator balance"},
+         "kept": "no: dropped by the operator balance"},
         {"chosen (rank. operator)": "1. add_constraint", "rejected (rank. operator)": "3. deepen",
-         "kept for training": "yes"},
+         "kept": "yes"},
         {"chosen (rank. operator)": "2. simplify", "rejected (rank. operator)": "3. deepen",
-         "kept for training": "yes"},
+         "kept": "yes"},
     ]
-    assert "3 preference pairs, 2 kept" in siblings.caption
-    write_jsonl(paths.rm_rows("irm"), kept[:1])  # the stage's saved pairs win over what the notebook holds
-    assert [r["kept for training"] for r in rows(ranked_siblings(cfg, paths, kept)[1])] == [
-        "no: dropped by the operator balance", "yes", "no: dropped by the operator balance"]
+    # one sibling group: split_by_group holds out max(1, round(1 * 0.2)) = 1 group, this one
+    assert siblings.caption.endswith("3 preference pairs, 2 kept by the operator balance; held out: the IRM's "
+                                     "pairwise accuracy is measured on it")
+    write_jsonl(paths.rm_rows("irm"), [{**kept[0], "split": "train"}])  # the stage's saved pairs win
+    siblings, pairs = ranked_siblings(cfg, paths, kept)
+    assert [r["kept"] for r in rows(pairs)] == ["no: dropped by the operator balance", "yes",
+                                                "no: dropped by the operator balance"]
+    assert siblings.caption.endswith("1 kept by the operator balance; the IRM trains on this set")
 
 
 def judged_cfg_paths(tmp_path):
@@ -247,6 +251,11 @@ EXAMPLE = {"id": "q1-s0", "question": "Ann has 2 apples and 3 more, then twice t
            "solution": "Step 1: 2 + 3 = 5. Step 2: 5 * 2 = 11. The answer is: 11", "labels": [True, False]}
 
 
+def test_labelled_steps_counts_every_step_and_the_share_correct():
+    assert labelled_steps([{"labels": [True, False]}, {"labels": [True]}]) == (3, pytest.approx(2 / 3))  # 2 of 3
+    assert labelled_steps([]) == (0, 0.0)
+
+
 def test_step_rows_question_with_ra_then_each_step_with_label_and_score():
     assert step_rows(EXAMPLE, [0.9, 0.2], "min") == [
         {"solution": "q1-s0", "step": "question", "text": EXAMPLE["question"], "label": "rA = min of the steps",
@@ -273,7 +282,9 @@ def test_prm_view_scores_the_wrong_solution_then_the_right_one_with_the_model(cf
     assert [r["PRM score"] for r in got] == pytest.approx([min(expected[0]), *expected[0], min(expected[1]),
                                                            *expected[1]])
     assert "background-color" in view.to_html()  # the scores are coloured
-    assert prm_step_table(cfg, model, tok, [flagged]).startswith("No labelled solution with findable steps")
+    assert prm_step_table(cfg, model, tok, [flagged]) == ("No held-out solution with findable steps among the 1 "
+                                                          "PRM examples: nothing to show.")
+    assert isinstance(prm_step_table(cfg, model, tok, []), Note)
 
 
 # ------------------------------------------------------------------ 05: rollouts before and after training

@@ -280,12 +280,13 @@ A solution whose steps cannot be found is flagged, never scored as one step.
                  '      f"on {irm.heldout_pairs} pairs ({irm.runtime_s:.0f}s)")'),
         ("md", "## PRM data\nThe SFT model samples solutions to evolved instructions; each step is labelled "
                "(`prm_step_label`)."),
-        ("code", "from rleif_kit.rewards.stage import build_prm_examples\n\n"
+        ("code", "from rleif_kit.rewards.examples import labelled_steps\nfrom rleif_kit.rewards.stage import "
+                 "build_prm_examples\n\n"
                  "prm_data = build_prm_examples(cfg, paths, settings)\n"
-                 "step_labels = [label for e in prm_data.examples for label in e['labels']]\n"
+                 "n_steps, correct_share = labelled_steps(prm_data.examples)\n"
                  'print(f"{prm_data.samples} sampled solutions, {prm_data.flagged} flagged (no steps), "\n'
                  '      f"{len(prm_data.examples)} labelled by {prm_data.labeller} {prm_data.by_source}; "\n'
-                 '      f"{sum(step_labels) / max(1, len(step_labels)):.0%} of {len(step_labels)} steps correct")'),
+                 '      f"{correct_share:.0%} of {n_steps} steps correct")'),
         ("md", "## Train the PRM\nHeld-out step accuracy and AUC on solutions to questions never trained on."),
         ("code", "from rleif_kit.rewards.prm import fmt_score, train_prm\n\n"
                  "prm_model, prm_tok, prm = train_prm(cfg, paths, prm_data.examples)\n"

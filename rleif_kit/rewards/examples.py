@@ -17,7 +17,7 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.reward_math import aggregate_steps
 from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.core.tables import Note, missing, text_table
-from rleif_kit.reward_scoring.heldout import split_by_question
+from rleif_kit.reward_scoring.heldout import split_by_group, split_by_question
 from rleif_kit.reward_scoring.prm import solution_step_ends, step_scores
 from rleif_kit.rewards.irm_data import arith_quality, pairs_from_scores
 from rleif_kit.rewards.judge_labels import ranking_pairs
@@ -50,9 +50,33 @@ def _rankings(cfg: RunConfig, paths: RunPaths, groups: dict[str, list[dict]]) ->
     return out
 
 
-def _kept_pairs(paths: RunPaths, pairs: Sequence[dict] | None) -> set[tuple[str, str]] | None:
-    rows = read_jsonl(paths.rm_rows("irm")) if paths.rm_rows("irm").exists() else pairs
-    return None if rows is None else {(p["chosen"], p["rejected"]) for p in rows}
+def _balanced(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict] | None) -> tuple[set | None, dict[str, str]]:
+    """The pairs kept by the operator balance, as (chosen, rejected), and each sibling group's split (``train`` /
+    ``heldout``): from ``irm_pairs.jsonl`` where the stage saved it, else from ``pairs``, split as ``train_irm``
+    splits them. (None, {}) when neither is there."""
+    if paths.rm_rows("irm").exists():
+        rows = list(read_jsonl(paths.rm_rows("irm")))
+        split = {str(p["group"]): p["split"] for p in rows if "split" in p}
+    elif pairs is not None:
+        rows = list(pairs)
+        train, held = split_by_group(rows, cfg.reward_model.rm_heldout_share, cfg.base.seed)
+        split = {**{str(p["group"]): "train" for p in train}, **{str(p["group"]): "heldout" for p in held}}
+    else:
+        return None, {}
+    return {(p["chosen"], p["rejected"]) for p in rows}, split
+
+
+SPLIT_USE = {"train": "the IRM trains on this set",
+             "heldout": "held out: the IRM's pairwise accuracy is measured on it"}
+
+
+def _pair_rows(produced: list[dict], rank: dict[str, int], operator: dict[str, str], kept: set | None) -> list[dict]:
+    """The pairs best first (by the chosen one's rank, then the rejected one's), with whether the balance kept each."""
+    label = {r: f"{rank[r]}. {operator[r]}" for r in rank}
+    return [{"chosen (rank. operator)": label[p["chosen"]], "rejected (rank. operator)": label[p["rejected"]],
+             **({} if kept is None else {"kept": "yes" if (p["chosen"], p["rejected"]) in kept
+                                         else "no: dropped by the operator balance"})}
+            for p in sorted(produced, key=lambda p: (rank[p["chosen"]], rank[p["rejected"]]))]
 
 
 def ranked_siblings(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict] | None = None) -> tuple[Any, Any]:
@@ -60,8 +84,9 @@ def ranked_siblings(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict] | Non
 
     The first table is the parent and its siblings best first — rank, operator, outcome of the evolution, the
     quality score where the judge is programmatic. The second is every (chosen, rejected) pair the ranking
-    implies (k ranked siblings give k(k-1)/2, minus ties), best first, and whether it is among the pairs kept for
-    training (``pairs``: what ``build_irm_pairs`` returned, read from ``irm_pairs.jsonl`` when that exists)."""
+    implies (k ranked siblings give k(k-1)/2, minus ties), best first, and whether the operator balance kept it
+    (``pairs``: what ``build_irm_pairs`` returned, read from ``irm_pairs.jsonl`` when that exists); the caption says
+    whether the IRM trains on the set or holds it out."""
     if not paths.irm_fanout.exists():
         note = missing(paths.rel(paths.irm_fanout), REWARD_MODELS, "sibling sets")
         return note, note
@@ -83,19 +108,23 @@ def ranked_siblings(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict] | Non
     rows += [{"rank": str(rank[r["id"]]), "id": r["id"], "operator": r["operator"],
               "outcome": "kept" if r.get("kept", True) else f"eliminated: {r.get('reason', '?')}",
               **({"quality": score[r["id"]]} if score else {}), "text": r["text"]} for r in siblings]
-    kept = _kept_pairs(paths, pairs)
-    op = {r["id"]: f"{rank[r['id']]}. {r['operator']}" for r in siblings}
-    pair_rows = [{"chosen (rank. operator)": op[p["chosen"]], "rejected (rank. operator)": op[p["rejected"]],
-                  **({} if kept is None else {"kept for training": "yes" if (p["chosen"], p["rejected"]) in kept
-                                              else "no: dropped by the operator balance"})}
-                 for p in sorted(produced, key=lambda p: (rank[p["chosen"]], rank[p["rejected"]]))]
+    kept, split = _balanced(cfg, paths, pairs)
+    pair_rows = _pair_rows(produced, rank, {r["id"]: r["operator"] for r in siblings}, kept)
     who = "the arithmetic judge (quality = formed 8 + no leak 4 + solvable 2 + in range 1)" if score else "the judge"
     caption = (f"{len(siblings)} siblings of {gid}, ranked by {who}: {len(produced)} preference pairs"
-               + ("" if kept is None else f", {sum(r.get('kept for training') == 'yes' for r in pair_rows)} kept"))
+               + ("" if kept is None else f", {sum(r['kept'] == 'yes' for r in pair_rows)} kept by the operator "
+                                          "balance")
+               + (f"; {SPLIT_USE[split[gid]]}" if split.get(gid) in SPLIT_USE else ""))
     return text_table(rows, wrap=("text",), caption=caption), text_table(pair_rows)
 
 
 # ------------------------------------------------------------------ PRM: per-step scores
+
+def labelled_steps(examples: Sequence[dict]) -> tuple[int, float]:
+    """(steps labelled, share of them labelled correct) over the PRM's examples; (0, 0.0) for none."""
+    labels = [label for e in examples for label in e["labels"]]
+    return len(labels), sum(labels) / max(1, len(labels))
+
 
 def step_rows(example: dict, scores: Sequence[float], how: str) -> list[dict]:
     """One row per step of ``example`` (question, solution, labels): its text, its label and the PRM score,
@@ -123,11 +152,12 @@ def prm_step_table(cfg: RunConfig, model: Any, tokenizer: Any, examples: Sequenc
     """Held-out solutions (questions the PRM never trained on) with the trained PRM's P(step correct) per step,
     coloured red (wrong) to green (right), beside the step labels it learned from."""
     rm = cfg.reward_model
-    usable = [e for e in examples if e.get("labels") and len(solution_step_ends(e["solution"])) == len(e["labels"])]
+    heldout = split_by_question(examples, rm.rm_heldout_share, cfg.base.seed)[1]  # all of them, as train_prm splits
+    usable = [e for e in heldout if e.get("labels") and len(solution_step_ends(e["solution"])) == len(e["labels"])]
     if not usable:
-        return Note("No labelled solution with findable steps: the PRM data step made nothing to show.")
-    heldout = split_by_question(usable, rm.rm_heldout_share, cfg.base.seed)[1] or usable
-    picked = _pick(heldout, n)
+        return Note(f"No held-out solution with findable steps among the {len(examples)} PRM examples: nothing to "
+                    "show.")
+    picked = _pick(usable, n)
     scores = step_scores(model, tokenizer, [(e["question"], e["solution"]) for e in picked], max_len=rm.rm_max_len)
     rows = [row for e, s in zip(picked, scores) if s is not None for row in step_rows(e, s, rm.prm_aggregate)]
     if not rows:
