@@ -88,3 +88,19 @@ def test_failed_write_keeps_old_file_and_no_tmp(tmp_path):
         record("bad", {1, 2})  # a set is not JSON
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json"]
     assert read_records(tmp_path / "metrics.json") == {"s": {"ok": 1}}
+
+
+def test_verdicts_are_recorded_as_statuses_and_whole(tmp_path):
+    from rleif_kit.core.records import read_records, record, set_target
+    from rleif_kit.core.verdict import Verdict
+
+    set_target(tmp_path / "metrics.json", "05_ppo")
+    gate = [Verdict("low_ra_share", "ok", {"share": 0.68}, {"healthy": [0.2, 0.8]}, "fine"),
+            Verdict("kl_blowup", "warn", {"max_kl": 6.0}, {"warn_above": 5.0})]
+    assert record("verdicts", gate) == {"low_ra_share": "ok", "kl_blowup": "warn"}
+    got = read_records(tmp_path / "metrics.json")["05_ppo"]
+    assert got["verdicts"] == {"low_ra_share": "ok", "kl_blowup": "warn"}
+    assert got["verdict_details"][0] == {"check": "low_ra_share", "status": "ok", "numbers": {"share": 0.68},
+                                         "thresholds": {"healthy": [0.2, 0.8]}, "advice": "fine", "source": ""}
+    record("verdicts", {"x": "ok"})  # a plain dict stays as it is
+    assert read_records(tmp_path / "metrics.json")["05_ppo"] == {"verdicts": {"x": "ok"}}  # the old details gone

@@ -179,7 +179,7 @@ in their numbers count as duplicates — on purpose.
                  'record("sft_rows", result.sft["rows"])\n'
                  'record("sft_evolved", result.sft["evolved"])\n'
                  'record("sft_share_truncated", result.sft["lengths"]["share_truncated"])\n'
-                 'record("verdicts", {v.check: v.status for v in result.verdicts})'),
+                 'record("verdicts", result.verdicts)  # {check: status}, and each verdict whole for the report'),
     ],
     "03_sft": [
         ("md", r"""# 03 · Supervised fine-tuning (SFT)
@@ -223,7 +223,7 @@ so the model learns to write solutions, not to repeat questions.
                  'record("final_loss", result.final_loss)\n'
                  'record("accuracy_before", result.accuracy_before)\n'
                  'record("accuracy_after", result.accuracy_after)\n'
-                 'record("verdicts", {v.check: v.status for v in result.verdicts})'),
+                 'record("verdicts", result.verdicts)  # {check: status}, and each verdict whole for the report'),
     ],
     "04_reward_models": [
         ("md", r"""# 04 · Reward models: IRM (is this instruction good?) and PRM (is each step right?)
@@ -330,7 +330,7 @@ A solution whose steps cannot be found is flagged, never scored as one step.
                  'record("irm_score_mean", sum(sample.irm_scores) / len(sample.irm_scores))\n'
                  'record("ra_mean", sum(sample.answer_scores) / max(1, len(sample.answer_scores)))\n'
                  'record("runtime_s", irm.runtime_s + prm.runtime_s)\n'
-                 'record("verdicts", {v.check: v.status for v in sample.verdicts})'),
+                 'record("verdicts", sample.verdicts)  # {check: status}, and each verdict whole for the report'),
     ],
     "05_ppo": [
         ("md", r"""# 05 · PPO with the RLEIF reward r = rI · rA
@@ -416,11 +416,11 @@ last checkpoint."""),
         ("code", "from rleif_kit.ppo.samples import rollout_table\n\nrollout_table(paths)"),
         ("md", "## SFT vs PPO on held-out problems\nGreedy, the same items for both; the verdict uses a paired "
                "bootstrap interval of the gain (arithmetic world)."),
-        ("code", "from rleif_kit.core.plots import plot_accuracy_bars\nfrom rleif_kit.ppo.stage import heldout_ab\n\n"
+        ("code", "from rleif_kit.core.plots import plot_gain\nfrom rleif_kit.ppo.stage import heldout_ab\n\n"
                  "ab = heldout_ab(cfg, paths, policy) if cfg.base.world == \"arith\" and cfg.ppo.eval_samples else None\n"
                  "if ab:\n"
-                 '    save_figure(plot_accuracy_bars({"SFT": ab["sft_accuracy"], "PPO": ab["ppo_accuracy"]},\n'
-                 '                                   title=f"Held-out accuracy, {ab[\'n\']} problems (greedy)"),\n'
+                 '    print(f"SFT {ab[\'sft_accuracy\']:.1%}, PPO {ab[\'ppo_accuracy\']:.1%} on {ab[\'n\']} problems (greedy)")\n'
+                 '    save_figure(plot_gain({"held-out": ab["verdict"].numbers}, cfg.diagnostics.ab_min_gain),\n'
                  '                paths.figures, "05_ppo_ab")'),
         ("md", "## Checks and export"),
         ("code", "from rleif_kit.ppo.stage import export, fifth_means, truth_fifths\n\n"
@@ -443,7 +443,7 @@ last checkpoint."""),
                  'record("sft_accuracy", ab["sft_accuracy"] if ab else None)\n'
                  'record("ppo_accuracy", ab["ppo_accuracy"] if ab else None)\n'
                  'record("eval_n", ab["n"] if ab else 0)\n'
-                 'record("verdicts", {v.check: v.status for v in verdicts})'),
+                 'record("verdicts", verdicts)  # {check: status}, and each verdict whole for the report'),
     ],
     "06_eval": [
         ("md", r"""# 06 · Evaluation: GSM8k, MATH, HumanEval, the arithmetic world — SFT vs PPO
@@ -500,9 +500,8 @@ working.
                  'record("compat_accuracy", result.metric("compat_accuracy"))\n'
                  'record("pass_at_1", result.metric("pass@1"))\n'
                  'record("pending", result.pending)\n'
-                 'record("ab", {b: {"gain": v.numbers["gain"], "ci95": v.numbers["ci95"], "n": v.numbers["n"]}\n'
-                 '              for b, v in result.ab.items()})\n'
-                 'record("verdicts", {f"sft_vs_ppo_{b}": v.status for b, v in result.ab.items()})'),
+                 'record("ab", result.gains())\n'
+                 'record("verdicts", result.verdicts())  # sft_vs_ppo_<benchmark>: status, and each verdict whole'),
     ],
     "07_reward_diagnostics": [
         ("md", r"""# 07 · Reward diagnostics: is the reward signal real?
@@ -560,12 +559,11 @@ evaluation prompt, KL blow-up early in PPO. `rleif doctor` prints the same verdi
                  "                                          d.low_ra_steps, d.kl_warn, d.kl_blowup,\n"
                  "                                          truth_band=(d.truth_auc_fail, d.truth_auc_ok)),\n"
                  '                paths.figures, "07_ppo_health")'),
-        ("md", "## SFT vs PPO (check 3)\nStrict accuracy on the same items; the verdict above gives the gain's "
-               "paired-bootstrap interval."),
-        ("code", "from rleif_kit.core.plots import plot_accuracy_bars\n\n"
-                 "if health.accuracy:\n"
-                 '    save_figure(plot_accuracy_bars(health.accuracy, title="SFT vs PPO on the same items"),\n'
-                 '                paths.figures, "07_sft_vs_ppo")'),
+        ("md", "## SFT vs PPO (check 3)\nPPO's gain over SFT on the same items, with its 95% paired-bootstrap "
+               "interval; the dashed line is where the check turns ok (`[diagnostics] ab_min_gain`)."),
+        ("code", "from rleif_kit.core.plots import plot_gain\n\n"
+                 "if health.ab():\n"
+                 '    save_figure(plot_gain(health.ab(), d.ab_min_gain), paths.figures, "07_sft_vs_ppo")'),
         ("md", "## Dedup per operator\nAn operator whose evolutions dedup mostly removes makes near-copies."),
         ("code", "from rleif_kit.core.plots import plot_counts\n\n"
                  "if health.per_operator:\n"
@@ -573,7 +571,7 @@ evaluation prompt, KL blow-up early in PPO. `rleif doctor` prints the same verdi
                  '                            kinds=("kept", "removed")), paths.figures, "07_dedup_operators")'),
         ("md", "## Recorded figures"),
         ("code", "from rleif_kit.core.records import record\n\n"
-                 'record("verdicts", health.statuses())\n'
+                 'record("verdicts", health.verdicts)  # {check: status}, and each verdict whole for the report\n'
                  'record("fails", health.fails)\n'
                  'record("skipped", health.skipped)\n'
                  'record("irm_mean", health.number("irm_distribution", "mean"))\n'

@@ -68,6 +68,8 @@ def record(name: str, value: Any, stage: str | None = None) -> Any:
         # advice) under verdict_details for the report
         data.setdefault(stage, {})["verdict_details"] = _jsonable([v.to_dict() for v in value])
         value = {v.check: v.status for v in value}
+    elif name == "verdicts":
+        data.setdefault(stage, {}).pop("verdict_details", None)  # details of an earlier recording would lie
     data.setdefault(stage, {})[name] = _jsonable(value)
     write_json_atomic(path, data)
     return value

@@ -14,6 +14,7 @@ and the SFT-vs-PPO A/B — a paired bootstrap on the items both answered — go 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.progress import Bar
 from rleif_kit.core.records import write_json_atomic
 from rleif_kit.core.stages import EVAL, PPO, SFT
+from rleif_kit.core.verdict import Verdict
 from rleif_kit.evaluation.generators import LocalModel, ServedModel
 from rleif_kit.evaluation.scoring import check_code, check_response, summarize
 from rleif_kit.evaluation.vllm_model import VLLMModel
@@ -53,6 +55,14 @@ class EvalResult:
         """``{model: {benchmark: value}}`` of one summary figure, where it is defined."""
         return {m: {b: s[key] for b, s in benches.items() if s.get(key) is not None}
                 for m, benches in self.summary.items()}
+
+    def verdicts(self) -> list[Verdict]:
+        """The A/B verdicts, one per benchmark, named ``sft_vs_ppo_<benchmark>`` (what metrics.json records)."""
+        return [dataclasses.replace(v, check=f"sft_vs_ppo_{b}") for b, v in self.ab.items()]
+
+    def gains(self) -> dict[str, dict[str, Any]]:
+        """``{benchmark: {gain, ci95, n}}`` of the A/B: PPO minus SFT with its paired-bootstrap interval."""
+        return {b: {k: v.numbers[k] for k in ("gain", "ci95", "n")} for b, v in self.ab.items()}
 
     def table(self) -> list[dict[str, Any]]:
         """One row per model and benchmark, for a DataFrame."""
