@@ -322,8 +322,8 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
     from tqdm.auto import tqdm  # heavy: loaded on first use
 
     if cfg.ppo.generation_backend == "vllm":
-        raise NotImplementedError("[ppo] generation_backend = 'vllm' is not supported yet by our PPO loop (it needs the "
-                                  "current adapter in vLLM at every step): use 'transformers', or algorithm 'grpo'")
+        raise NotImplementedError("[ppo] generation_backend = 'vllm' is not supported yet by our PPO loop (it needs "
+                                  "the adapter in vLLM at every step): use 'transformers', or algorithm 'grpo'")
     ppo = cfg.ppo
     dist.shard(range(ppo.rollout_batch))  # fails early, with the fix, when the batch does not divide
     pool = list(pool if pool is not None else instruction_pool(cfg, paths))
