@@ -216,11 +216,13 @@ def test_the_largest_arith_ranking_its_pairs_and_which_the_balance_kept(cfg_path
     # one sibling group: split_by_group holds out max(1, round(1 * 0.2)) = 1 group, this one
     assert siblings.caption.endswith("3 preference pairs, 2 kept by the operator balance; held out: the IRM's "
                                      "pairwise accuracy is measured on it")
-    write_jsonl(paths.rm_rows("irm"), [{**kept[0], "split": "train"}])  # the stage's saved pairs win
-    siblings, pairs = ranked_siblings(cfg, paths, kept)
+    write_jsonl(paths.rm_rows("irm"), [{**kept[0], "split": "train"}])  # without pairs: the stage's saved ones
+    siblings, pairs = ranked_siblings(cfg, paths)
     assert [r["kept"] for r in rows(pairs)] == ["no: dropped by the operator balance", "yes",
                                                 "no: dropped by the operator balance"]
     assert siblings.caption.endswith("1 kept by the operator balance; the IRM trains on this set")
+    siblings, pairs = ranked_siblings(cfg, paths, kept)  # given pairs are this run's: an older file does not win
+    assert [r["kept"] for r in rows(pairs)] == ["no: dropped by the operator balance", "yes", "yes"]
 
 
 def judged_cfg_paths(tmp_path):

@@ -107,3 +107,27 @@ def test_a_bar_also_prints_lines_under_rleif_run(monkeypatch, capsys):
     assert lines[0].startswith("[04_reward_models judge] item 2/3 · failed 0 · ETA")
     assert lines[1].startswith("[04_reward_models judge] item 3/3 · failed 0 · done in")
     assert all(LINE.match(x) for x in lines)
+
+
+def test_a_rerun_makes_later_stages_stale_and_a_stage_run_on_stale_inputs_is_stale(tmp_path):
+    from rleif_kit.pipeline.runner import _mark_later_stale, _not_current
+
+    status = RunStatus(tmp_path, {"run": "x"})
+    status.set("04_reward_models", "ok")
+    status.set("05_ppo", "failed", "cell 3: KeyError")
+    (tmp_path / "06_eval.ipynb").write_text("{}")  # no run.json entry (an older report folder), but a notebook
+    _mark_later_stale(status, tmp_path, [(1, "04_reward_models"), (1, "05_ppo"), (1, "06_eval"),
+                                         (1, "07_reward_diagnostics")], "03_sft")
+    got = {k: v["status"] for k, v in status.data["stages"].items()}
+    assert got == {"04_reward_models": "stale", "05_ppo": "failed", "06_eval": "stale"}  # 07: nothing to be stale
+    assert _not_current(status, [(1, "03_sft"), (1, "04_reward_models")]) == "04_reward_models, which is stale"
+    assert _not_current(status, [(1, "03_sft")]) == ""
+
+
+def test_a_tqdm_redraw_before_a_progress_line_does_not_hide_it(tmp_path):
+    terminal = io.StringIO()
+    stream = StageStream(tmp_path / "x.log", terminal)
+    stream.write(" 24%|##    | 120/500")  # a redraw without its newline (a launched stage's relayed bar)
+    stream.write("[06_eval gpt-4o-mini] item 120/500 · ETA 1m\n")
+    stream.close()
+    assert terminal.getvalue() == "    [06_eval gpt-4o-mini] item 120/500 · ETA 1m\n"

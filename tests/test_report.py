@@ -205,14 +205,18 @@ def test_page_adds_the_loop_summary_and_each_iteration(report_dir):
     assert "iter-2/02_dedup.ipynb" in page.links and len(page.imgs) == 4
     assert 'id="iter-2/02_dedup" data-stage="02_dedup" data-status="ok"' in text
     assert 'id="iter-2/03_sft" data-stage="03_sft" data-status="not run"' in text
+    assert "latest iteration (of 2)" in text  # the headline reads iteration 2's 02_dedup
+    assert "1,200 after dedup" in text
 
 
 def test_parts_by_hand():
-    # a threshold band's end equal to a moved [diagnostics] key marks it; an equal value elsewhere does not
-    changed = {"diagnostics.low_ra_healthy_max": {"key": "diagnostics.low_ra_healthy_max", "value": 0.8},
-               "ppo.lr": {"key": "ppo.lr", "value": 0.2}}
-    assert [c["key"] for c in preset_marks({"healthy": [0.2, 0.8]}, changed)] == ["diagnostics.low_ra_healthy_max"]
-    assert preset_marks({"ok_at": 0.5}, changed) == []
+    # a moved key marks the checks whose thresholds it sets, by name: a probe's ok_at of 0.8 is not the moved
+    # low_ra_healthy_max of 0.8, and score_mean_min's 0.2 is not low_ra_share's band end of 0.2
+    changed = {k: {"key": k, "value": v} for k, v in (("diagnostics.low_ra_healthy_max", 0.8),
+                                                       ("diagnostics.score_mean_min", 0.2), ("ppo.lr", 0.2))}
+    assert [c["key"] for c in preset_marks("low_ra_share", changed)] == ["diagnostics.low_ra_healthy_max"]
+    assert [c["key"] for c in preset_marks("prm_distribution", changed)] == ["diagnostics.score_mean_min"]
+    assert preset_marks("prm_probe_early_stop", changed) == [] and preset_marks("kl_blowup", changed) == []
     # a dict of dicts is one table with a column per inner key, never JSON
     cell = value_cell({"a": {"kept": 1, "x": 2.5}, "b": {"kept": 3}})
     assert "<th>kept</th><th>x</th>" in cell and "<td>2.5</td>" in cell and "<td>—</td>" in cell
@@ -290,3 +294,15 @@ def test_without_chromium_the_browser_test_skips_except_under_ci(monkeypatch):
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="CI=true requires it"):
         _chromium()
+
+
+def test_every_threshold_key_names_a_config_key():
+    from dataclasses import fields
+
+    from rleif_kit.checks.threshold_keys import THRESHOLD_KEYS, threshold_keys
+    from rleif_kit.core.config import SECTIONS
+
+    known = {f"{s}.{f.name}" for s, cls in SECTIONS.items() for f in fields(cls)}
+    assert {k for keys in THRESHOLD_KEYS.values() for k in keys} <= known
+    assert threshold_keys("irm_probe_unsolvable") == ("diagnostics.probe_ok", "diagnostics.probe_fail")
+    assert threshold_keys("sft_vs_ppo_arith") == ("diagnostics.ab_min_gain",) and threshold_keys("config") == ()

@@ -238,8 +238,9 @@ def config_changes(cfg: RunConfig) -> list[dict[str, Any]]:
                 default = None  # required: no default to differ from
             value, key = getattr(section, f.name), f"{name}.{f.name}"
             if value != default:
-                out.append({"key": key, "value": value, "default": default, "reason": cfg.reasons.get(key, ""),
-                            "override": key in set_keys})
+                override = key in set_keys  # the preset's reason was for the preset's value, not this one
+                out.append({"key": key, "value": value, "default": default, "override": override,
+                            "reason": "" if override else cfg.reasons.get(key, "")})
     return out
 
 

@@ -16,7 +16,8 @@ import time
 from typing import Any, Callable
 
 ENV = "RLEIF_PROGRESS_LINES"
-LINE = re.compile(r"^\[0\d_[a-z_]+(?: [a-z-]+)?\] (step|item|round) ")  # what the runner streams to the terminal
+# what the runner streams to the terminal (searched, not matched: a tqdm redraw may sit before it on the line)
+LINE = re.compile(r"\[0\d_[a-z_]+(?: [^\]]+)?\] (step|item|round) ")
 
 
 def wanted() -> bool:

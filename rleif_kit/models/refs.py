@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 ADAPTER_CONFIG = "adapter_config.json"  # PEFT's: names the base by the path it was loaded from
@@ -29,7 +30,10 @@ def model_ref(location: str | Path, folder: Path, run_dir: Path, given: str | No
     loc = Path(location)
     if not loc.is_absolute():
         return str(location)  # a hub id (resolve_model_name gives local directories absolute)
-    inside = loc.resolve().is_relative_to(Path(run_dir).resolve())
+    run_dir = Path(run_dir)
+    if re.fullmatch(r"iter-\d+", run_dir.name):  # a loop iteration's base is the previous one's policy: the run's
+        run_dir = run_dir.parent
+    inside = loc.resolve().is_relative_to(run_dir.resolve())
     if not inside and given is not None and Path(given).expanduser().is_absolute():
         return str(location)
     rel = os.path.relpath(loc.resolve(), Path(folder).resolve())

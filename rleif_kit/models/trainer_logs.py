@@ -30,6 +30,10 @@ LABELS = {"sft": SFT, "irm": f"{REWARD_MODELS} irm", "prm": f"{REWARD_MODELS} pr
 def requested(cfg: RunConfig, model: str) -> list[str]:
     """The loggers asked for ``model`` (``sft``, ``irm``, ``prm``, ``ppo``): ``[sft] report_to`` for SFT when set."""
     wanted = list(cfg.sft.report_to) if model == "sft" and cfg.sft.report_to else list(cfg.base.report_to)
+    if model != "sft" and not cfg.base.report_to and cfg.sft.report_to not in ([], ["none"]):
+        # before [base] report_to, [sft] report_to drove the reward models too: say where that moved
+        print(f"note: [sft] report_to = {list(cfg.sft.report_to)} is SFT's alone now; the reward models and PPO "
+              "log to [base] report_to (empty here)")
     return [] if "none" in wanted else wanted
 
 

@@ -129,8 +129,8 @@ def _stage_block(folder: Path, prefix: str, stage: str, metrics: dict[str, Any],
     links = []
     if (folder / f"{stage}.ipynb").exists():
         links.append(f'executed notebook: <a href="{esc(prefix + stage)}.ipynb">{esc(stage)}.ipynb</a>')
-    if st.get("log"):
-        links.append(f'log: <a href="{esc(prefix + st["log"])}">{esc(st["log"])}</a>')
+    if st.get("log"):  # relative to the run's report folder already, an iteration's too
+        links.append(f'log: <a href="{esc(st["log"])}">{esc(st["log"])}</a>')
     if links:
         parts.append(f'<p class="muted">{" · ".join(links)}</p>')
     if status in ("failed", "not run") and not metrics:
@@ -141,13 +141,15 @@ def _stage_block(folder: Path, prefix: str, stage: str, metrics: dict[str, Any],
     return "\n".join(parts) + "</section>"
 
 
+REDRAWN = {"dedup_operators"}  # 07's notebook draws 02's view again, from the same file, for its own reader
+
+
 def _unique(pngs: list[Path]) -> list[Path]:
-    """One copy of a plot: the same bytes under two names, or a later stage's redraw of an earlier one's plot
-    (``07_dedup_operators`` after ``02_dedup_operators``: 07's notebook draws the view again for its reader)."""
+    """One copy of a plot: the same bytes under two names, or a later stage's redraw of an earlier one's (REDRAWN)."""
     seen, names, out = set(), set(), []
     for p in pngs:
         digest, view = hashlib.sha256(p.read_bytes()).hexdigest(), p.stem[3:]
-        if digest not in seen and view not in names:
+        if digest not in seen and not (view in REDRAWN and view in names):
             seen.add(digest)
             names.add(view)
             out.append(p)
@@ -211,6 +213,12 @@ def write_report(report_dir: str | Path) -> Path:
     min_gain = changed.get("diagnostics.ab_min_gain", {}).get("value", 0.03)
     blocks, statuses = _folder_blocks(report_dir, "", changed)
     iterations = _iteration_folders(report_dir)
+    latest_metrics, latest = dict(metrics), dict(statuses)  # a loop's headline: each stage's latest iteration
+    for folder in iterations:
+        theirs, their_metrics = stage_statuses(folder, f"{folder.name}/"), read_records(folder / "metrics.json")
+        for stage, st in theirs.items():
+            if st["status"] != "not run":
+                latest[stage], latest_metrics[stage] = st, their_metrics.get(stage, {})
     nav = ['<a href="#headline">Headline</a>'] + [
         f'<a href="#{esc(s)}">{esc(s[:2])} {stage_pill(statuses[s]["status"])}</a>' for s in STAGES]
     nav += ['<a href="#config">Config</a>'] + [f'<a href="#{f.name}">{esc(f.name)}</a>' for f in iterations]
@@ -220,7 +228,8 @@ def write_report(report_dir: str | Path) -> Path:
                                  f"· finished {esc(run['finished'])}" if run.get("finished") else ""] if x)
     body = [f'<nav class="contents">{"".join(nav)}</nav>', f"<h1>RLEIF run · {esc(report_dir.name)}</h1>",
             f'<p class="muted">{where}</p>' if where else "", _summary_line(metrics, statuses),
-            headline(metrics, statuses, list(STAGES), min_gain)]
+            headline(latest_metrics, latest, list(STAGES), min_gain,
+                     f"each stage's latest iteration (of {len(iterations) + 1})" if iterations else "")]
     summary_path = report_dir / "loop_summary.json"
     if summary_path.exists():
         body.append(_loop_table(json.loads(summary_path.read_text(encoding="utf-8"))))

@@ -9,6 +9,7 @@ import html
 import json
 from typing import Any
 
+from rleif_kit.checks.threshold_keys import threshold_keys
 from rleif_kit.core.progress import fmt_duration
 from rleif_kit.core.verdict import STATUS_COLORS, fmt_number
 
@@ -79,7 +80,7 @@ def _numbers(d: dict[str, Any]) -> str:
 
 def verdict_table(metrics: dict[str, Any], changed: dict[str, dict[str, Any]]) -> str:
     """Check | status | numbers | thresholds | advice; ``verdict_details`` when recorded, else the statuses alone.
-    A threshold equal to a [diagnostics] key the run moved from its default is marked with the key and reason."""
+    A verdict whose thresholds come from a key the run moved from its default is marked with the key and reason."""
     details = metrics.get("verdict_details")
     if not isinstance(details, list):
         raw = metrics.get("verdicts")
@@ -89,7 +90,7 @@ def verdict_table(metrics: dict[str, Any], changed: dict[str, dict[str, Any]]) -
         return ""
     rows = []
     for v in details:
-        marks = preset_marks(v.get("thresholds", {}), changed)
+        marks = preset_marks(v.get("check", ""), changed)
         mark = "".join(f'<div class="preset" title="{esc(c["reason"] or "no reason given")}">preset: '
                        f'{esc(c["key"])} = {esc(fmt(c["value"]))} (kit default {esc(fmt(c["default"]))})'
                        f'{" — " + esc(c["reason"]) if c["reason"] else ""}</div>' for c in marks)
@@ -100,14 +101,9 @@ def verdict_table(metrics: dict[str, Any], changed: dict[str, dict[str, Any]]) -
     return f'<table class="verdicts">{head}{"".join(rows)}</table>'
 
 
-def preset_marks(thresholds: dict[str, Any], changed: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The moved ``[diagnostics]`` keys whose value is one of ``thresholds``' values (a band's two ends too)."""
-    values = []
-    for t in thresholds.values():
-        values.extend(t if isinstance(t, (list, tuple)) else [t])
-    return [c for key, c in changed.items() if key.startswith("diagnostics.")
-            and any(isinstance(x, (int, float)) and isinstance(c["value"], (int, float))
-                    and abs(x - c["value"]) < 1e-12 for x in values)]
+def preset_marks(check: str, changed: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The moved config keys behind ``check``'s thresholds (``checks/threshold_keys.py``), in that table's order."""
+    return [changed[k] for k in threshold_keys(check) if k in changed]
 
 
 def gain_chart(gains: dict[str, dict[str, Any]], min_gain: float | None = None) -> str:
@@ -153,14 +149,14 @@ def config_table(changes: list[dict[str, Any]]) -> str:
 
 
 def headline(metrics: dict[str, dict[str, Any]], statuses: dict[str, dict[str, Any]], order: list[str],
-             min_gain: float | None) -> str:
+             min_gain: float | None, scope: str = "") -> str:
     """What went in, what came out, the reward's health and the wall time per stage, from this run's figures."""
     def trusted(stage: str) -> dict[str, Any]:
         return metrics.get(stage, {}) if statuses.get(stage, {}).get("status") in TRUSTED else {}
 
     evolve, dedup, sft = trusted(order[1]), trusted(order[2]), trusted(order[3])
     ppo, ev, diag = trusted(order[5]), trusted(order[6]), trusted(order[7])
-    went_in = [f"base model <code>{esc(metrics.get(order[0], {}).get('base_model', '?'))}</code>"]
+    went_in = [f"base model <code>{esc(trusted(order[0]).get('base_model', '?'))}</code>"]
     if evolve:
         went_in.append(f"{evolve.get('kept', 0):,} evolved instructions kept ({evolve.get('eliminated', 0):,} "
                        f"eliminated)")
@@ -193,7 +189,8 @@ def headline(metrics: dict[str, dict[str, Any]], statuses: dict[str, dict[str, A
         f'</td><td class="num">{esc(fmt_duration(statuses[s]["seconds"])) if "seconds" in statuses.get(s, {}) else "—"}'
         f'</td></tr>' for s in order)
     total = sum(v.get("seconds", 0) for v in statuses.values() if v.get("status") in ("ok", "skipped"))
-    return (f'<section id="headline" class="card"><h2>Headline</h2><div class="cols"><div>'
+    title = "Headline" + (f' <span class="muted">· {esc(scope)}</span>' if scope else "")
+    return (f'<section id="headline" class="card"><h2>{title}</h2><div class="cols"><div>'
             f'<h3>What went in</h3><ul>{"".join(f"<li>{w}</li>" for w in went_in)}</ul>'
             f'<h3>What came out</h3><ul>{"".join(f"<li>{o}</li>" for o in out)}</ul>{gain_chart(gains, min_gain)}'
             f'</div><div><h3>Stages</h3><table class="timeline">{timeline}</table>'

@@ -129,8 +129,12 @@ def check_stage(cfg, stage: str, notebook: Path) -> tuple[bool, str]:
     # unchanged when the portable values match (the run folder moved) or the values as given do (the output
     # folder moved but an absolute path still names the same file); an older marker has the second kind only
     recorded_hashes = {done.get("config_hash"), done.get("given_hash")} - {None}
-    if not recorded_hashes & {config_hash(values), config_hash(stage_config(cfg, stage, as_given=True))}:
-        changes = _changes(done.get("config", {}), values)
+    given = stage_config(cfg, stage, as_given=True)
+    # a marker of an older kit hashed keys that no longer count (IGNORED grew): its recorded keys decide
+    older = {k: v for k, v in done.get("config", {}).items() if k not in IGNORED} == given
+    if not older and not recorded_hashes & {config_hash(values), config_hash(given)}:
+        recorded = {k: v for k, v in done.get("config", {}).items() if k not in IGNORED}
+        changes = _changes(recorded, values if "given_hash" in done else given)  # an older marker: values as given
         return False, "config changed: " + ("; ".join(changes) if changes else "(keys not recorded)")
     return True, f"complete and config unchanged ({stage}/{MARKER} of {done.get('finished', '?')})"
 

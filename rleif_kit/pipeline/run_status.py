@@ -40,8 +40,9 @@ class StageStream:
         self.pending += text.replace("\r", "\n")  # a tqdm redraw is a line too
         *lines, self.pending = self.pending.split("\n")
         for line in lines:
-            if LINE.match(line) or line.lstrip().startswith(TO_TERMINAL):
-                print(self.indent + line.strip(), file=self.terminal, flush=True)
+            found = LINE.search(line)
+            if found or line.lstrip().startswith(TO_TERMINAL):
+                print(self.indent + line[found.start() if found else 0:].strip(), file=self.terminal, flush=True)
                 self.shown += 1
         return len(text)
 

@@ -199,6 +199,28 @@ def _status_header(cfg: RunConfig, params_path: str, overrides: list[str], repor
             "output_dir": os.path.relpath(cfg.output_dir, reports), "config_changes": config_changes(cfg)}
 
 
+def _step_key(k: int, stage: str) -> str:
+    return (f"iter-{k}/" if k > 1 else "") + stage
+
+
+def _mark_later_stale(status: RunStatus, reports: Path, later: list, reran: str) -> None:
+    """Every later stage with figures or a notebook of an earlier run (a run.json entry or not) is now stale."""
+    for lk, ls in later:
+        entry = status.get(_step_key(lk, ls)).get("status")
+        made = (iteration_dir(reports, lk) / f"{ls}.ipynb").exists()
+        if entry in ("ok", "skipped", "stale") or (entry is None and made):
+            status.set(_step_key(lk, ls), "stale", f"{reran} reran after its figures were recorded")
+
+
+def _not_current(status: RunStatus, earlier: list) -> str:
+    """The first earlier stage that is failed, stopped, stale or still marked running ("" when none is)."""
+    for ek, es in earlier:
+        entry = status.get(_step_key(ek, es)).get("status")
+        if entry in ("failed", "stopped", "stale", "running"):
+            return f"{_step_key(ek, es)}, which is {entry}"
+    return ""
+
+
 def _run_steps(cfg: RunConfig, params_path: str, overrides: list[str], settings_path: str | None,
                report_dir: str | None, force: bool, workdir: Path, n: int, steps: list) -> list[StageRun]:
     every_step = plan_steps(available_stages(), n)  # what a rerun makes stale, selected or not
@@ -209,7 +231,7 @@ def _run_steps(cfg: RunConfig, params_path: str, overrides: list[str], settings_
     try:
         for i, (k, stage) in enumerate(steps, 1):
             tag = f"[{i}/{len(steps)}]" + (f" iteration {k}/{n}" if n > 1 else "")
-            key = (f"iter-{k}/" if k > 1 else "") + stage
+            key = _step_key(k, stage)
             if k not in iteration:  # seeded from iteration k - 1, now that it has run
                 extra, notes = iteration_overrides(cfg.output_dir, k)
                 print("\n".join(notes), flush=True)
@@ -224,10 +246,7 @@ def _run_steps(cfg: RunConfig, params_path: str, overrides: list[str], settings_
             reran = reran or stage + (f" (iteration {k})" if n > 1 else "")
             print(f"{tag} {stage} running ({'first run' if why == 'not run yet' else why})", flush=True)
             later = [(iteration_dir(cfg.output_dir, lk), ls) for lk, ls in every_step[every_step.index((k, stage)):]]
-            for lk, ls in every_step[every_step.index((k, stage)) + 1:]:
-                later_key = (f"iter-{lk}/" if lk > 1 else "") + ls
-                if status.get(later_key).get("status") in ("ok", "skipped", "stale"):
-                    status.set(later_key, "stale", f"{reran} reran after its figures were recorded")
+            _mark_later_stale(status, reports, every_step[every_step.index((k, stage)) + 1:], reran)
             status.set(key, "running", why, log=stage_log(out_dir, stage))
             start = time.perf_counter()
             try:
@@ -243,7 +262,12 @@ def _run_steps(cfg: RunConfig, params_path: str, overrides: list[str], settings_
                 status.set(key, "failed", str(err) or type(err).__name__, seconds=time.perf_counter() - start)
                 print(f"{tag} {stage} failed after {time.perf_counter() - start:.0f}s", flush=True)
                 raise
-            status.set(key, "ok", why, seconds=runs[-1].seconds, lines_shown=runs[-1].lines_shown)
+            behind = _not_current(status, every_step[:every_step.index((k, stage))])
+            if behind:  # it ran on what an earlier stage left, and that is not this run's
+                status.set(key, "stale", f"ran on the outputs of {behind}", seconds=runs[-1].seconds,
+                           lines_shown=runs[-1].lines_shown)
+            else:
+                status.set(key, "ok", why, seconds=runs[-1].seconds, lines_shown=runs[-1].lines_shown)
         if n > 1:
             print(f"loop summary: {summarize_loop(reports, cfg.output_dir, n)}", flush=True)
     finally:

@@ -33,11 +33,12 @@ def sample_rows(step: int, batch: Sequence[dict], responses: Sequence[str], scor
 def save_rollout_samples(path: Path, step: int, last_step: int, stopped: bool, batch: Sequence[dict], roll: Any,
                          scores: dict, n: int = SAMPLES) -> None:
     """Keep step ``step``'s first ``n`` rollouts when it is the first step, the last, or the one the guard stopped
-    at; a rerun of a step replaces its rows (a resumed run redoes the step it crashed in)."""
+    at; a rerun of a step replaces its rows (a resumed run redoes the step it crashed in), step 0 all of them."""
     if not dist.is_main() or (step not in (0, last_step) and not stopped):
         return
     kl = pm.sequence_kl(roll.logp[:n], roll.ref_logp[:n], roll.response_mask[:n]).tolist()  # KL per sequence
-    rows = [r for r in read_jsonl(path) if r["step"] != step] if path.exists() else []
+    # step 0 starts a fresh training: an earlier run's rows (its last step) go; a resumed run redoes one step
+    rows = [r for r in read_jsonl(path) if r["step"] != step] if path.exists() and step > 0 else []
     write_jsonl(path, sorted(rows + sample_rows(step, batch, roll.responses, scores, kl, n), key=lambda r: r["step"]))
 
 

@@ -52,9 +52,9 @@ def _rankings(cfg: RunConfig, paths: RunPaths, groups: dict[str, list[dict]]) ->
 
 def _balanced(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict] | None) -> tuple[set | None, dict[str, str]]:
     """The pairs kept by the operator balance, as (chosen, rejected), and each sibling group's split (``train`` /
-    ``heldout``): from ``irm_pairs.jsonl`` where the stage saved it, else from ``pairs``, split as ``train_irm``
-    splits them. (None, {}) when neither is there."""
-    if paths.rm_rows("irm").exists():
+    ``heldout``): from ``pairs`` when given (split as ``train_irm`` splits them), else from ``irm_pairs.jsonl``
+    where the stage saved it. (None, {}) when neither is there."""
+    if pairs is None and paths.rm_rows("irm").exists():  # pairs given: this run's, the file may be an older run's
         rows = list(read_jsonl(paths.rm_rows("irm")))
         split = {str(p["group"]): p["split"] for p in rows if "split" in p}
     elif pairs is not None:
