@@ -311,9 +311,12 @@ def test_rollouts_of_the_first_and_last_step_with_their_kl(tmp_path):
     assert [(r["step"], r["instruction_id"]) for r in saved] == [(0, "i1"), (0, "i2"), (2, "i1"), (2, "i2")]
     # KL per sequence: row 1 (-1 + 1.5) + (-2 + 2) = 0.5; row 2 (-0.5 + 0.5) = 0, its padding not counted
     assert [r["kl"] for r in saved[:2]] == [0.5, 0.0]
+    save_rollout_samples(paths.ppo_rollouts, 2, 2, False, BATCH, rollout(["again 2a", "b"]), SCORES, n=1)
+    assert [(r["step"], r["response"]) for r in read_jsonl(paths.ppo_rollouts)] == [
+        (0, "resp 0a"), (0, "resp 0b"), (2, "again 2a")]  # a redone step (a resumed run) replaces its rows
     save_rollout_samples(paths.ppo_rollouts, 0, 2, False, BATCH, rollout(["again a", "again b"]), SCORES, n=1)
     assert [(r["step"], r["response"]) for r in read_jsonl(paths.ppo_rollouts)] == [
-        (0, "again a"), (2, "resp 2a"), (2, "resp 2b")]  # a redone step replaces its rows
+        (0, "again a")]  # step 0: a fresh training, the earlier run's rows go
     save_rollout_samples(paths.ppo_rollouts, 1, 2, True, BATCH, rollout(["stopped", "b"]), SCORES, n=1)
     assert rows(rollout_table(paths))[:2] == [  # the step the KL guard stopped at is kept too
         {"when": "step 0: before training (the SFT policy)", "question": "Ann has 2 apples.", "response": "again a",
