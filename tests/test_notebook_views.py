@@ -314,17 +314,18 @@ def test_rollouts_of_the_first_and_last_step_with_their_kl(tmp_path):
     save_rollout_samples(paths.ppo_rollouts, 2, 2, False, BATCH, rollout(["again 2a", "b"]), SCORES, n=1)
     assert [(r["step"], r["response"]) for r in read_jsonl(paths.ppo_rollouts)] == [
         (0, "resp 0a"), (0, "resp 0b"), (2, "again 2a")]  # a redone step (a resumed run) replaces its rows
-    save_rollout_samples(paths.ppo_rollouts, 0, 2, False, BATCH, rollout(["again a", "again b"]), SCORES, n=1)
+    save_rollout_samples(paths.ppo_rollouts, 0, 2, False, BATCH, rollout(["again a", "again b"]), SCORES)
     assert [(r["step"], r["response"]) for r in read_jsonl(paths.ppo_rollouts)] == [
-        (0, "again a")]  # step 0: a fresh training, the earlier run's rows go
+        (0, "again a"), (0, "again b")]  # step 0: a fresh training, the earlier run's rows go
     save_rollout_samples(paths.ppo_rollouts, 1, 2, True, BATCH, rollout(["stopped", "b"]), SCORES, n=1)
-    assert rows(rollout_table(paths))[:2] == [  # the step the KL guard stopped at is kept too
+    table = rows(rollout_table(paths))
+    assert [table[0], table[-1]] == [  # the step the KL guard stopped at is kept too
         {"when": "step 0: before training (the SFT policy)", "question": "Ann has 2 apples.", "response": "again a",
          "rI": 0.8, "rA": 0.5, "r": 0.4, "KL": 0.5},
         {"when": "step 1: after 1 updates", "question": "Ann has 2 apples.", "response": "stopped",
          "rI": 0.8, "rA": 0.5, "r": 0.4, "KL": 0.5},
     ]
-    assert rows(rollout_table(paths))[-1]["response"] == "resp 2b\n(no steps found: rA = 0)"
+    assert table[1]["response"] == "again b\n(no steps found: rA = 0)"
 
 
 def test_rollout_view_without_rollouts_says_so(tmp_path):
