@@ -48,6 +48,8 @@ def test_marker_round_trip_names_the_changed_keys(tmp_path):
     notebook.write_text("{}")
     marker = resume.mark_done(cfg, "01_evolve", notebook, seconds=3.0)
     assert marker == tmp_path / "run" / "01_evolve" / ".done.json"
+    assert resume.recorded_seconds(cfg.output_dir, "01_evolve") == 3.0  # a skipped stage's wall time in the report
+    assert resume.recorded_seconds(cfg.output_dir, "02_dedup") is None
     assert json.loads(marker.read_text())["config"]["evol_instruct.rounds"] == 1
 
     done, why = resume.check_stage(cfg, "01_evolve", notebook)

@@ -151,6 +151,14 @@ def mark_done(cfg, stage: str, notebook: Path, seconds: float) -> Path:
     return path
 
 
+def recorded_seconds(output_dir: Path, stage: str) -> float | None:
+    """The wall time the stage's marker recorded (how long the run that completed it took), or None."""
+    try:
+        return json.loads(marker_path(output_dir, stage).read_text(encoding="utf-8")).get("seconds")
+    except (OSError, ValueError):
+        return None
+
+
 def invalidate(output_dir: Path, stage: str) -> None:
     marker_path(output_dir, stage).unlink(missing_ok=True)
 

@@ -241,7 +241,8 @@ def _run_steps(cfg: RunConfig, params_path: str, overrides: list[str], settings_
             run_it, why = _decide(run_cfg, stage, out_dir / f"{stage}.ipynb", force, reran)
             if not run_it:
                 print(f"{tag} {stage} skipped (unchanged): {why}; --force reruns it", flush=True)
-                status.set(key, "skipped", why)
+                seconds = None if "seconds" in status.get(key) else resume.recorded_seconds(run_cfg.output_dir, stage)
+                status.set(key, "skipped", why, seconds=seconds)  # the wall time of the run that made it
                 continue
             reran = reran or stage + (f" (iteration {k})" if n > 1 else "")
             print(f"{tag} {stage} running ({'first run' if why == 'not run yet' else why})", flush=True)
