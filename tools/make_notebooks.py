@@ -259,7 +259,8 @@ A solution whose steps cannot be found is flagged, never scored as one step.
 
 **Reads** `02_dedup/instructions.jsonl`, `03_sft/model/`, `settings.json` (judges) ·
 **Writes** `04_reward_models/{irm,prm}/` (weights, model card), `irm_fanout.jsonl`, `irm_rankings.jsonl` (judged),
-`prm_samples.jsonl`, the judges' answers; every step resumes from its files."""),
+`prm_samples.jsonl`, the judges' answers, and the two training sets as datasets: `irm_pairs.jsonl` (preference
+pairs), `prm_steps.jsonl` (labelled steps); every step resumes from its files."""),
         ("params", PARAMETERS),
         ("code", setup_cell("04_reward_models") + "\n\nfrom rleif_kit.core.settings import load_settings\n\n"
                  "settings = load_settings(settings_path) if settings_path else None"),
