@@ -154,7 +154,9 @@ def test_a_healthy_run_shows_every_stage_its_verdict_numbers_and_the_headline(re
     assert "<th>removed_share</th><td><span class=\"num\">0.2782</span></td>" in text
     assert '<nav class="contents">' in text and 'href="#05_ppo"' in text
     assert "ppo.lr <em>(--set)</em>" in text
-    assert "Verdicts of the current stages:" in text and "4 ok" in text and "2 warn" in text  # 02 ok warn, 05, 06, 07 warn ok
+    assert "Verdicts of the current stages:" in text  # 02 ok warn, 05 ok, 06 ok, 07 warn ok: 4 ok, 2 warn
+    assert '<span class="pill" style="background:#2e7d32">4 ok</span>' in text  # the counts in their colours
+    assert '<span class="pill" style="background:#f9a825">2 warn</span>' in text
     # embedded figures, each linked at full size; no script
     assert len(page.imgs) == 3 and all(i["src"].startswith("data:image/png;base64,") for i in page.imgs)
     assert "figures/05_ppo_curves.png" in page.links and "Other figures" in text and "<script" not in text

@@ -198,7 +198,7 @@ def _summary_line(metrics: dict[str, Any], statuses: dict[str, dict[str, Any]]) 
     stale = [v for s, st in statuses.items() if st["status"] == "stale"
              for v in (metrics.get(s, {}).get("verdicts") or {}).values()]
     stages = ", ".join(f"{n} {s}" for s, n in by_status.items())
-    counts = " ".join(verdict_pill(f"{verdicts.count(s)} {s}") for s in ("ok", "warn", "fail") if verdicts.count(s))
+    counts = " ".join(verdict_pill(s, f"{verdicts.count(s)} {s}") for s in ("ok", "warn", "fail") if verdicts.count(s))
     extra = f" ({len(stale)} more on stale stages, not counted)" if stale else ""
     return f'<p>Stages: {esc(stages)}. Verdicts of the current stages: {counts or "none"}{esc(extra)}.</p>'
 
@@ -226,7 +226,7 @@ def write_report(report_dir: str | Path) -> Path:
                                  " ".join(f"<code>--set {esc(o)}</code>" for o in run.get("overrides", [])),
                                  f"· started {esc(run['started'])}" if run.get("started") else "",
                                  f"· finished {esc(run['finished'])}" if run.get("finished") else ""] if x)
-    body = [f'<nav class="contents">{"".join(nav)}</nav>', f"<h1>RLEIF run · {esc(report_dir.name)}</h1>",
+    body = [f'<nav class="contents">{"".join(nav)}</nav>', f"<h1>RLEIF run · {esc(run.get('run') or report_dir.name)}</h1>",
             f'<p class="muted">{where}</p>' if where else "", _summary_line(metrics, statuses),
             headline(latest_metrics, latest, list(STAGES), min_gain,
                      f"each stage's latest iteration (of {len(iterations) + 1})" if iterations else "")]
@@ -242,7 +242,7 @@ def write_report(report_dir: str | Path) -> Path:
         body.append(f'<h2 id="{folder.name}">Iteration {folder.name.split("-")[1]}</h2>')
         body.extend(_folder_blocks(folder, f"{folder.name}/", changed)[0])
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>RLEIF run {esc(report_dir.name)}</title><style>{CSS}</style></head>\n<body>\n"
+            f"<title>RLEIF run {esc(run.get('run') or report_dir.name)}</title><style>{CSS}</style></head>\n<body>\n"
             + "\n".join(b for b in body if b) + "\n</body></html>\n")
     out = report_dir / "index.html"
     out.write_text(page, encoding="utf-8")

@@ -35,8 +35,9 @@ def stage_pill(status: str) -> str:
     return pill(STAGE_WORDS.get(status, status), STAGE_COLOURS.get(status, "#57606a"))
 
 
-def verdict_pill(status: str) -> str:
-    return pill(status, STATUS_COLORS.get(status, "#57606a"))
+def verdict_pill(status: str, text: str | None = None) -> str:
+    """A verdict's status in its colour; ``text`` (e.g. "42 ok") in place of the word."""
+    return pill(status if text is None else text, STATUS_COLORS.get(status, "#57606a"))
 
 
 def fmt(value: Any) -> str:
@@ -181,7 +182,7 @@ def headline(metrics: dict[str, dict[str, Any]], statuses: dict[str, dict[str, A
     health = diag.get("verdicts") if isinstance(diag.get("verdicts"), dict) else {}
     if health:
         counts = {s: sum(1 for v in health.values() if v == s) for s in ("ok", "warn", "fail")}
-        out.append("reward health (07): " + " ".join(verdict_pill(f"{n} {s}") if n else "" for s, n in counts.items()))
+        out.append("reward health (07): " + " ".join(verdict_pill(s, f"{n} {s}") if n else "" for s, n in counts.items()))
     if not out:
         out.append("no result yet: no later stage of this run finished")
     timeline = "".join(
