@@ -22,7 +22,7 @@ from rleif_kit.core.progress import LINE
 from rleif_kit.core.records import read_records, write_json_atomic
 
 RUN_FILE = "run.json"
-TO_TERMINAL = ("warning", "note:", "KL guard", "resuming from")  # besides progress lines
+TO_TERMINAL = ("warning:", "note:", "KL guard", "resuming from")  # the kit's own, besides progress lines
 
 
 class StageStream:
