@@ -112,7 +112,8 @@ def test_two_iterations_of_the_whole_loop(tmp_path, monkeypatch, capsys):
     name = next(n for n in ppo_1 if n.endswith("mlp.up_proj.weight"))
     assert not torch.equal(ppo_1[name], base_1[name])  # SFT + PPO moved iteration 1's weights
     sft_info = json.loads((run / "iter-2" / "03_sft" / "model" / "sft_info.json").read_text())
-    assert sft_info["base_model"] == str(run / "05_ppo" / "model"), sft_info
+    # named relative to the info file's folder, iter-2/03_sft/model -> ../../../05_ppo/model: a moved loop run loads
+    assert sft_info["base_model"] == "../../../05_ppo/model", sft_info
     assert not torch.equal(sft_2[name], ppo_1[name])  # and iteration 2's SFT trained on from there
     for part in ("01_evolve/evolved.jsonl", "04_reward_models/irm/rm_info.json", "05_ppo/log.jsonl",
                  "05_ppo/model/model.safetensors", "06_eval/summary.json"):
