@@ -24,15 +24,20 @@ STAGES = "00_setup,01_evolve,02_dedup,03_sft,04_reward_models,05_ppo,06_eval,07_
 BASELINES = ROOT / "tests" / "baselines" / "tiny-cpu.json"
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("pipeline")
+def run_tiny(root: Path) -> list:
+    """``rleif run`` of the tiny preset from the project root, artifacts in ``root/run``, reports in ``root/reports``."""
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        runs = run_pipeline(str(TINY_PARAMS), STAGES, tiny_overrides(root / "run"), report_dir=str(root / "reports"))
+        return run_pipeline(str(TINY_PARAMS), STAGES, tiny_overrides(root / "run"), report_dir=str(root / "reports"))
     finally:
         os.chdir(cwd)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("pipeline")
+    runs = run_tiny(root)
     assert [r.stage for r in runs] == STAGES.split(",")
     return root
 
@@ -354,13 +359,7 @@ def test_the_run_and_its_reports_moved_elsewhere_resume_with_every_stage_skipped
     shutil.copytree(tiny_run / "reports", moved / "reports")
     for marker in (moved / "run").glob("*/.done.json"):
         assert str(tiny_run) not in marker.read_text(), marker
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        runs = run_pipeline(str(TINY_PARAMS), STAGES, tiny_overrides(moved / "run"), report_dir=str(moved / "reports"))
-    finally:
-        os.chdir(cwd)
-    assert runs == []
+    assert run_tiny(moved) == []
     run = json.loads((moved / "reports" / "run.json").read_text())
     assert {s: v["status"] for s, v in run["stages"].items()} == {s: "skipped" for s in STAGES.split(",")}
     assert "01_evolve" in (moved / "reports" / "index.html").read_text()

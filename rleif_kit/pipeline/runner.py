@@ -246,8 +246,9 @@ def _run_steps(cfg: RunConfig, params_path: str, overrides: list[str], settings_
                 continue
             reran = reran or stage + (f" (iteration {k})" if n > 1 else "")
             print(f"{tag} {stage} running ({'first run' if why == 'not run yet' else why})", flush=True)
-            later = [(iteration_dir(cfg.output_dir, lk), ls) for lk, ls in every_step[every_step.index((k, stage)):]]
-            _mark_later_stale(status, reports, every_step[every_step.index((k, stage)) + 1:], reran)
+            at = every_step.index((k, stage))
+            later = [(iteration_dir(cfg.output_dir, lk), ls) for lk, ls in every_step[at:]]
+            _mark_later_stale(status, reports, every_step[at + 1:], reran)
             status.set(key, "running", why, log=stage_log(out_dir, stage))
             start = time.perf_counter()
             try:
@@ -263,7 +264,7 @@ def _run_steps(cfg: RunConfig, params_path: str, overrides: list[str], settings_
                 status.set(key, "failed", str(err) or type(err).__name__, seconds=time.perf_counter() - start)
                 print(f"{tag} {stage} failed after {time.perf_counter() - start:.0f}s", flush=True)
                 raise
-            behind = _not_current(status, every_step[:every_step.index((k, stage))])
+            behind = _not_current(status, every_step[:at])
             if behind:  # it ran on what an earlier stage left, and that is not this run's
                 status.set(key, "stale", f"ran on the outputs of {behind}", seconds=runs[-1].seconds,
                            lines_shown=runs[-1].lines_shown)
