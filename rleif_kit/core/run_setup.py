@@ -20,7 +20,7 @@ from pathlib import Path
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig, load_config, to_toml
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.core import run_lock
+from rleif_kit.core import numerics, run_lock
 from rleif_kit.core.records import set_target, write_json_atomic
 from rleif_kit.core.stages import SETUP
 
@@ -64,6 +64,7 @@ def hardware() -> dict:
         info["cuda"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     except ImportError:
         pass
+    info["cpu_kernels"] = numerics.describe()  # the kernel variables set ([base] cpu_kernels) and torch's choice
     return info
 
 
@@ -106,6 +107,9 @@ def setup(params_path: str, overrides: list[str] | tuple = (), stage: str = SETU
     quiet_harmless_noise()
     wd = Path(workdir) if workdir else default_workdir()
     cfg = load_config(params_path, list(overrides or ()), workdir=wd)
+    note = numerics.pin(cfg.base.cpu_kernels)  # before anything loads torch: the libraries read it once
+    if note:
+        print(note)
     reports = Path(report_dir) if report_dir else wd / "reports" / cfg.run_name
     paths = RunPaths(output_dir=cfg.output_dir, report_dir=reports if reports.is_absolute() else wd / reports)
     if run_lock.LOCK_ON_SETUP and dist.is_main():  # ranks a holder started inherit its lock (run_lock)

@@ -1,0 +1,272 @@
+"""Measure how far the tiny presets' figures move — across CPU kernel paths, seeds and a loaded machine — and set
+the regression tolerances in tests/baselines/ from that spread.
+
+    python tools/measure_spread.py run --preset tiny-cpu --variant native           # one run (resumable: a
+    python tools/measure_spread.py run --preset tiny-cpu --variant pinned --seed 7  #  finished run is kept)
+    python tools/measure_spread.py run --preset tiny-math --variant pinned --load   # a CPU-bound process beside it
+    python tools/measure_spread.py summary --preset tiny-cpu [--write]              # the spread; --write sets it
+
+A variant is a kernel path, chosen before torch loads (``rleif_kit.core.numerics``):
+
+- ``pinned``: the preset as shipped (``[base] cpu_kernels = "pinned"``: the kit's fixed kernel set);
+- ``native``: the machine's own choice (``cpu_kernels = "native"``, nothing set);
+- ``avx2`` / ``default``: native, capped as a CPU without AVX-512 (or without AVX2) would run it — torch's
+  ``ATEN_CPU_CAPABILITY``, MKL's ``MKL_ENABLE_INSTRUCTIONS`` and oneDNN's ``ONEDNN_MAX_CPU_ISA``.
+
+Each run goes to ``reports/spread/<preset>/<variant>-s<seed>[-loaded]/`` and leaves ``figures.json``: every
+figure the baselines name, each verdict's status, and for tiny-cpu the figures the pipeline tests assert on
+the trained PRM. ``summary`` prints, per baseline figure, the values seen; ``--write`` rewrites the baselines'
+entries as ``{"value", "tolerance", "seen", "runs"}`` (rule in :func:`tolerance`) and the runs in ``_measured``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from rleif_kit.core.numerics import KERNEL_VARIABLES  # noqa: E402
+
+PRESETS = {"tiny-cpu": ROOT / "params" / "tiny-cpu.toml", "tiny-math": ROOT / "params" / "tiny-math.toml"}
+VARIANTS = {
+    "pinned": ({}, []),
+    "native": ({}, ['base.cpu_kernels="native"']),
+    "avx2": ({"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+             ['base.cpu_kernels="native"']),
+    "default": ({"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+                 "ONEDNN_MAX_CPU_ISA": "SSE41"}, ['base.cpu_kernels="native"']),
+}
+SPREAD_DIR = ROOT / "reports" / "spread"
+BUSY = "import time\nend = time.time() + 4 * 3600\nwhile time.time() < end:\n    sum(i * i for i in range(10000))\n"
+
+
+def run_dir(preset: str, variant: str, seed: int, loaded: bool) -> Path:
+    return SPREAD_DIR / preset / f"{variant}-s{seed}{'-loaded' if loaded else ''}"
+
+
+def overrides_for(preset: str, out: Path, seed: int, variant: str) -> list[str]:
+    """As tests/conftest.py points the presets at a folder (not imported: it pins the kernels for the tests)."""
+    run = out / "run"
+    base = [f'base.output_dir="{run}"', f'base.model_name="{run}/tiny-llama"']
+    if preset == "tiny-math":
+        base += [f'sft.gsm8k_train="{run}/raw/gsm8k_train.jsonl"', f'sft.math_train="{run}/raw/math_train.jsonl"',
+                 f'sft.dataset="{run}/stepwise.jsonl"', f'evol_instruct.seeds="{run}/seeds.jsonl"']
+    return [*base, f"base.seed={seed}", *VARIANTS[variant][1]]
+
+
+def run(preset: str, variant: str, seed: int, loaded: bool) -> Path:
+    """One run of ``preset`` under ``variant`` (skipped when its figures exist); returns its folder."""
+    out = run_dir(preset, variant, seed, loaded)
+    if (out / "figures.json").exists():
+        print(f"{out.relative_to(ROOT)}: done before, kept")
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in KERNEL_VARIABLES}
+    env.update(VARIANTS[variant][0])
+    sets = [a for o in overrides_for(preset, out, seed, variant) for a in ("--set", o)]
+    if preset == "tiny-cpu":
+        cmd = [str(ROOT / ".venv" / "bin" / "rleif"), "run", str(PRESETS[preset]), *sets]
+    else:
+        cmd = [sys.executable, "-m", "rleif_kit.testing.demo_math", "--params", str(PRESETS[preset]), *sets]
+    busy = subprocess.Popen([sys.executable, "-c", BUSY]) if loaded else None
+    start = time.time()
+    try:
+        with open(out / "log.txt", "w") as log:
+            done = subprocess.run([*cmd, "--report-dir", str(out / "reports")], cwd=ROOT, env=env, stdout=log,
+                                  stderr=subprocess.STDOUT)
+    finally:
+        if busy:
+            busy.kill()
+    if done.returncode:
+        raise SystemExit(f"{preset} {variant} seed {seed}: exit {done.returncode}, see {out / 'log.txt'}")
+    seconds = time.time() - start
+    # the figures read from the trained models run under the same kernels as the run itself
+    subprocess.run([sys.executable, __file__, "figures", "--preset", preset, "--dir", str(out), "--seed", str(seed),
+                    "--variant", variant, "--seconds", str(round(seconds))], cwd=ROOT, env=env, check=True)
+    return out
+
+
+def flat(tree, prefix: str = "") -> dict:
+    """Numeric leaves of a nested dict as dotted names (verdict statuses as strings)."""
+    out = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flat(value, name + "."))
+        elif isinstance(value, bool):
+            continue
+        elif isinstance(value, (int, float)) or (isinstance(value, str) and ".verdicts." in f".{name}"):
+            out[name] = value
+    return out
+
+
+def prm_reads_the_answer(preset: str, out: Path, seed: int, variant: str) -> dict:
+    """What tests/test_pipeline.py's PRM test measures: on 300 held-out 3-step problems, the share of pairs
+    whose rA moves when only the answer changes, and how often "999" and a one-step-early stop score lower."""
+    from statistics import mean
+
+    from rleif_kit.core.config import load_config
+    from rleif_kit.core.paths import RunPaths
+    from rleif_kit.core.run_setup import apply_threads_and_seed
+    from rleif_kit.reward_scoring.load import load_rm
+    from rleif_kit.reward_scoring.prm import answer_scores
+    from rleif_kit.worlds import arith
+    from rleif_kit.worlds.data import heldout_problems
+
+    cfg = load_config(str(PRESETS[preset]), overrides_for(preset, out, seed, variant), workdir=ROOT)
+    apply_threads_and_seed(cfg)
+    paths = RunPaths(out / "run")
+    model, tok = load_rm(paths.prm_model)
+    problems = [p for p in heldout_problems(cfg, paths) if p["n_steps"] == 3][:300]
+    complete = [(p["question"], p["solution"]) for p in problems]
+    early = [(p["question"], arith.Problem.from_record(p).early_stop_solution()) for p in problems]
+    wrong = [(q, s.rsplit("The answer is:", 1)[0] + "The answer is: 999") for q, s in complete]
+    how = cfg.reward_model.prm_aggregate
+    c, e, w = (answer_scores(model, tok, items, how) for items in (complete, early, wrong))
+    return {"prm_answer.moved": mean(abs(a - b) >= 1e-6 for a, b in zip(c, w)),
+            "prm_answer.wrong_below": mean(b < a for a, b in zip(c, w)),
+            "prm_answer.early_below": mean(b < a for a, b in zip(c, e)), "prm_answer.pairs": len(problems)}
+
+
+def figures(preset: str, out: Path, seed: int, variant: str, seconds: int) -> None:
+    from rleif_kit.core import numerics
+    from rleif_kit.core.config import load_config
+    from rleif_kit.core.records import read_records
+
+    # the trained models are read under the run's own kernels: pinned as setup() pins them, before torch loads
+    numerics.pin(load_config(str(PRESETS[preset]), overrides_for(preset, out, seed, variant), workdir=ROOT).base.cpu_kernels)
+
+    found = {}
+    for stage, tree in read_records(out / "reports" / "metrics.json").items():
+        found.update({f"{stage}.{k}": v for k, v in flat(tree).items()})
+    if preset == "tiny-cpu":
+        found.update(prm_reads_the_answer(preset, out, seed, variant))
+    import torch  # heavy: loaded on first use
+
+    about = {"preset": preset, "variant": variant, "seed": seed, "loaded": out.name.endswith("-loaded"),
+             "seconds": seconds, "capability": torch.backends.cpu.get_cpu_capability(),
+             "env": {k: os.environ[k] for k in KERNEL_VARIABLES if k in os.environ}}
+    (out / "figures.json").write_text(json.dumps({"about": about, "figures": found}, indent=1) + "\n")
+
+
+def _runs(preset: str) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((SPREAD_DIR / preset).glob("*/figures.json"))]
+
+
+def _precision(value: float) -> int:
+    """Decimals the baseline keeps: 0 for counts, 3 for shares, losses and AUCs."""
+    return 0 if float(value).is_integer() and abs(value) >= 2 else 3
+
+
+def tolerance(seen: list[float], at_preset_seed: list[float], previous: float) -> tuple[float, float]:
+    """(value, tolerance) of one figure from the values seen.
+
+    A figure identical in every run at the preset's seed (kernel paths and load alike) is exact, a count the data
+    decide: its value with the previous tolerance (0 for counts). Any other moved with the floating point: its
+    value is the middle of everything seen (other seeds included: a run that rounds differently diverges like a
+    run with another seed), its tolerance 1.5 times the half-range, rounded up, and never below the previous one
+    (a handful of runs on one machine cannot show every CPU's spread)."""
+    lo, hi = min(seen), max(seen)
+    digits = max(_precision(v) for v in seen)
+    if len(set(at_preset_seed)) == 1:
+        return round(at_preset_seed[0], digits), previous
+    centre, half = (lo + hi) / 2, (hi - lo) / 2
+    scale = 10 ** digits
+    tol = math.ceil(1.5 * half * scale - 1e-9) / scale
+    return round(centre, digits), max(tol, previous)
+
+
+def summary(preset: str, write: bool) -> None:
+    baselines_path = ROOT / "tests" / "baselines" / f"{preset}.json"
+    baselines = json.loads(baselines_path.read_text())
+    seed = _preset_seed(preset)
+    runs = _runs(preset)
+    if not runs:
+        raise SystemExit(f"no runs under {SPREAD_DIR / preset}: run some first")
+    labels = [f"{r['about']['variant']}-s{r['about']['seed']}{'-loaded' if r['about']['loaded'] else ''}" for r in runs]
+    print(f"{preset}: {len(runs)} runs: {', '.join(labels)}")
+    for stage, entries in baselines.items():
+        if stage.startswith("_"):
+            continue
+        for name, entry in entries.items():
+            value, previous = (entry["value"], entry["tolerance"]) if isinstance(entry, dict) else entry
+            previous = entry.get("previous_tolerance", previous) if isinstance(entry, dict) else previous
+            # the value recorded before on another machine counts as one more run at the preset's seed
+            recorded = entry.get("recorded_before", value) if isinstance(entry, dict) else value
+            key = f"{stage}.{name}"
+            seen = [r["figures"][key] for r in runs if key in r["figures"]]
+            if not seen:
+                print(f"  {key}: not recorded by any run")
+                continue
+            here = [recorded] + [r["figures"][key] for r in runs if key in r["figures"] and r["about"]["seed"] == seed]
+            seen = [recorded, *seen]
+            new_value, tol = tolerance(seen, here or seen, previous)
+            flag = "" if abs(value - new_value) <= tol else "  <- baseline moves"
+            print(f"  {key}: seen {min(seen)} .. {max(seen)} (n={len(seen)}); was {value} +- {previous}, "
+                  f"now {new_value} +- {tol}{flag}")
+            entries[name] = {"value": new_value, "tolerance": tol, "seen": [_round(min(seen)), _round(max(seen))],
+                             "runs": len(seen), "recorded_before": recorded, "previous_tolerance": previous}
+    statuses: dict[str, set] = {}
+    for r in runs:
+        for key, v in r["figures"].items():
+            if isinstance(v, str):
+                statuses.setdefault(key, set()).add(v)
+    moving = {k: sorted(v) for k, v in sorted(statuses.items()) if len(v) > 1 or v != {"ok"}}
+    print("verdicts not always ok: " + "; ".join(f"{k} {'/'.join(v)}" for k, v in moving.items()))
+    if write:
+        baselines["_measured"] = {
+            "on": date.today().isoformat(), "by": "tools/measure_spread.py", "runs": labels,
+            "rule": "the value recorded before (on the machine of the earlier baselines) counts as one run at the "
+                    "preset's seed; figures identical in every run at that seed keep their value and tolerance; the "
+                    "others are centred on everything seen, tolerance 1.5 x the half-range, never below the earlier one",
+            "seconds": {label: r["about"]["seconds"] for label, r in zip(labels, runs)}}
+        baselines_path.write_text(json.dumps(baselines, indent=1) + "\n")
+        print(f"wrote {baselines_path.relative_to(ROOT)}")
+
+
+def _round(value: float) -> float:
+    return round(value, 4) if isinstance(value, float) else value
+
+
+def _preset_seed(preset: str) -> int:
+    from rleif_kit.core.config import load_config
+
+    return load_config(str(PRESETS[preset]), [], workdir=ROOT).base.seed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="one run of a preset under a kernel path and seed")
+    r.add_argument("--preset", choices=PRESETS, required=True)
+    r.add_argument("--variant", choices=VARIANTS, default="pinned")
+    r.add_argument("--seed", type=int, help="default: the preset's")
+    r.add_argument("--load", action="store_true", help="a CPU-bound process beside the run")
+    s = sub.add_parser("summary", help="the spread of every baseline figure; --write sets the baselines")
+    s.add_argument("--preset", choices=PRESETS, required=True)
+    s.add_argument("--write", action="store_true")
+    f = sub.add_parser("figures", help=argparse.SUPPRESS)
+    for name in ("--preset", "--dir", "--variant"):
+        f.add_argument(name, required=True)
+    f.add_argument("--seed", type=int, required=True)
+    f.add_argument("--seconds", type=int, default=0)
+    args = ap.parse_args()
+    if args.command == "run":
+        run(args.preset, args.variant, args.seed if args.seed is not None else _preset_seed(args.preset), args.load)
+    elif args.command == "summary":
+        summary(args.preset, args.write)
+    else:
+        figures(args.preset, Path(args.dir), args.seed, args.variant, args.seconds)
+
+
+if __name__ == "__main__":
+    main()
