@@ -167,22 +167,23 @@ def _precision(value: float) -> int:
     return 0 if float(value).is_integer() and abs(value) >= 2 else 3
 
 
-def tolerance(seen: list[float], at_preset_seed: list[float], previous: float) -> tuple[float, float]:
+def tolerance(seen: list[float], at_preset_seed: list[float], reference: float | None,
+              previous: float) -> tuple[float, float]:
     """(value, tolerance) of one figure from the values seen.
 
     A figure identical in every run at the preset's seed (kernel paths and load alike) is exact, a count the data
-    decide: its value with the previous tolerance (0 for counts). Any other moved with the floating point: its
-    value is the middle of everything seen (other seeds included: a run that rounds differently diverges like a
-    run with another seed), its tolerance 1.5 times the half-range, rounded up, and never below the previous one
-    (a handful of runs on one machine cannot show every CPU's spread)."""
-    lo, hi = min(seen), max(seen)
+    decide (another seed is other data, not a spread of it): its value, with the previous tolerance (0 for counts).
+    Any other moved with the floating point: its value is the preset's own (``reference``: pinned, the preset's
+    seed, an idle machine: what every pinned machine computes), its tolerance 1.5 times the largest distance of
+    any run from it — other kernel paths and other seeds alike, since a run that rounds differently diverges as
+    a run with another seed does — rounded up, and never below the previous one."""
     digits = max(_precision(v) for v in seen)
     if len(set(at_preset_seed)) == 1:
         return round(at_preset_seed[0], digits), previous
-    centre, half = (lo + hi) / 2, (hi - lo) / 2
+    value = reference if reference is not None else (min(seen) + max(seen)) / 2
     scale = 10 ** digits
-    tol = math.ceil(1.5 * half * scale - 1e-9) / scale
-    return round(centre, digits), max(tol, previous)
+    tol = math.ceil(1.5 * max(abs(v - value) for v in seen) * scale - 1e-9) / scale
+    return round(value, digits), max(tol, previous)
 
 
 def summary(preset: str, write: bool) -> None:
@@ -209,7 +210,9 @@ def summary(preset: str, write: bool) -> None:
                 continue
             here = [recorded] + [r["figures"][key] for r in runs if key in r["figures"] and r["about"]["seed"] == seed]
             seen = [recorded, *seen]
-            new_value, tol = tolerance(seen, here or seen, previous)
+            reference = next((r["figures"][key] for r in runs if key in r["figures"] and r["about"]["seed"] == seed
+                              and r["about"]["variant"] == "pinned" and not r["about"]["loaded"]), None)
+            new_value, tol = tolerance(seen, here, reference, previous)
             flag = "" if abs(value - new_value) <= tol else "  <- baseline moves"
             print(f"  {key}: seen {min(seen)} .. {max(seen)} (n={len(seen)}); was {value} +- {previous}, "
                   f"now {new_value} +- {tol}{flag}")
@@ -227,7 +230,8 @@ def summary(preset: str, write: bool) -> None:
             "on": date.today().isoformat(), "by": "tools/measure_spread.py", "runs": labels,
             "rule": "the value recorded before (on the machine of the earlier baselines) counts as one run at the "
                     "preset's seed; figures identical in every run at that seed keep their value and tolerance; the "
-                    "others are centred on everything seen, tolerance 1.5 x the half-range, never below the earlier one",
+                    "others take the pinned run's value at the preset's seed, tolerance 1.5 x the largest distance of "
+                    "any run (kernel paths, seeds, load) from it, never below the earlier tolerance",
             "seconds": {label: r["about"]["seconds"] for label, r in zip(labels, runs)}}
         baselines_path.write_text(json.dumps(baselines, indent=1) + "\n")
         print(f"wrote {baselines_path.relative_to(ROOT)}")

@@ -60,9 +60,8 @@ class BaseConfig(_Section):
                      one_of("math", "arith"))
     threads: int = opt(0, "torch CPU threads; 0 = torch's default. Fixed in the tiny preset for repeatability",
                        non_negative)
-    cpu_kernels: str = opt("native", "CPU kernels: 'native' (the machine's fastest; trained figures move a little "
-                                     "between CPUs) or 'pinned' (one fixed set, core/numerics.py: a CPU run repeats "
-                                     "across x86-64 machines with AVX2)", one_of("native", "pinned"))
+    cpu_kernels: str = opt("native", "CPU kernels: 'native' (the machine's own; figures move between CPUs) or 'pinned' "
+                                     "(AVX2 everywhere, core/numerics.py: a CPU run repeats)", one_of("native", "pinned"))
     launcher: str = opt("in_process", "how the notebooks run SFT, the reward models and PPO: 'in_process', or "
                                       "'accelerate' (the stage's module under accelerate launch: several GPUs, "
                                       "DeepSpeed)", one_of("in_process", "accelerate"))
