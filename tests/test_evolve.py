@@ -236,6 +236,33 @@ def test_fan_out_makes_sibling_sets_with_distinct_operators_and_resumes(tmp_path
     assert len(run_fanout(cfg, out, parents, k=4, progress=False)) == 40 and out.read_text() == before
 
 
+def test_fan_out_returns_its_siblings_in_task_order_whatever_order_the_replies_arrive_in(tmp_path):
+    """The IRM's pairs, split and training order follow the fan-out's list: an endpoint that answers the first
+    request last (as a busy server may) must not move them. Replies here arrive in reverse task order."""
+    import asyncio
+
+    from rleif_kit.evolution.evolvers import ArithEvolver
+    from rleif_kit.evolution.fanout import fanout_tasks, run_fanout_async
+    from rleif_kit.worlds.data import load_seeds
+
+    cfg, paths = _setup(tmp_path, 'evol_instruct.backend="arith"', 'evol_instruct.seeds="arith:30"')
+    parents = list(load_seeds(cfg, paths))[:6]
+    order = [t.id for t in fanout_tasks(parents, 3, cfg)]
+    plain = ArithEvolver(cfg)
+
+    class LateFirst:
+        async def evolve(self, task):
+            await asyncio.sleep(0.002 * (len(order) - order.index(task.id)))  # the first asked answers last
+            return await plain.evolve(task)
+
+    out = paths.stage("01_evolve") / "fanout.jsonl"
+    records = asyncio.run(run_fanout_async(cfg, out, parents, 3, LateFirst(), progress=False))
+    written = [json.loads(line)["id"] for line in out.read_text().splitlines()]
+    assert written[0] == order[-1]  # the file holds the arrival order ...
+    assert [r["id"] for r in records] == order  # ... the list the IRM reads, the task order
+    assert [r["id"] for r in asyncio.run(run_fanout_async(cfg, out, parents, 3, plain, progress=False))] == order
+
+
 @pytest.mark.slow
 def test_the_hf_backend_evolves_with_a_local_model(tmp_path, small_model_dir):
     cfg, paths = _setup(tmp_path, 'evol_instruct.backend="hf"', f'evol_instruct.hf_model="{small_model_dir}"',

@@ -3,7 +3,7 @@ the regression tolerances in tests/baselines/ from that spread.
 
     python tools/measure_spread.py run --preset tiny-cpu --variant native           # one run (resumable: a
     python tools/measure_spread.py run --preset tiny-cpu --variant pinned --seed 7  #  finished run is kept)
-    python tools/measure_spread.py run --preset tiny-math --variant pinned --load   # a CPU-bound process beside it
+    python tools/measure_spread.py run --preset tiny-math --variant pinned --load   # a busy core beside it
     python tools/measure_spread.py summary --preset tiny-cpu [--write]              # the spread; --write sets it
 
 A variant is a kernel path, chosen before torch loads (``rleif_kit.core.numerics``):
@@ -46,7 +46,24 @@ VARIANTS = {
                  "ONEDNN_MAX_CPU_ISA": "SSE41"}, ['base.cpu_kernels="native"']),
 }
 SPREAD_DIR = ROOT / "reports" / "spread"
-BUSY = "import time\nend = time.time() + 4 * 3600\nwhile time.time() < end:\n    sum(i * i for i in range(10000))\n"
+# A CPU-bound process beside the run while the endpoint is asked (01, 04) and everything else — but not while SFT or
+# PPO train (no endpoint there, and two OpenMP threads beside a busy core run 3 times slower); it stops when the
+# tool does.
+BUSY = """
+import json, os, sys, time
+parent, status = os.getppid(), sys.argv[1]
+while os.getppid() == parent:
+    try:
+        stages = json.load(open(status))["stages"]
+    except (OSError, ValueError, KeyError):
+        stages = {}
+    if any(stages.get(s, {}).get("status") == "running" for s in ("03_sft", "05_ppo")):
+        time.sleep(0.5)
+        continue
+    end = time.time() + 0.5
+    while time.time() < end:
+        sum(i * i for i in range(10000))
+"""
 
 
 def run_dir(preset: str, variant: str, seed: int, loaded: bool) -> Path:
@@ -74,10 +91,10 @@ def run(preset: str, variant: str, seed: int, loaded: bool) -> Path:
     env.update(VARIANTS[variant][0])
     sets = [a for o in overrides_for(preset, out, seed, variant) for a in ("--set", o)]
     if preset == "tiny-cpu":
-        cmd = [str(ROOT / ".venv" / "bin" / "rleif"), "run", str(PRESETS[preset]), *sets]
+        cmd = [str(Path(sys.executable).parent / "rleif"), "run", str(PRESETS[preset]), *sets]  # the CLI beside this Python
     else:
         cmd = [sys.executable, "-m", "rleif_kit.testing.demo_math", "--params", str(PRESETS[preset]), *sets]
-    busy = subprocess.Popen([sys.executable, "-c", BUSY]) if loaded else None
+    busy = subprocess.Popen([sys.executable, "-c", BUSY, str(out / "reports" / "run.json")]) if loaded else None
     start = time.time()
     try:
         with open(out / "log.txt", "w") as log:

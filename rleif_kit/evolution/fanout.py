@@ -39,7 +39,8 @@ async def run_fanout_async(cfg: RunConfig, out_path: Path, parents: list[dict], 
     with ``sibling_group`` = the parent id) is appended to ``out_path``. Resumable like the rounds. Through an
     endpoint, what it cost goes to ``<out>.usage.json`` (invocations and their total, as 01's ``usage.json``)."""
     done = {r["id"]: r for r in read_jsonl(out_path)}
-    tasks = [t for t in fanout_tasks(parents, k, cfg) if t.id not in done]
+    every = fanout_tasks(parents, k, cfg)
+    tasks = [t for t in every if t.id not in done]
     bar = Bar(len(tasks), "fan-out", REWARD_MODELS, disable=not progress)  # 04's IRM sibling sets
     with JsonlWriter(out_path, fsync_every=cfg.evol_instruct.checkpoint_every) as out:
         def on_outcome(task: Task, outcome: Outcome, in_flight: int) -> None:
@@ -56,7 +57,10 @@ async def run_fanout_async(cfg: RunConfig, out_path: Path, parents: list[dict], 
         usage_path = out_path.with_suffix(".usage.json")
         previous = json.loads(usage_path.read_text()) if usage_path.exists() else None
         write_json_atomic(usage_path, merge_usage(previous, {**backend.usage.to_dict(), "model": evolver.model}))
-    return list(done.values())
+    # in task order, not in the order the replies arrived (or an earlier run wrote them): the IRM's pairs, its
+    # split and its training order follow this list, so an endpoint's timing must not move them
+    order = {t.id: i for i, t in enumerate(every)}
+    return sorted(done.values(), key=lambda r: (order.get(r["id"], len(order)), r["id"]))
 
 
 def run_fanout(cfg: RunConfig, out_path: Path, parents: list[dict], k: int, settings: Any = None,
