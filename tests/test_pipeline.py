@@ -75,8 +75,8 @@ def test_dedup_stage(tiny_run):
 
 
 def test_sft_stage_learns_arithmetic(tiny_run):
-    """Fixed steps and threads: held-out greedy accuracy >= 40% on 200 problems (52.0% measured, with the
-    tiny teacher's early stops on 3-step problems)."""
+    """Fixed steps and threads: held-out greedy accuracy >= 40% on 200 problems (50.0% measured pinned, 45.0-52.0%
+    over kernel paths and seeds, with the tiny teacher's early stops on 3-step problems)."""
     sft = metrics(tiny_run, "03_sft")
     assert sft["accuracy_before"] <= 0.05  # the untrained model is near 0%
     assert sft["accuracy_after"] >= 0.40, sft
@@ -112,8 +112,9 @@ TINY_IRM_MAY_WARN = {"irm_probe_ambiguous", "irm_probe_number_removed"}
 
 def test_ppo_stage_on_the_healthy_reward_records_and_judges_itself(tiny_run):
     """The tiny preset's reward, rI from the learned IRM x rA from the step verifier: reward rises, PPO unlearns
-    the tiny teacher's early stops (+3 points at least: +4.7 to +5.8 measured, docs/results.md), and the gate's
-    checks are ok, the probes and reward against truth included (what the tiny IRM may warn about aside)."""
+    the tiny teacher's early stops (+3 points at least: +4.7 pinned, +5.8 and +7.7 with another kernel path or seed,
+    docs/results.md), and the gate's checks are ok, the probes and reward against truth included (what the tiny
+    IRM may warn about aside: with seed 1234 its number_removed probe fails and the gate stops PPO)."""
     ppo = metrics(tiny_run, "05_ppo")
     assert ppo["answer_reward"] == "verifier" and ppo["steps"] == 40 and ppo["eval_n"] == 1000
     assert not ppo["stopped"] and ppo["reward_last_fifth"] > ppo["reward_first_fifth"], ppo
@@ -216,12 +217,13 @@ def test_a_prm_that_passes_every_step_is_caught(tiny_run, tmp_path, monkeypatch)
     assert verdicts["low_ra_share"] == "fail" and verdicts["prm_distribution"] == "fail", verdicts
 
 
-# Measured on 300 held-out 3-step problems (2-core machine of 2026-12-01, min aggregation): the answer "999"
-# scores below the right one on 83.7%, the early stop below the complete solution on 42.7%. Before the
-# labels moved after the answer: the same rA for the right answer, "999" and none on 300 of 300, and the
-# early stop below the complete solution on 0 of 300 (it scored higher on average: 0.132 vs 0.069).
-# The bounds leave room for another CPU's floating point, which moves the tiny models by several points.
-EARLY_AND_WRONG_BELOW = {"wrong": 0.70, "early": 0.30}
+# Measured on 300 held-out 3-step problems (min aggregation; tools/measure_spread.py, docs/testing.md): the answer
+# moves rA on 100% of pairs (pinned, the preset's seed; 99.7% with an AVX-512 machine's own kernels, 97.3% and 99.0%
+# with seeds 7 and 1234); "999" scores below the right answer on 83.7% (68.7%, 56.0%, 72.7%), the early stop below
+# the complete solution on 42.7% (49.3%, 38.7%, 31.7%). Before the labels moved after the answer: the same rA for
+# the right answer, "999" and none on 300 of 300, and the early stop below the complete solution on 0 of 300 (it
+# scored higher on average: 0.132 vs 0.069). The bounds sit below everything seen.
+ANSWER_MOVES, EARLY_AND_WRONG_BELOW = 0.95, {"wrong": 0.5, "early": 0.25}
 
 
 def test_the_trained_prm_reads_the_answer(tiny_run):
@@ -248,14 +250,14 @@ def test_the_trained_prm_reads_the_answer(tiny_run):
     how = cfg.reward_model.prm_aggregate
     r_complete, r_early, r_wrong = (answer_scores(model, tok, items, how) for items in (complete, early, wrong))
     assert len(problems) == 300
-    assert mean(abs(w - c) >= 1e-6 for c, w in zip(r_complete, r_wrong)) >= 0.99  # the answer moves rA
+    assert mean(abs(w - c) >= 1e-6 for c, w in zip(r_complete, r_wrong)) >= ANSWER_MOVES  # the answer moves rA
     assert mean(w < c for c, w in zip(r_complete, r_wrong)) >= EARLY_AND_WRONG_BELOW["wrong"]
     assert mean(e < c for c, e in zip(r_complete, r_early)) >= EARLY_AND_WRONG_BELOW["early"]
 
 
 def test_the_learned_tiny_prm_is_refused_by_the_gate(tiny_run, tmp_path, monkeypatch):
     """The tiny PRM of the shared run, made PPO's reward: its distribution and share of rA < 0.5 look healthy,
-    but it does not read the answer (it scores by the number of steps), and the gate's probes refuse it."""
+    but it does not read the answer (it scores by the number of steps), and the gate's answer probes refuse it."""
     from rleif_kit.pipeline.runner import StageFailed
 
     monkeypatch.chdir(ROOT)

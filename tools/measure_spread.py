@@ -103,12 +103,16 @@ def run(preset: str, variant: str, seed: int, loaded: bool) -> Path:
     finally:
         if busy:
             busy.kill()
-    if done.returncode:
-        raise SystemExit(f"{preset} {variant} seed {seed}: exit {done.returncode}, see {out / 'log.txt'}")
     seconds = time.time() - start
+    failed = ""
+    if done.returncode:  # a stage that stops (the reward-health gate, say) is a result too: its earlier figures count
+        lines = (out / "log.txt").read_text().splitlines()
+        failed = next((line.strip() for line in lines if " failed in cell " in line), f"exit {done.returncode}")
+        print(f"{preset} {variant} seed {seed}: {failed[:300]}")
     # the figures read from the trained models run under the same kernels as the run itself
     subprocess.run([sys.executable, __file__, "figures", "--preset", preset, "--dir", str(out), "--seed", str(seed),
-                    "--variant", variant, "--seconds", str(round(seconds))], cwd=ROOT, env=env, check=True)
+                    "--variant", variant, "--seconds", str(round(seconds)), "--failed", failed], cwd=ROOT, env=env,
+                   check=True)
     return out
 
 
@@ -154,7 +158,7 @@ def prm_reads_the_answer(preset: str, out: Path, seed: int, variant: str) -> dic
             "prm_answer.early_below": mean(b < a for a, b in zip(c, e)), "prm_answer.pairs": len(problems)}
 
 
-def figures(preset: str, out: Path, seed: int, variant: str, seconds: int) -> None:
+def figures(preset: str, out: Path, seed: int, variant: str, seconds: int, failed: str = "") -> None:
     from rleif_kit.core import numerics
     from rleif_kit.core.config import load_config
     from rleif_kit.core.records import read_records
@@ -165,12 +169,12 @@ def figures(preset: str, out: Path, seed: int, variant: str, seconds: int) -> No
     found = {}
     for stage, tree in read_records(out / "reports" / "metrics.json").items():
         found.update({f"{stage}.{k}": v for k, v in flat(tree).items()})
-    if preset == "tiny-cpu":
+    if preset == "tiny-cpu" and (out / "run" / "04_reward_models" / "prm").is_dir():
         found.update(prm_reads_the_answer(preset, out, seed, variant))
     import torch  # heavy: loaded on first use
 
     about = {"preset": preset, "variant": variant, "seed": seed, "loaded": out.name.endswith("-loaded"),
-             "seconds": seconds, "capability": torch.backends.cpu.get_cpu_capability(),
+             "seconds": seconds, "failed": failed, "capability": torch.backends.cpu.get_cpu_capability(),
              "env": {k: os.environ[k] for k in KERNEL_VARIABLES if k in os.environ}}
     (out / "figures.json").write_text(json.dumps({"about": about, "figures": found}, indent=1) + "\n")
 
@@ -203,7 +207,7 @@ def tolerance(seen: list[float], at_preset_seed: list[float], reference: float |
     return round(value, digits), max(tol, previous)
 
 
-def summary(preset: str, write: bool) -> None:
+def summary(preset: str, write: bool, earlier: bool = True) -> None:
     baselines_path = ROOT / "tests" / "baselines" / f"{preset}.json"
     baselines = json.loads(baselines_path.read_text())
     seed = _preset_seed(preset)
@@ -225,8 +229,9 @@ def summary(preset: str, write: bool) -> None:
             if not seen:
                 print(f"  {key}: not recorded by any run")
                 continue
-            here = [recorded] + [r["figures"][key] for r in runs if key in r["figures"] and r["about"]["seed"] == seed]
-            seen = [recorded, *seen]
+            here = [r["figures"][key] for r in runs if key in r["figures"] and r["about"]["seed"] == seed]
+            if earlier:  # --no-earlier: the code changed this figure since, so the earlier value is no run of it
+                here, seen = [recorded, *here], [recorded, *seen]
             reference = next((r["figures"][key] for r in runs if key in r["figures"] and r["about"]["seed"] == seed
                               and r["about"]["variant"] == "pinned" and not r["about"]["loaded"]), None)
             new_value, tol = tolerance(seen, here, reference, previous)
@@ -234,7 +239,8 @@ def summary(preset: str, write: bool) -> None:
             print(f"  {key}: seen {min(seen)} .. {max(seen)} (n={len(seen)}); was {value} +- {previous}, "
                   f"now {new_value} +- {tol}{flag}")
             entries[name] = {"value": new_value, "tolerance": tol, "seen": [_round(min(seen)), _round(max(seen))],
-                             "runs": len(seen), "recorded_before": recorded, "previous_tolerance": previous}
+                             "runs": len(seen), "previous_tolerance": previous,
+                             **({"recorded_before": recorded} if earlier else {})}
     statuses: dict[str, set] = {}
     for r in runs:
         for key, v in r["figures"].items():
@@ -244,9 +250,11 @@ def summary(preset: str, write: bool) -> None:
     print("verdicts not always ok: " + "; ".join(f"{k} {'/'.join(v)}" for k, v in moving.items()))
     if write:
         baselines["_measured"] = {
-            "on": date.today().isoformat(), "by": "tools/measure_spread.py", "runs": labels,
-            "rule": "the value recorded before (on the machine of the earlier baselines) counts as one run at the "
-                    "preset's seed; figures identical in every run at that seed keep their value and tolerance; the "
+            "on": date.today().isoformat(), "by": "tools/measure_spread.py",
+            "runs": labels + (["the value recorded before, on the machine of the earlier baselines"] if earlier else []),
+            "rule": ("the value recorded before (on the machine of the earlier baselines) counts as one run at the "
+                     "preset's seed; " if earlier else "") +
+                    "figures identical in every run at the preset's seed keep their value and tolerance; the "
                     "others take the pinned run's value at the preset's seed, tolerance 1.5 x the largest distance of "
                     "any run (kernel paths, seeds, load) from it, never below the earlier tolerance",
             "seconds": {label: r["about"]["seconds"] for label, r in zip(labels, runs)}}
@@ -275,18 +283,21 @@ def main() -> None:
     s = sub.add_parser("summary", help="the spread of every baseline figure; --write sets the baselines")
     s.add_argument("--preset", choices=PRESETS, required=True)
     s.add_argument("--write", action="store_true")
+    s.add_argument("--no-earlier", dest="earlier", action="store_false",
+                   help="leave out the values the baselines recorded before (when the code changed them since)")
     f = sub.add_parser("figures", help=argparse.SUPPRESS)
     for name in ("--preset", "--dir", "--variant"):
         f.add_argument(name, required=True)
     f.add_argument("--seed", type=int, required=True)
     f.add_argument("--seconds", type=int, default=0)
+    f.add_argument("--failed", default="")
     args = ap.parse_args()
     if args.command == "run":
         run(args.preset, args.variant, args.seed if args.seed is not None else _preset_seed(args.preset), args.load)
     elif args.command == "summary":
-        summary(args.preset, args.write)
+        summary(args.preset, args.write, args.earlier)
     else:
-        figures(args.preset, Path(args.dir), args.seed, args.variant, args.seconds)
+        figures(args.preset, Path(args.dir), args.seed, args.variant, args.seconds, args.failed)
 
 
 if __name__ == "__main__":
