@@ -237,19 +237,15 @@ def test_the_trained_prm_reads_the_answer(tiny_run):
     from rleif_kit.core.paths import RunPaths
     from rleif_kit.reward_scoring.load import load_rm
     from rleif_kit.reward_scoring.prm import answer_scores
-    from rleif_kit.worlds import arith
-    from rleif_kit.worlds.data import heldout_problems
+    from rleif_kit.worlds.probe_sets import answer_edits
 
     cfg = load_config(str(TINY_PARAMS), tiny_overrides(tiny_run / "run"))
     paths = RunPaths(tiny_run / "run")
     model, tok = load_rm(paths.prm_model)
-    problems = [p for p in heldout_problems(cfg, paths) if p["n_steps"] == 3][:300]
-    complete = [(p["question"], p["solution"]) for p in problems]
-    early = [(p["question"], arith.Problem.from_record(p).early_stop_solution()) for p in problems]
-    wrong = [(q, s.rsplit("The answer is:", 1)[0] + "The answer is: 999") for q, s in complete]
+    edits = answer_edits(cfg, paths)
     how = cfg.reward_model.prm_aggregate
-    r_complete, r_early, r_wrong = (answer_scores(model, tok, items, how) for items in (complete, early, wrong))
-    assert len(problems) == 300
+    r_complete, r_early, r_wrong = (answer_scores(model, tok, edits[k], how) for k in ("complete", "early", "wrong"))
+    assert len(edits["complete"]) == 300
     assert mean(abs(w - c) >= 1e-6 for c, w in zip(r_complete, r_wrong)) >= ANSWER_MOVES  # the answer moves rA
     assert mean(w < c for c, w in zip(r_complete, r_wrong)) >= EARLY_AND_WRONG_BELOW["wrong"]
     assert mean(e < c for c, e in zip(r_complete, r_early)) >= EARLY_AND_WRONG_BELOW["early"]

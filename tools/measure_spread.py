@@ -140,22 +140,18 @@ def prm_reads_the_answer(preset: str, out: Path, seed: int, variant: str) -> dic
     from rleif_kit.core.run_setup import apply_threads_and_seed
     from rleif_kit.reward_scoring.load import load_rm
     from rleif_kit.reward_scoring.prm import answer_scores
-    from rleif_kit.worlds import arith
-    from rleif_kit.worlds.data import heldout_problems
+    from rleif_kit.worlds.probe_sets import answer_edits
 
     cfg = load_config(str(PRESETS[preset]), overrides_for(preset, out, seed, variant), workdir=ROOT)
     apply_threads_and_seed(cfg)
     paths = RunPaths(out / "run")
     model, tok = load_rm(paths.prm_model)
-    problems = [p for p in heldout_problems(cfg, paths) if p["n_steps"] == 3][:300]
-    complete = [(p["question"], p["solution"]) for p in problems]
-    early = [(p["question"], arith.Problem.from_record(p).early_stop_solution()) for p in problems]
-    wrong = [(q, s.rsplit("The answer is:", 1)[0] + "The answer is: 999") for q, s in complete]
+    edits = answer_edits(cfg, paths)
     how = cfg.reward_model.prm_aggregate
-    c, e, w = (answer_scores(model, tok, items, how) for items in (complete, early, wrong))
+    c, e, w = (answer_scores(model, tok, edits[k], how) for k in ("complete", "early", "wrong"))
     return {"prm_answer.moved": mean(abs(a - b) >= 1e-6 for a, b in zip(c, w)),
             "prm_answer.wrong_below": mean(b < a for a, b in zip(c, w)),
-            "prm_answer.early_below": mean(b < a for a, b in zip(c, e)), "prm_answer.pairs": len(problems)}
+            "prm_answer.early_below": mean(b < a for a, b in zip(c, e)), "prm_answer.pairs": len(c)}
 
 
 def figures(preset: str, out: Path, seed: int, variant: str, seconds: int, failed: str = "") -> None:

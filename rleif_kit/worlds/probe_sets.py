@@ -13,6 +13,7 @@ from typing import Any
 from rleif_kit.worlds import arith
 from rleif_kit.worlds.arith_evolver import ambiguous_text, unsolvable_text
 from rleif_kit.worlds.counterfactuals import drop_number
+from rleif_kit.worlds.data import heldout_problems
 from rleif_kit.core.jsonl import read_jsonl
 
 NO_PROBE_SET = "no held-out gold solutions in the step format for this world yet (the arithmetic world has them)"
@@ -50,3 +51,16 @@ def instruction_probe_pairs(cfg: Any, paths: Any) -> dict[str, list[tuple[str, s
         if dropped is not None:
             out["number_removed"].append((p["question"], dropped))
     return out
+
+
+def answer_edits(cfg: Any, paths: Any, n: int = 300) -> dict[str, list[tuple[str, str]]]:
+    """(question, solution) of the first ``n`` held-out 3-step problems three ways: ``complete`` (gold),
+    ``early`` (stopped one step early, answering the intermediate result: the tiny teacher's error) and ``wrong``
+    (the answer line says 999) — what tells whether a PRM reads the answer ({} outside arith)."""
+    if cfg.base.world != "arith":
+        return {}
+    problems = [p for p in heldout_problems(cfg, paths) if p["n_steps"] == 3][:n]
+    complete = [(p["question"], p["solution"]) for p in problems]
+    return {"complete": complete,
+            "early": [(p["question"], arith.Problem.from_record(p).early_stop_solution()) for p in problems],
+            "wrong": [(q, s.rsplit("The answer is:", 1)[0] + "The answer is: 999") for q, s in complete]}
