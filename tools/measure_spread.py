@@ -253,7 +253,8 @@ def summary(preset: str, write: bool, earlier: bool = True) -> None:
                     "figures identical in every run at the preset's seed keep their value and tolerance; the "
                     "others take the pinned run's value at the preset's seed, tolerance 1.5 x the largest distance of "
                     "any run (kernel paths, seeds, load) from it, never below the earlier tolerance",
-            "seconds": {label: r["about"]["seconds"] for label, r in zip(labels, runs)}}
+            "seconds": {label: r["about"]["seconds"] for label, r in zip(labels, runs)},
+            "stopped": {label: r["about"]["failed"][:240] for label, r in zip(labels, runs) if r["about"].get("failed")}}
         baselines_path.write_text(json.dumps(baselines, indent=1) + "\n")
         print(f"wrote {baselines_path.relative_to(ROOT)}")
 
