@@ -16,7 +16,7 @@ A variant is a kernel path, chosen before torch loads (``rleif_kit.core.numerics
 Each run goes to ``reports/spread/<preset>/<variant>-s<seed>[-loaded]/`` and leaves ``figures.json``: every
 figure the baselines name, each verdict's status, and for tiny-cpu the figures the pipeline tests assert on
 the trained PRM. ``summary`` prints, per baseline figure, the values seen; ``--write`` rewrites the baselines'
-entries as ``{"value", "tolerance", "seen", "runs"}`` (rule in :func:`tolerance`) and the runs in ``_measured``.
+entries as ``{"value", "tolerance", "seen", "runs", "seeds"}`` (rule in :func:`tolerance`) and the runs in ``_measured``.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def run(preset: str, variant: str, seed: int, loaded: bool) -> Path:
     env.update(VARIANTS[variant][0])
     sets = [a for o in overrides_for(preset, out, seed, variant) for a in ("--set", o)]
     if preset == "tiny-cpu":
-        cmd = [str(Path(sys.executable).parent / "rleif"), "run", str(PRESETS[preset]), *sets]  # the CLI beside this Python
+        cmd = [str(Path(sys.executable).parent / "rleif"), "run", str(PRESETS[preset]), *sets]  # beside this Python
     else:
         cmd = [sys.executable, "-m", "rleif_kit.testing.demo_math", "--params", str(PRESETS[preset]), *sets]
     busy = subprocess.Popen([sys.executable, "-c", BUSY, str(out / "reports" / "run.json")]) if loaded else None
@@ -160,7 +160,8 @@ def figures(preset: str, out: Path, seed: int, variant: str, seconds: int, faile
     from rleif_kit.core.records import read_records
 
     # the trained models are read under the run's own kernels: pinned as setup() pins them, before torch loads
-    numerics.pin(load_config(str(PRESETS[preset]), overrides_for(preset, out, seed, variant), workdir=ROOT).base.cpu_kernels)
+    cfg = load_config(str(PRESETS[preset]), overrides_for(preset, out, seed, variant), workdir=ROOT)
+    numerics.pin(cfg.base.cpu_kernels)
 
     found = {}
     for stage, tree in read_records(out / "reports" / "metrics.json").items():
@@ -184,22 +185,22 @@ def _precision(value: float) -> int:
     return 0 if float(value).is_integer() and abs(value) >= 2 else 3
 
 
-def tolerance(seen: list[float], at_preset_seed: list[float], reference: float | None,
-              previous: float) -> tuple[float, float]:
-    """(value, tolerance) of one figure from the values seen.
+def tolerance(at_preset_seed: list[float], reference: float | None, previous: float) -> tuple[float, float]:
+    """(value, tolerance) of one figure from the values seen at the preset's seed (kernel paths, load, the value
+    recorded before).
 
-    A figure identical in every run at the preset's seed (kernel paths and load alike) is exact, a count the data
-    decide (another seed is other data, not a spread of it): its value, with the previous tolerance (0 for counts).
-    Any other moved with the floating point: its value is the preset's own (``reference``: pinned, the preset's
-    seed, an idle machine: what every pinned machine computes), its tolerance 1.5 times the largest distance of
-    any run from it — other kernel paths and other seeds alike, since a run that rounds differently diverges as
-    a run with another seed does — rounded up, and never below the previous one."""
-    digits = max(_precision(v) for v in seen)
+    A figure identical in every one of them is exact (a count the data decide, or a trained figure the pin holds):
+    its value, with the previous tolerance (0 for counts). Any other moved with the kernels: its value is the
+    preset's own (``reference``: pinned, idle — what every pinned machine computes), its tolerance 1.5 times the
+    largest distance of a run from it, rounded up, never below the previous one. Other seeds are recorded beside
+    it (``seeds``), not used: another seed is another data set and another SFT basin — seed 43 ended SFT at 29.5%
+    where the kernels moved it 2 points — and a tolerance that wide would pass a broken stage."""
+    digits = max(_precision(v) for v in at_preset_seed)
     if len(set(at_preset_seed)) == 1:
         return round(at_preset_seed[0], digits), previous
-    value = reference if reference is not None else (min(seen) + max(seen)) / 2
+    value = reference if reference is not None else (min(at_preset_seed) + max(at_preset_seed)) / 2
     scale = 10 ** digits
-    tol = math.ceil(1.5 * max(abs(v - value) for v in seen) * scale - 1e-9) / scale
+    tol = math.ceil(1.5 * max(abs(v - value) for v in at_preset_seed) * scale - 1e-9) / scale
     return round(value, digits), max(tol, previous)
 
 
@@ -226,16 +227,20 @@ def summary(preset: str, write: bool, earlier: bool = True) -> None:
                 print(f"  {key}: not recorded by any run")
                 continue
             here = [r["figures"][key] for r in runs if key in r["figures"] and r["about"]["seed"] == seed]
+            others = [r["figures"][key] for r in runs if key in r["figures"] and r["about"]["seed"] != seed]
             if earlier:  # --no-earlier: the code changed this figure since, so the earlier value is no run of it
-                here, seen = [recorded, *here], [recorded, *seen]
+                here = [recorded, *here]
+            if not here:
+                print(f"  {key}: no run at the preset's seed")
+                continue
             reference = next((r["figures"][key] for r in runs if key in r["figures"] and r["about"]["seed"] == seed
                               and r["about"]["variant"] == "pinned" and not r["about"]["loaded"]), None)
-            new_value, tol = tolerance(seen, here, reference, previous)
+            new_value, tol = tolerance(here, reference, previous)
             flag = "" if abs(value - new_value) <= tol else "  <- baseline moves"
-            print(f"  {key}: seen {min(seen)} .. {max(seen)} (n={len(seen)}); was {value} +- {previous}, "
-                  f"now {new_value} +- {tol}{flag}")
-            entries[name] = {"value": new_value, "tolerance": tol, "seen": [_round(min(seen)), _round(max(seen))],
-                             "runs": len(seen), "previous_tolerance": previous,
+            print(f"  {key}: seen {min(here)} .. {max(here)} (n={len(here)}), other seeds {others}; "
+                  f"was {value} +- {previous}, now {new_value} +- {tol}{flag}")
+            entries[name] = {"value": new_value, "tolerance": tol, "seen": [_round(min(here)), _round(max(here))],
+                             "runs": len(here), "seeds": [_round(v) for v in others], "previous_tolerance": previous,
                              **({"recorded_before": recorded} if earlier else {})}
     statuses: dict[str, set] = {}
     for r in runs:
@@ -247,14 +252,16 @@ def summary(preset: str, write: bool, earlier: bool = True) -> None:
     if write:
         baselines["_measured"] = {
             "on": date.today().isoformat(), "by": "tools/measure_spread.py",
-            "runs": labels + (["the value recorded before, on the machine of the earlier baselines"] if earlier else []),
+            "runs": labels + (["the value recorded before, on the machine of the earlier baselines"] * earlier),
             "rule": ("the value recorded before (on the machine of the earlier baselines) counts as one run at the "
                      "preset's seed; " if earlier else "") +
-                    "figures identical in every run at the preset's seed keep their value and tolerance; the "
-                    "others take the pinned run's value at the preset's seed, tolerance 1.5 x the largest distance of "
-                    "any run (kernel paths, seeds, load) from it, never below the earlier tolerance",
+                    "seen = the runs at the preset's seed (kernel paths, load); figures identical in all of them keep "
+                    "their value and tolerance; the others take the pinned run's value, tolerance 1.5 x the largest "
+                    "distance of a run from it, never below the earlier tolerance; seeds = the other seeds' values, "
+                    "recorded, not used (another seed is another data set: seed 43 ended SFT at 29.5%)",
             "seconds": {label: r["about"]["seconds"] for label, r in zip(labels, runs)},
-            "stopped": {label: r["about"]["failed"][:240] for label, r in zip(labels, runs) if r["about"].get("failed")}}
+            "stopped": {label: r["about"]["failed"][:240] for label, r in zip(labels, runs)
+                        if r["about"].get("failed")}}
         baselines_path.write_text(json.dumps(baselines, indent=1) + "\n")
         print(f"wrote {baselines_path.relative_to(ROOT)}")
 
