@@ -37,15 +37,10 @@ sys.path.insert(0, str(ROOT))
 
 from rleif_kit.core.numerics import KERNEL_VARIABLES  # noqa: E402
 
-from rleif_kit.core.numerics import PINNED  # noqa: E402
+from rleif_kit.core.numerics import IMITATE as CAPS, PINNED  # noqa: E402
 
-# what a machine picks by itself: this one, and a CPU without AVX-512 (imitated by capping every library)
-IMITATE = {
-    "native": {},
-    "imitate-avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
-    "imitate-default": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
-                        "ONEDNN_MAX_CPU_ISA": "SSE41"},
-}
+# what a machine picks by itself: this one, a CPU without AVX-512 and one without AVX2 (imitated by capping every library)
+IMITATE = {"native": {}, "imitate-avx2": CAPS["avx2"], "imitate-default": CAPS["default"]}
 
 
 def variants() -> dict[str, dict[str, str]]:

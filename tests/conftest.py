@@ -12,9 +12,12 @@ import pytest
 
 from rleif_kit.core import numerics
 
-# The tiny presets pin the CPU kernels ([base] cpu_kernels = "pinned"); the tests that train or score in this process
-# compute with the same kernels as the notebooks' kernels do, so the pin comes before anything imports torch.
-numerics.pin("pinned")
+
+def pytest_configure(config):
+    """The tiny presets pin the CPU kernels ([base] cpu_kernels = "pinned"); the tests that train or score in this
+    process compute with the same kernels as the notebooks' kernels do, so the pin comes before any test module
+    imports torch (here, not at import: tools/measure_spread.py imports this module's helpers unpinned)."""
+    numerics.pin("pinned")
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_PARAMS = ROOT / "params" / "tiny-cpu.toml"

@@ -76,7 +76,7 @@ print(json.dumps({"losses": losses, "weights": digest.hexdigest(),
 FAST = ("sft.dataset=\"arith:400\"", "sft.eval_samples=0", "sft.logging_steps=1", "sft.batch_size=16",
         "sft.open_domain_samples=4", "tiny.corpus_problems=300", "tiny.vocab_size=400", "tiny.hidden_size=64",
         "tiny.intermediate_size=128", "sft.max_steps=6", 'base.report_to=["none"]')
-AS_AVX2_CPU = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+AS_AVX2_CPU = numerics.IMITATE["avx2"]
 
 
 def _sft(tmp_path, name: str, mode: str, env: dict) -> dict:

@@ -34,16 +34,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rleif_kit.core.numerics import KERNEL_VARIABLES  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests"))
+
+from conftest import math_overrides, tiny_overrides  # noqa: E402 - how the tests point a preset at a folder
+from rleif_kit.core.numerics import IMITATE, KERNEL_VARIABLES  # noqa: E402
 
 PRESETS = {"tiny-cpu": ROOT / "params" / "tiny-cpu.toml", "tiny-math": ROOT / "params" / "tiny-math.toml"}
 VARIANTS = {
     "pinned": ({}, []),
     "native": ({}, ['base.cpu_kernels="native"']),
-    "avx2": ({"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
-             ['base.cpu_kernels="native"']),
-    "default": ({"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
-                 "ONEDNN_MAX_CPU_ISA": "SSE41"}, ['base.cpu_kernels="native"']),
+    "avx2": (IMITATE["avx2"], ['base.cpu_kernels="native"']),
+    "default": (IMITATE["default"], ['base.cpu_kernels="native"']),
 }
 SPREAD_DIR = ROOT / "reports" / "spread"
 # A CPU-bound process beside the run while the endpoint is asked (01, 04) and everything else — but not while SFT or
@@ -71,12 +72,7 @@ def run_dir(preset: str, variant: str, seed: int, loaded: bool) -> Path:
 
 
 def overrides_for(preset: str, out: Path, seed: int, variant: str) -> list[str]:
-    """As tests/conftest.py points the presets at a folder (not imported: it pins the kernels for the tests)."""
-    run = out / "run"
-    base = [f'base.output_dir="{run}"', f'base.model_name="{run}/tiny-llama"']
-    if preset == "tiny-math":
-        base += [f'sft.gsm8k_train="{run}/raw/gsm8k_train.jsonl"', f'sft.math_train="{run}/raw/math_train.jsonl"',
-                 f'sft.dataset="{run}/stepwise.jsonl"', f'evol_instruct.seeds="{run}/seeds.jsonl"']
+    base = tiny_overrides(out / "run") if preset == "tiny-cpu" else math_overrides(out)
     return [*base, f"base.seed={seed}", *VARIANTS[variant][1]]
 
 
@@ -130,19 +126,17 @@ def flat(tree, prefix: str = "") -> dict:
     return out
 
 
-def prm_reads_the_answer(preset: str, out: Path, seed: int, variant: str) -> dict:
+def prm_reads_the_answer(cfg, out: Path) -> dict:
     """What tests/test_pipeline.py's PRM test measures: on 300 held-out 3-step problems, the share of pairs
     whose rA moves when only the answer changes, and how often "999" and a one-step-early stop score lower."""
     from statistics import mean
 
-    from rleif_kit.core.config import load_config
     from rleif_kit.core.paths import RunPaths
     from rleif_kit.core.run_setup import apply_threads_and_seed
     from rleif_kit.reward_scoring.load import load_rm
     from rleif_kit.reward_scoring.prm import answer_scores
     from rleif_kit.worlds.probe_sets import answer_edits
 
-    cfg = load_config(str(PRESETS[preset]), overrides_for(preset, out, seed, variant), workdir=ROOT)
     apply_threads_and_seed(cfg)
     paths = RunPaths(out / "run")
     model, tok = load_rm(paths.prm_model)
@@ -167,7 +161,7 @@ def figures(preset: str, out: Path, seed: int, variant: str, seconds: int, faile
     for stage, tree in read_records(out / "reports" / "metrics.json").items():
         found.update({f"{stage}.{k}": v for k, v in flat(tree).items()})
     if preset == "tiny-cpu" and (out / "run" / "04_reward_models" / "prm").is_dir():
-        found.update(prm_reads_the_answer(preset, out, seed, variant))
+        found.update(prm_reads_the_answer(cfg, out))
     import torch  # heavy: loaded on first use
 
     about = {"preset": preset, "variant": variant, "seed": seed, "loaded": out.name.endswith("-loaded"),

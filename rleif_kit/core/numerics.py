@@ -27,6 +27,12 @@ AVX2_FLAGS = frozenset({"avx2", "fma"})
 PINNED = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
           "ONEDNN_MAX_CPU_ISA": "AVX2"}
 
+# What a CPU picks by itself when it lacks AVX-512 ("avx2") or AVX2 ("default"), imitated on a larger CPU by capping
+# each library: how the benchmark, the spread tool and the tests compute as those machines would.
+IMITATE = {"avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+           "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+                       "ONEDNN_MAX_CPU_ISA": "SSE41"}}
+
 MODES = ("native", "pinned")
 
 
