@@ -39,7 +39,7 @@ from rleif_kit.core.numerics import KERNEL_VARIABLES  # noqa: E402
 
 from rleif_kit.core.numerics import IMITATE as CAPS, PINNED  # noqa: E402
 
-# what a machine picks by itself: this one, a CPU without AVX-512 and one without AVX2 (imitated by capping every library)
+# what a machine picks by itself: this one, a CPU without AVX-512 and one without AVX2 (capping every library)
 IMITATE = {"native": {}, "imitate-avx2": CAPS["avx2"], "imitate-default": CAPS["default"]}
 
 

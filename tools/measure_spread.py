@@ -16,7 +16,7 @@ A variant is a kernel path, chosen before torch loads (``rleif_kit.core.numerics
 Each run goes to ``reports/spread/<preset>/<variant>-s<seed>[-loaded]/`` and leaves ``figures.json``: every
 figure the baselines name, each verdict's status, and for tiny-cpu the figures the pipeline tests assert on
 the trained PRM. ``summary`` prints, per baseline figure, the values seen; ``--write`` rewrites the baselines'
-entries as ``{"value", "tolerance", "seen", "runs", "seeds"}`` (rule in :func:`tolerance`) and the runs in ``_measured``.
+entries as ``{"value", "tolerance", "seen", "runs", "seeds"}`` (rule in :func:`tolerance`), the runs in ``_measured``.
 """
 
 from __future__ import annotations
