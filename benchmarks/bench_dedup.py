@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rleif_kit.worlds import arith  # noqa: E402
+from rleif_kit.worlds.arith import problems as arith  # noqa: E402
 from rleif_kit.dedup.near_duplicates import dedup, minhash_dedup, semantic_dedup  # noqa: E402
 from rleif_kit.dedup.embeddings import Embedder  # noqa: E402
 

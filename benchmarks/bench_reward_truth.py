@@ -34,7 +34,7 @@ from rleif_kit.reward_scoring.load import load_rm  # noqa: E402
 from rleif_kit.reward_scoring.scorers import irm_scorer, prm_scorer, verifier_scores  # noqa: E402
 from rleif_kit.rewards.prm import train_prm, verifier_examples  # noqa: E402
 from rleif_kit.worlds import step_labels  # noqa: E402
-from rleif_kit.worlds.probe_sets import instruction_probe_pairs, probe_solutions  # noqa: E402
+from rleif_kit.checks.probe_sets import instruction_probe_pairs, probe_solutions  # noqa: E402
 from rleif_kit.worlds.truth import is_correct  # noqa: E402
 
 

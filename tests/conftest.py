@@ -43,7 +43,7 @@ def tiny_cfg(tmp_path):
 @pytest.fixture(scope="session")
 def small_model_dir(tmp_path_factory):
     """A very small tiny Llama (64 hidden, 2 layers) trained-tokenizer included, built once per session."""
-    from rleif_kit.worlds import arith
+    from rleif_kit.worlds.arith import problems as arith
     from rleif_kit.worlds.prompts import math_prompt
     from rleif_kit.models.tiny import TinyShape, build_tiny_model
 

@@ -1,11 +1,11 @@
-"""Tests for the arithmetic world (rleif_kit.worlds.arith): generation, rendering and verification."""
+"""Tests for the arithmetic world (rleif_kit.worlds.arith.problems): generation, rendering and verification."""
 import json
 import random
 from collections import Counter
 
 import pytest
 
-from rleif_kit.worlds.arith import (
+from rleif_kit.worlds.arith.problems import (
     Op, Problem, extract_answer, format_solution, generate_problems, generate_splits,
     parse_steps, question_numbers, random_problem, verify_solution,
 )

@@ -1,4 +1,4 @@
-"""The programmatic arithmetic evolver (rleif_kit.worlds.arith_evolver): directions, validity, defects.
+"""The programmatic arithmetic evolver (rleif_kit.worlds.arith.evolver): directions, validity, defects.
 
 In-memory, seeded, no network. Elimination (rleif_kit.evolution.elimination) is used as the engine uses
 it, to check that the defects it should catch are caught and the others slip through.
@@ -12,9 +12,9 @@ from dataclasses import fields
 
 import pytest
 
-from rleif_kit.worlds import arith
-from rleif_kit.worlds.arith import Op, Problem
-from rleif_kit.worlds.arith_evolver import (
+from rleif_kit.worlds.arith import problems as arith
+from rleif_kit.worlds.arith.problems import Op, Problem
+from rleif_kit.worlds.arith.evolver import (
     DOWN_OPERATORS, UP_OPERATORS, DefectRates, Evolved, evolve_arith,
 )
 from rleif_kit.evolution.elimination import elimination_reason

@@ -190,7 +190,7 @@ def test_a_bad_settings_file_is_one_clear_line(name, tmp_path, capsys, monkeypat
 def _data_cases():
     from rleif_kit.rewards.prm import load_prm800k_style
     from rleif_kit.worlds.data import load_instructions
-    from rleif_kit.worlds.math_data import load_gsm8k, load_math
+    from rleif_kit.worlds.math.data import load_gsm8k, load_math
 
     sft = lambda p: load_instructions(p, "[sft] dataset")  # noqa: E731
     return {

@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT
 from rleif_kit.pipeline.cli import main
 from rleif_kit.prepare.seeds import CONTAMINATED
-from rleif_kit.worlds.gsm8k_format import gsm8k_problems
+from rleif_kit.worlds.arith.gsm8k_format import gsm8k_problems
 
 PRESET = str(ROOT / "params" / "wizardmath-7b.toml")
 MATH_ROWS = [
@@ -122,7 +122,7 @@ def test_hub_loading_runs_on_a_local_dataset_folder_and_parquet(tmp_path, raw, c
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from rleif_kit.worlds.math_data import load_gsm8k, load_hub_dataset
+    from rleif_kit.worlds.math.data import load_gsm8k, load_hub_dataset
 
     folder = tmp_path / "gsm8k_hf"
     folder.mkdir()

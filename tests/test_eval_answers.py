@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from rleif_kit.worlds.answers import (check_gsm8k, check_math, extract_gsm8k, extract_math, format_number,
+from rleif_kit.worlds.math.answers import (check_gsm8k, check_math, extract_gsm8k, extract_math, format_number,
                                           gsm8k_gold, last_boxed, math_gold, normalize_number,
                                           wizardmath_gsm8k_answer, wizardmath_math_answer)
 

@@ -16,7 +16,7 @@ import shutil
 import pytest
 
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
-from rleif_kit.worlds import arith
+from rleif_kit.worlds.arith import problems as arith
 from rleif_kit.evaluation.stage import evaluate_benchmark, run_eval, wrong_answers
 from rleif_kit.worlds.prompts import math_prompt, wizardcoder_tabs
 from rleif_kit.core.jsonl import read_jsonl

@@ -290,7 +290,7 @@ def test_probe_plot_one_bar_per_probe_coloured_by_status():
 def build_reward_models(model_dir: Path, run: Path) -> Path:
     """``run/04_reward_models`` as the stage saves it: IRM and PRM on ``model_dir`` with fresh heads
     (untrained: the checks' plumbing is under test, not the models), and 30 sampled solutions."""
-    from rleif_kit.worlds import arith
+    from rleif_kit.worlds.arith import problems as arith
     from rleif_kit.rewards.rm_training import save_rm
     from rleif_kit.rewards.rm_training import load_rm_for_training
 

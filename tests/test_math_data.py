@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from rleif_kit.worlds.math_data import last_boxed, load_gsm8k, load_hub_dataset, load_math
-from rleif_kit.worlds.stepwise import normalise_gsm8k
+from rleif_kit.worlds.math.data import last_boxed, load_gsm8k, load_hub_dataset, load_math
+from rleif_kit.worlds.math.stepwise import normalise_gsm8k
 
 NATALIA_Q = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips "
              "in May. How many clips did Natalia sell altogether in April and May?")

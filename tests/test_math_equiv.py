@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from rleif_kit.worlds import math_equiv
-from rleif_kit.worlds.math_compat import compat_is_equiv
-from rleif_kit.worlds.math_equiv import is_equiv, latex_to_sympy, normalize
+from rleif_kit.worlds.math import equiv as math_equiv
+from rleif_kit.worlds.math.compat import compat_is_equiv
+from rleif_kit.worlds.math.equiv import is_equiv, latex_to_sympy, normalize
 
 EQUAL = [
     ("\\frac{1}{2}", "0.5"),

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from rleif_kit.worlds.answer_styles import AMBIGUOUS, is_range, line_value
-from rleif_kit.worlds.answers import check_gsm8k, check_math
-from rleif_kit.worlds.math_equiv import asks_for_order, is_equiv
+from rleif_kit.worlds.math.answer_styles import AMBIGUOUS, is_range, line_value
+from rleif_kit.worlds.math.answers import check_gsm8k, check_math
+from rleif_kit.worlds.math.equiv import asks_for_order, is_equiv
 
 ALL = "Enter all the solutions, separated by commas."
 INCREASING = "Enter the solutions in increasing order, separated by commas."

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from rleif_kit.core.sections import EvalConfig
-from rleif_kit.evaluation.postprocess import extract_code, extract_mbpp, extract_mbppplus
+from rleif_kit.worlds.code.postprocess import extract_code, extract_mbpp, extract_mbppplus
 from rleif_kit.evaluation.scoring import check_code, summarize
 from rleif_kit.evaluation.stage import evaluate_benchmark, stop_for
-from rleif_kit.worlds import mbpp
+from rleif_kit.worlds.code import mbpp
 from rleif_kit.worlds.benchmarks import load_items, prompt_for
 from rleif_kit.worlds.prompts import code_prompt
 

@@ -69,7 +69,7 @@ def test_a_moved_run_resumes_its_evaluation_instead_of_starting_over(tmp_path):
 
     from rleif_kit.core.sections import EvalConfig
     from rleif_kit.evaluation.stage import evaluate_benchmark
-    from rleif_kit.worlds import arith
+    from rleif_kit.worlds.arith import problems as arith
 
     class Local:  # a local model's fingerprint: its path and its weights
         name, chunk = "ppo", 4

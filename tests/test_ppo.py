@@ -32,7 +32,7 @@ def _run(tmp_path, small_model_dir, *extra):
 
 
 def _pool(n=16):
-    from rleif_kit.worlds.arith import generate_problems
+    from rleif_kit.worlds.arith.problems import generate_problems
 
     return [{"id": p["id"], "text": p["question"], "problem": p["problem"]} for p in generate_problems(n, seed=5)]
 

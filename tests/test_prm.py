@@ -74,7 +74,7 @@ def test_prm800k_style_file(tmp_path):
 def test_verifier_examples_label_and_flag():
     problem = {"topic": "garden", "name": "Maya", "item": "plants", "start": 4, "intro": 1, "question_form": 0,
                "ops": [{"kind": "mul", "value": 2, "template": 1}, {"kind": "div", "value": 2, "template": 3}]}
-    from rleif_kit.worlds.arith import Problem
+    from rleif_kit.worlds.arith.problems import Problem
 
     q = Problem.from_record(problem).question()
     samples = [{"id": "a", "question": q, "solution": SOLUTION, "problem": problem},
@@ -90,7 +90,7 @@ def test_verifier_examples_label_and_flag():
 def test_prm_trains_every_parameter_and_scores(tmp_path, small_model_dir, finetune):
     import torch
 
-    from rleif_kit.worlds.arith import generate_problems
+    from rleif_kit.worlds.arith.problems import generate_problems
     from rleif_kit.models.loading import trainable_parameters
     from rleif_kit.rewards.prm import train_prm
     from rleif_kit.reward_scoring.prm import answer_scores

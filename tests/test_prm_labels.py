@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rleif_kit.worlds import arith
+from rleif_kit.worlds.arith import problems as arith
 from rleif_kit.worlds.step_labels import step_char_ends, step_end_positions, verifier_labels
 
 # "Step 1: 3 + 5 = 8." is chars 0..17 (end 18), "\n\n" is 18..19, "Step 2: 8 - 2 = 6." is 20..37 (end 38)

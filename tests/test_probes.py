@@ -18,7 +18,7 @@ from rleif_kit.checks.probes import (
 )
 from rleif_kit.core.sections import DiagnosticsConfig
 from rleif_kit.reward_scoring.scorers import verifier_scores
-from rleif_kit.worlds import arith
+from rleif_kit.worlds.arith import problems as arith
 from rleif_kit.worlds import counterfactuals as cf
 from rleif_kit.worlds.truth import is_correct
 

@@ -8,7 +8,7 @@ import json
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
 from rleif_kit.core.jsonl import read_jsonl
 from rleif_kit.core.run_setup import setup
-from rleif_kit.worlds.math_sft import build_sft_dataset
+from rleif_kit.worlds.math.sft import build_sft_dataset
 
 GSM8K = [
     {"question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "

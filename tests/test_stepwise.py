@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from rleif_kit.worlds import arith
+from rleif_kit.worlds.arith import problems as arith
 from rleif_kit.checks.verdicts import has_step_markers
-from rleif_kit.worlds.stepwise import (NormaliseError, ParsedSolution, answers_equal, final_answer, last_boxed,
+from rleif_kit.worlds.math.stepwise import (NormaliseError, ParsedSolution, answers_equal, final_answer, last_boxed,
                                 normalise_gsm8k, normalise_solution, parse_solution)
 
 CANON = "Step 1: 3 + 5 = 8. Step 2: 8 - 2 = 6. The answer is: 6"

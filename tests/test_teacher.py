@@ -13,9 +13,9 @@ from rleif_kit.evolution.elimination import clean_evolved_text, parse_equality
 from rleif_kit.rewards.judges import format_variants, parse_ranking, parse_step_labels
 from rleif_kit.testing import teacher_styles as styles
 from rleif_kit.testing.teacher import Teacher, World, write_data
-from rleif_kit.worlds import arith
-from rleif_kit.worlds.answers import check_gsm8k
-from rleif_kit.worlds.math_data import load_gsm8k, load_math
+from rleif_kit.worlds.arith import problems as arith
+from rleif_kit.worlds.math.answers import check_gsm8k
+from rleif_kit.worlds.math.data import load_gsm8k, load_math
 
 PROMPTS = ROOT / "params" / "prompts"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import TINY_PARAMS
-from rleif_kit.worlds import arith
+from rleif_kit.worlds.arith import problems as arith
 from rleif_kit.core.config import ConfigError, load_config
 from rleif_kit.worlds.step_labels import verifier_labels
 from rleif_kit.worlds.data import teacher_solutions

@@ -135,7 +135,7 @@ def prm_reads_the_answer(cfg, out: Path) -> dict:
     from rleif_kit.core.run_setup import apply_threads_and_seed
     from rleif_kit.reward_scoring.load import load_rm
     from rleif_kit.reward_scoring.prm import answer_scores
-    from rleif_kit.worlds.probe_sets import answer_edits
+    from rleif_kit.checks.probe_sets import answer_edits
 
     apply_threads_and_seed(cfg)
     paths = RunPaths(out / "run")

@@ -26,7 +26,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from rleif_kit.dedup.embeddings import unit_rows
-from rleif_kit.worlds.overlap import MIN_WORDS, NgramIndex, word_ngrams
+from rleif_kit.core.overlap import MIN_WORDS, NgramIndex, word_ngrams
 
 __all__ = ["MIN_WORDS", "word_ngrams", "NgramIndex", "decontaminate"]
 

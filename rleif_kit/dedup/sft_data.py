@@ -1,6 +1,6 @@
 """``02_dedup/sft.jsonl``: the step-by-step data, the kept evolved instructions and the open-domain sample.
 
-Evolved answers are normalised to the step format (``worlds/stepwise.py``); those without a clear step
+Evolved answers are normalised to the step format (``worlds/math/stepwise.py``); those without a clear step
 structure are rewritten into steps by the evolve model when an endpoint is configured.
 """
 
@@ -14,9 +14,9 @@ from rleif_kit.core.jsonl import write_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.models.loading import load_tokenizer
 from rleif_kit.worlds.data import open_domain_sample, stepwise_rows
-from rleif_kit.worlds.math_sft import rewrite_to_steps
+from rleif_kit.worlds.math.sft import rewrite_to_steps
 from rleif_kit.worlds.prompts import math_prompt, sft_completion
-from rleif_kit.worlds.stepwise import NormaliseError, normalise_solution
+from rleif_kit.worlds.math.stepwise import NormaliseError, normalise_solution
 from rleif_kit.worlds.tiny_corpus import ensure_base_model
 
 

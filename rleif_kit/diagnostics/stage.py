@@ -47,7 +47,7 @@ from rleif_kit.reward_scoring.scorers import (
     verifier_scores,
 )
 from rleif_kit.worlds.benchmarks import MATH_BENCHMARKS
-from rleif_kit.worlds.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
+from rleif_kit.checks.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
 from rleif_kit.worlds.truth import is_correct
 
 

@@ -26,11 +26,11 @@ from rleif_kit.core.run_setup import setup
 from rleif_kit.core.sections import EvalConfig
 from rleif_kit.core.settings import Endpoint, SettingsError, load_settings
 from rleif_kit.evaluation.generators import ServedModel
-from rleif_kit.evaluation.postprocess import looks_generated
+from rleif_kit.worlds.code.postprocess import looks_generated
 from rleif_kit.evaluation.scoring import check_code, check_response, compare_dirs, format_compare, summarize
 from rleif_kit.evaluation.stage import STAGE, evaluate_benchmark, local_generator, run_eval
 from rleif_kit.sandbox.runner import describe_sandbox
-from rleif_kit.worlds import mbpp
+from rleif_kit.worlds.code import mbpp
 from rleif_kit.worlds.benchmarks import BENCHMARKS, CODE_BENCHMARKS, load_items
 
 FLAGS = {"backend": "backend", "limit": "limit", "cot": "cot_prompt", "max_new_tokens": "max_new_tokens",

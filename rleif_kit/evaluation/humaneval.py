@@ -16,7 +16,7 @@ import signal
 from math import comb
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from rleif_kit.evaluation.postprocess import extract_code
+from rleif_kit.worlds.code.postprocess import extract_code
 from rleif_kit.evaluation.value_tests import Case, NotValueShaped, from_plain, judge_all, to_plain, value_cases
 from rleif_kit.sandbox.runner import Limits, RunResult, run_many, sandbox_plan
 from rleif_kit.sandbox.session import ProgramGone, run_session
@@ -195,7 +195,7 @@ def check_samples(samples: Sequence[Mapping[str, Any]], problems: Mapping[str, d
 
     A sample has ``task_id`` and either ``completion`` (code to append to the prompt) or ``response``
     (raw model text, post-processed with ``extract``: WizardCoder's script for the benchmark, ``postprocess``).
-    MBPP problems have the same shape with an empty prompt (``worlds.mbpp``). Returns one row per sample, in order:
+    MBPP problems have the same shape with an empty prompt (``worlds.code.mbpp``). Returns one row per sample, in order:
     task_id, completion_id, completion, passed, result (the reason), judged ("value": the evaluator compared
     the returned values with the expected ones; "test": the evaluator ran the test itself, calling the sandboxed
     candidate; either with "-unprotected" where the sandbox has no minimal root, so the program could read the

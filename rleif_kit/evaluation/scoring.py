@@ -14,10 +14,10 @@ from typing import Any, Mapping, Sequence
 from rleif_kit.checks.verdicts import ab_verdict
 from rleif_kit.core.jsonl import read_jsonl
 from rleif_kit.core.sections import DiagnosticsConfig, EvalConfig
-from rleif_kit.evaluation.postprocess import POSTPROCESS
+from rleif_kit.worlds.code.postprocess import POSTPROCESS
 from rleif_kit.evaluation.humaneval import check_samples, pass_at_k_table
-from rleif_kit.worlds import arith
-from rleif_kit.worlds.answers import check_gsm8k, check_math, math_gold
+from rleif_kit.worlds.arith import problems as arith
+from rleif_kit.worlds.math.answers import check_gsm8k, check_math, math_gold
 from rleif_kit.worlds.benchmarks import BENCHMARKS, CODE_BENCHMARKS
 
 PASS_KS = (1, 10, 100)

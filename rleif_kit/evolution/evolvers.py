@@ -20,8 +20,8 @@ from rleif_kit.llm.base import cut_off, cut_off_reason
 from rleif_kit.llm.endpoint import make_llm_backend
 from rleif_kit.llm.hf_backend import HFBackend
 from rleif_kit.models.loading import load_tokenizer
-from rleif_kit.worlds import arith
-from rleif_kit.worlds.arith_evolver import DefectRates, evolve_arith
+from rleif_kit.worlds.arith import problems as arith
+from rleif_kit.worlds.arith.evolver import DefectRates, evolve_arith
 from rleif_kit.worlds.prompts import math_prompt
 
 

@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
                                                      EndpointRejected)
     try:
         from rleif_kit.pipeline.runner import StageFailed  # papermill's machinery: only once a command runs
-        from rleif_kit.worlds.math_data import HubUnavailable
+        from rleif_kit.worlds.math.data import HubUnavailable
 
         user_errors += (ModelNotFound, StageFailed, SettingsError, ValueError, VLLMMissing, HubUnavailable)
         with run_lock.locking(args.command in ("data", "evolve", "eval")):  # `run` locks for the whole run itself

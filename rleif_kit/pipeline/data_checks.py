@@ -16,7 +16,7 @@ from rleif_kit.core.stages import SETUP
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.worlds.benchmarks import BENCHMARKS
 from rleif_kit.worlds.data import DataError, arith_size, load_instructions, load_seeds
-from rleif_kit.worlds.math_data import load_gsm8k, load_math
+from rleif_kit.worlds.math.data import load_gsm8k, load_math
 
 BUILDS = f"{SETUP} (`rleif data`, or the first stage of `rleif run`) builds it"
 

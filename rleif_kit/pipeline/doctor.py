@@ -24,7 +24,7 @@ from rleif_kit.diagnostics.stage import Health, run_diagnostics
 from rleif_kit.models.loading import ModelNotFound, resolve_model_name
 from rleif_kit.pipeline.check_api import check_endpoint
 from rleif_kit.pipeline.data_checks import check_data
-from rleif_kit.worlds import arith
+from rleif_kit.worlds.arith import problems as arith
 from rleif_kit.worlds.benchmarks import MATH_BENCHMARKS
 from rleif_kit.worlds.data import DataError, arith_size, load_instructions
 

@@ -22,7 +22,7 @@ from rleif_kit.ppo.grpo import run_grpo
 from rleif_kit.ppo.policy import Policy, export_policy, last_checkpoint, load_checkpoint
 from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
 from rleif_kit.ppo.trainer import PPOResult, reward_gate, run_ppo
-from rleif_kit.worlds.arith_bench import evaluate_arith
+from rleif_kit.worlds.arith.bench import evaluate_arith
 from rleif_kit.worlds.data import heldout_problems
 
 

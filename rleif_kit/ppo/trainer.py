@@ -58,7 +58,7 @@ from rleif_kit.ppo.policy import (
 from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
 from rleif_kit.ppo.samples import save_rollout_samples
 from rleif_kit.worlds.data import instruction_pool
-from rleif_kit.worlds.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
+from rleif_kit.checks.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
 from rleif_kit.worlds.prompts import math_prompt
 
 STAGE = PPO

@@ -11,7 +11,7 @@ import unicodedata
 from collections import Counter
 from typing import Any, Iterable
 
-from rleif_kit.worlds.overlap import NgramIndex
+from rleif_kit.core.overlap import NgramIndex
 
 CONTAMINATED = "shares a word n-gram ([dedup] decontam_ngram) with an evaluation item"
 

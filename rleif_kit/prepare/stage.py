@@ -6,7 +6,7 @@ the first two do not exist yet, they are built here from GSM8k / MATH training d
 ``math_train``: local JSONL, parquet, the original MATH folder, or ``"hub"`` for ``[sft] gsm8k_hub`` /
 ``math_hub`` through ``datasets``): the seeds are the training questions, deduplicated and decontaminated
 against the evaluation sets at hand (``prepare.seeds``); the SFT set is their gold solutions in the step
-format, or regenerated through the endpoint (``worlds.math_sft``). A file that exists is read and counted,
+format, or regenerated through the endpoint (``worlds.math.sft``). A file that exists is read and counted,
 never overwritten. The arithmetic world generates its data in the stages and has nothing to build here.
 
 ``rleif data PARAMS`` runs this alone and prints :meth:`DataReport.table`: per file, where it is, whether it
@@ -33,8 +33,8 @@ from rleif_kit.core.stages import SETUP
 from rleif_kit.prepare.seeds import CONTAMINATED, build_seeds, reasons
 from rleif_kit.worlds.benchmarks import load_items
 from rleif_kit.worlds.data import DataError, arith_size, load_instructions, load_seeds
-from rleif_kit.worlds.math_sft import build_sft_dataset, load_training_problems
-from rleif_kit.worlds.overlap import NgramIndex
+from rleif_kit.worlds.math.sft import build_sft_dataset, load_training_problems
+from rleif_kit.core.overlap import NgramIndex
 from rleif_kit.worlds.prompts import math_prompt, sft_completion
 
 RAW_HINT = ("set [sft] gsm8k_train / math_train to GSM8k / MATH training data (JSONL, parquet, the MATH folder, or "

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 
 from rleif_kit.reward_scoring.irm import irm_score
 from rleif_kit.reward_scoring.prm import answer_scores
-from rleif_kit.worlds import arith
+from rleif_kit.worlds.arith import problems as arith
 from rleif_kit.worlds.step_labels import verifier_labels
 
 AnswerScorer = Callable[[Sequence[dict], Sequence[str]], list]  # (instruction records, solutions) -> rA or None

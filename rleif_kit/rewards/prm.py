@@ -36,7 +36,8 @@ from rleif_kit.rewards.launched import launch_training
 from rleif_kit.rewards.rm_cards import prm_card, readme
 from rleif_kit.rewards.rm_datasets import save_rows, step_rows
 from rleif_kit.rewards.rm_training import loss_log, save_rm, start_training, timed_train, trainer_kwargs
-from rleif_kit.worlds import arith, step_labels
+from rleif_kit.worlds import step_labels
+from rleif_kit.worlds.arith import problems as arith
 from rleif_kit.worlds.prompts import math_prompt
 
 # ------------------------------------------------------------------------------ data

@@ -37,7 +37,7 @@ from rleif_kit.models.loading import (
 from rleif_kit.models.refs import model_ref, relink_adapter
 from rleif_kit.sft.card import write_sft_card
 from rleif_kit.sft.examples import build_sft_examples
-from rleif_kit.worlds.arith_bench import evaluate_arith
+from rleif_kit.worlds.arith.bench import evaluate_arith
 from rleif_kit.worlds.data import heldout_problems
 from rleif_kit.worlds.tiny_corpus import ensure_base_model
 

@@ -32,9 +32,9 @@ from typing import Any
 
 from rleif_kit.testing import teacher_styles as styles
 from rleif_kit.testing.fake_openai import FakeOpenAIServer
-from rleif_kit.worlds import arith
-from rleif_kit.worlds.arith_evolver import DefectRates, evolve_arith
-from rleif_kit.worlds.gsm8k_format import as_gsm8k
+from rleif_kit.worlds.arith import problems as arith
+from rleif_kit.worlds.arith.evolver import DefectRates, evolve_arith
+from rleif_kit.worlds.arith.gsm8k_format import as_gsm8k
 
 OPERATOR_PHRASES = {"one extra condition": "add_constraint", "becomes a specific one": "concretize",
                     "deeper understanding": "deepen", "more reasoning steps": "more_steps",

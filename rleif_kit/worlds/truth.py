@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from rleif_kit.worlds import arith
-from rleif_kit.worlds.answers import check_gsm8k, check_math
+from rleif_kit.worlds.arith import problems as arith
+from rleif_kit.worlds.math.answers import check_gsm8k, check_math
 
 
 def is_correct(record: Mapping[str, Any], response: str) -> bool | None:

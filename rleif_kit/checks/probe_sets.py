@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rleif_kit.worlds import arith
-from rleif_kit.worlds.arith_evolver import ambiguous_text, unsolvable_text
+from rleif_kit.worlds.arith import problems as arith
+from rleif_kit.worlds.arith.evolver import ambiguous_text, unsolvable_text
 from rleif_kit.worlds.counterfactuals import drop_number
 from rleif_kit.worlds.data import heldout_problems
 from rleif_kit.core.jsonl import read_jsonl

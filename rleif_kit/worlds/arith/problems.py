@@ -19,7 +19,7 @@ import random
 import re
 from dataclasses import asdict, dataclass
 
-from rleif_kit.worlds.arith_words import (
+from rleif_kit.worlds.arith.words import (
     HE_NAMES,
     IMPLICIT,
     IMPLICIT_WORDS,

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from fractions import Fraction
 from typing import Any, Callable
 
-from rleif_kit.worlds.math_text import rewrite_command
+from rleif_kit.worlds.math.latex import rewrite_command
 
 MAX_SYMPY_CHARS = 200  # longer answers are compared as strings only: simplify time grows fast
 MAX_EXPONENT = 1000    # guards against 10^{10^{10}}-style inputs that no timer can interrupt

@@ -7,7 +7,7 @@ a field fails loudly with ``file:line`` (a silently skipped record would shrink 
 without anyone noticing). The Hugging Face Hub is optional: :func:`load_hub_dataset` imports
 ``datasets`` only when called, and without network it says to pass a local file instead.
 
-    from rleif_kit.worlds.math_data import load_gsm8k
+    from rleif_kit.worlds.math.data import load_gsm8k
     records = load_gsm8k("data/gsm8k/train.jsonl")
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from rleif_kit.core.jsonl import read_user_jsonl
-from rleif_kit.worlds.stepwise import last_boxed
+from rleif_kit.worlds.math.stepwise import last_boxed
 
 __all__ = ["load_gsm8k", "load_math", "last_boxed", "load_hub_dataset", "hub_source"]
 
@@ -79,7 +79,7 @@ def load_gsm8k(path: str | os.PathLike[str]) -> list[dict]:
     """GSM8k JSONL ('question', 'answer' ending in '#### 72') -> id/question/solution/gold records.
 
     ``solution`` is the raw answer text (calculator annotations and all); normalising it into
-    steps is :func:`rleif_kit.worlds.stepwise.normalise_gsm8k`'s job.
+    steps is :func:`rleif_kit.worlds.math.stepwise.normalise_gsm8k`'s job.
     """
     return [_gsm8k_record(rec, i, where) for i, (where, rec) in enumerate(_jsonl(Path(path)))]
 

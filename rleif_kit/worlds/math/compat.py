@@ -9,7 +9,7 @@ from __future__ import annotations
 from math import isclose
 from typing import Any
 
-from rleif_kit.worlds.math_equiv import _limited, normalize, to_sympy
+from rleif_kit.worlds.math.equiv import _limited, normalize, to_sympy
 
 
 def _compat_strip(s: str) -> str:

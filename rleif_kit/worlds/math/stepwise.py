@@ -2,7 +2,7 @@
 
 Why: the process reward model (PRM) scores a solution step by step. A solution without explicit
 steps becomes ONE step, its step score rA is then always 1 and the reward signal collapses. So the
-SFT data and the evolved answers must be in the canonical format of :mod:`rleif_kit.worlds.arith`::
+SFT data and the evolved answers must be in the canonical format of :mod:`rleif_kit.worlds.arith.problems`::
 
     Step 1: 3 + 5 = 8. Step 2: 8 - 2 = 6. The answer is: 6
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from rleif_kit.worlds.math_text import rewrite_command
+from rleif_kit.worlds.math.latex import rewrite_command
 from rleif_kit.worlds.numbers import format_number, number_value, numbers
 
 AMBIGUOUS = "ambiguous"  # what a line that states a range or alternatives reads as (never equal to a value)

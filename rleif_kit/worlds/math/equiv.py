@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import re
 
-from rleif_kit.worlds.answer_styles import is_range, rewrite_mixed, rewrite_scales, rewrite_scientific
-from rleif_kit.worlds.math_sympy import MAX_EXPONENT, MAX_SYMPY_CHARS, _limited, latex_to_sympy, sympy_equal, to_sympy
-from rleif_kit.worlds.math_text import braces_balanced, rewrite_command, split_top
+from rleif_kit.worlds.math.answer_styles import is_range, rewrite_mixed, rewrite_scales, rewrite_scientific
+from rleif_kit.worlds.math.symbolic import MAX_EXPONENT, MAX_SYMPY_CHARS, _limited, latex_to_sympy, sympy_equal, to_sympy
+from rleif_kit.worlds.math.latex import braces_balanced, rewrite_command, split_top
 
 __all__ = ["MAX_EXPONENT", "MAX_SYMPY_CHARS", "_limited", "asks_for_order", "is_equiv", "latex_to_sympy",
            "normalize", "to_sympy"]

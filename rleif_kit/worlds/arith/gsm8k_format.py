@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from rleif_kit.worlds import arith
+from rleif_kit.worlds.arith import problems as arith
 
 _STEP = re.compile(r"Step \d+: (.+?) = (-?\d+)\.")
 

@@ -18,7 +18,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from rleif_kit.worlds import answer_styles, math_compat, math_equiv
+from rleif_kit.worlds.math import answer_styles, compat as math_compat, equiv as math_equiv
 from rleif_kit.worlds.numbers import format_number, normalize_number, number_value, numbers
 
 ANSWER_MARK = "The answer is:"

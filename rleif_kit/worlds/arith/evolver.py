@@ -1,6 +1,6 @@
 """A programmatic Evol-Instruct evolver for the arithmetic world, so the CPU demo needs no endpoint.
 
-It plays the LLM evolver's part on structural :class:`rleif_kit.worlds.arith.Problem` values: an
+It plays the LLM evolver's part on structural :class:`rleif_kit.worlds.arith.problems.Problem` values: an
 operator edits the structure (add a step, swap ``+`` for ``*``, drop a step, change topic) and
 the question is re-rendered, so the evolved text, its solution and its answer always agree.
 Like a real model it sometimes fails, at the rates in :class:`DefectRates`; the failure is
@@ -8,8 +8,8 @@ recorded in ``Evolved.defect`` (ground truth, never shown to models) so that the
 rules (:mod:`rleif_kit.evolution.elimination`) and, later, the instruction reward model can be scored on
 exactly the defects they are meant to catch.
 
-    from rleif_kit.worlds import arith
-    from rleif_kit.worlds import arith_evolver
+    from rleif_kit.worlds.arith import problems as arith
+    from rleif_kit.worlds.arith import evolver as arith_evolver
     rng = random.Random(0)
     ev = arith_evolver.evolve_arith(arith.random_problem(rng), "more_steps", rng)
 """
@@ -19,9 +19,9 @@ import random
 import re
 from dataclasses import asdict, dataclass, fields, replace
 
-from rleif_kit.worlds import arith
-from rleif_kit.worlds.arith import Op, Problem, apply_op
-from rleif_kit.worlds.arith_words import INTROS, QUESTIONS, TOPICS
+from rleif_kit.worlds.arith import problems as arith
+from rleif_kit.worlds.arith.problems import Op, Problem, apply_op
+from rleif_kit.worlds.arith.words import INTROS, QUESTIONS, TOPICS
 
 UP_OPERATORS = ("add_constraint", "concretize", "more_steps", "deepen")
 DOWN_OPERATORS = ("simplify", "new_topic")

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rleif_kit.models.generation import generate
-from rleif_kit.worlds import arith
+from rleif_kit.worlds.arith import problems as arith
 from rleif_kit.worlds.prompts import math_prompt
 
 
