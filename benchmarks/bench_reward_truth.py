@@ -31,11 +31,11 @@ from rleif_kit.core.paths import RunPaths  # noqa: E402
 from rleif_kit.core.reward_math import parse_reward_formula  # noqa: E402
 from rleif_kit.reward_scoring.heldout import split_by_question  # noqa: E402
 from rleif_kit.reward_scoring.load import load_rm  # noqa: E402
-from rleif_kit.reward_scoring.scorers import irm_scorer, prm_scorer, verifier_scores  # noqa: E402
+from rleif_kit.reward_scoring.scorers import irm_scorer, prm_scorer, step_verifier_scorer  # noqa: E402
 from rleif_kit.rewards.prm import train_prm, verifier_examples  # noqa: E402
-from rleif_kit.worlds import step_labels  # noqa: E402
+from rleif_kit.worlds import steps as step_labels  # noqa: E402
 from rleif_kit.checks.probe_sets import instruction_probe_pairs, probe_solutions  # noqa: E402
-from rleif_kit.worlds.truth import is_correct  # noqa: E402
+from rleif_kit.worlds import get_world  # noqa: E402
 
 
 def probe_rows(verdicts) -> dict:
@@ -56,7 +56,7 @@ def main() -> None:
     held = split_by_question(samples, rm.rm_heldout_share, cfg.base.seed)[1][: args.truth_samples]
     records = [{"id": s["id"], "text": s["question"], "problem": s["problem"]} for s in held]
     texts = [s["solution"] for s in held]
-    correct = [is_correct(r, t) for r, t in zip(records, texts)]
+    correct = [get_world("arith").is_correct(r, t) for r, t in zip(records, texts)]
     irm = irm_scorer(*load_rm(paths.irm_model), max_length=rm.rm_max_len)
     ri = irm([r["text"] for r in records])
     formula = parse_reward_formula(cfg.ppo.reward_formula)
@@ -73,7 +73,7 @@ def main() -> None:
             "seconds": round(time.perf_counter() - t0, 1)}
 
     measure("prm", prm_scorer(*load_rm(paths.prm_model), rm.prm_aggregate, max_len=rm.rm_max_len))
-    measure("verifier", verifier_scores, model="verifier")
+    measure("verifier", step_verifier_scorer(get_world("arith")), model="verifier")
     with tempfile.TemporaryDirectory() as scratch:
         copy = Path(scratch) / "run"
         for part in ("03_sft", "arith"):

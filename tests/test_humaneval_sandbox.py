@@ -19,7 +19,7 @@ import pytest
 from rleif_kit.sandbox import runner as sandbox
 from rleif_kit.evaluation.humaneval import (check_samples, value_program, judging_plan, extract_code, pass_at_k,
                                             pass_at_k_table, score_samples)
-from rleif_kit.worlds.benchmarks import load_problems
+from rleif_kit.worlds.code.world import load_problems
 from rleif_kit.sandbox.runner import Limits, run_many, run_python, sandbox_plan
 
 

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
-from rleif_kit.rewards.irm_data import FORMED, IN_RANGE, NO_LEAK, SOLVABLE, arith_irm_pairs, arith_quality, pairs_from_scores
+from rleif_kit.rewards.irm_data import pairs_from_scores, quality_pairs
+from rleif_kit.worlds.arith.judge import FORMED, IN_RANGE, NO_LEAK, SOLVABLE, arith_quality
+
+
+def arith_irm_pairs(fanout, min_steps=1, max_steps=5, seed=0):
+    return quality_pairs(fanout, lambda r: arith_quality(r, min_steps, max_steps), seed=seed)
 from rleif_kit.core.run_setup import setup
 
 PROBLEM = {"ops": [{"kind": "add", "value": 2, "template": 0}] * 2}

@@ -57,7 +57,7 @@ def test_humaneval_prompt_is_wizardcoders_tab_converted_format():
 
 def test_mbpp_prompt_is_mbpp_gen_format():
     item = next(it for it in load_items("mbpp", data=str(MBPP_FILE)) if it["id"] == "11")
-    assert prompt_for("mbpp", item) == (
+    assert prompt_for("mbpp", item, None) == (
         HEADER + "\n\n### Instruction:\nCreate a Python script for this problem:\n"
         "\nWrite a python function to remove first and last occurrence of a given character from the string.\n"
         "Test examples:\n"
@@ -72,7 +72,7 @@ def test_mbpp_prompt_is_mbpp_gen_format():
 
 def test_mbppplus_prompt_is_the_evalplus_style_format():
     item = next(it for it in load_items("mbppplus", data=str(PLUS_FILE)) if it["id"] == "Mbpp/11")
-    assert prompt_for("mbppplus", item) == (
+    assert prompt_for("mbppplus", item, None) == (
         HEADER + "\n\n\n### Instruction:\n"
         "Write a python function to remove first and last occurrence of a given character from the string. "
         "Your code should satisfy the following assertion:\n```python\n"

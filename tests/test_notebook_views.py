@@ -184,7 +184,7 @@ def sibling(gid, op, ops, defect, answer="7", kept=True):
 
 def test_the_largest_arith_ranking_its_pairs_and_which_the_balance_kept(cfg_paths):
     cfg, paths = cfg_paths
-    assert cfg.evol_instruct.backend == "arith" and (cfg.arith.min_steps, cfg.arith.max_steps) == (1, 3)
+    assert cfg.evol_instruct.backend == "world" and (cfg.arith.min_steps, cfg.arith.max_steps) == (1, 3)
     write_jsonl(paths.dedup_instructions, [{"id": "g", "text": "Ann has 2 apples."}, {"id": "h", "text": "Bo."}])
     write_jsonl(paths.irm_fanout, [
         sibling("g", "add_constraint", 2, None),  # formed 8 + no leak 4 + solvable 2 + 2 steps in [1, 3] 1 = 15

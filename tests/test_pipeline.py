@@ -282,7 +282,7 @@ def test_the_broken_reward_gallery_is_caught(tiny_run, tmp_path, monkeypatch):
     from rleif_kit.core.run_setup import setup
     from rleif_kit.reward_scoring.scorers import prm_scorer
     from rleif_kit.rewards.prm import train_prm, verifier_examples
-    from rleif_kit.worlds import step_labels
+    from rleif_kit.worlds import steps as step_labels
     from rleif_kit.checks.probe_sets import instruction_probe_pairs, probe_solutions
 
     monkeypatch.chdir(ROOT)

@@ -13,6 +13,7 @@ from conftest import ROOT, TINY_PARAMS, tiny_overrides
 from rleif_kit.core.metrics import roc_auc, threshold_accuracy
 from rleif_kit.reward_scoring.prm import IGNORE, StepLabelCollator, encode, prm_input, solution_step_ends
 from rleif_kit.rewards.prm import load_prm800k_style, verifier_examples
+from rleif_kit.worlds import get_world
 
 SOLUTION = "Step 1: 4 * 2 = 8. Step 2: 8 / 2 = 4. The answer is: 4"
 
@@ -81,7 +82,7 @@ def test_verifier_examples_label_and_flag():
                {"id": "b", "question": q, "solution": "Step 1: 4 * 2 = 9. Step 2: 9 / 2 = 4. The answer is: 4",
                 "problem": problem},
                {"id": "c", "question": q, "solution": "It is 4.", "problem": problem}]
-    examples, flagged = verifier_examples(samples)
+    examples, flagged = verifier_examples(samples, get_world("arith"))
     assert [e["labels"] for e in examples] == [[True, True], [False, False]] and flagged == 1
 
 
@@ -112,7 +113,7 @@ def test_prm_trains_every_parameter_and_scores(tmp_path, small_model_dir, finetu
         if i % 2:  # corrupt the first step's result: every step from there is wrong
             first = solution.split(". ")[0]
             solution = solution.replace(first, first[:-1] + str((int(first.split("= ")[1]) + 1)), 1)
-        from rleif_kit.worlds.step_labels import verifier_labels
+        from rleif_kit.worlds.arith.judge import verifier_labels
 
         examples.append({"id": p["id"], "question": p["question"], "solution": solution,
                          "labels": verifier_labels(p["question"], solution, p["answer"])})

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from rleif_kit.worlds.arith import problems as arith
-from rleif_kit.worlds.step_labels import step_char_ends, step_end_positions, verifier_labels
+from rleif_kit.worlds.arith.judge import verifier_labels
+from rleif_kit.worlds.steps import STEPWISE, step_end_positions
+
+step_char_ends = STEPWISE.marked_ends
 
 # "Step 1: 3 + 5 = 8." is chars 0..17 (end 18), "\n\n" is 18..19, "Step 2: 8 - 2 = 6." is 20..37 (end 38)
 TEXT = "Step 1: 3 + 5 = 8.\n\nStep 2: 8 - 2 = 6."

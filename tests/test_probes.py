@@ -17,10 +17,12 @@ from rleif_kit.checks.probes import (
     truth_log_fields,
 )
 from rleif_kit.core.sections import DiagnosticsConfig
-from rleif_kit.reward_scoring.scorers import verifier_scores
+from rleif_kit.reward_scoring.scorers import step_verifier_scorer
+from rleif_kit.worlds import get_world
 from rleif_kit.worlds.arith import problems as arith
 from rleif_kit.worlds import counterfactuals as cf
-from rleif_kit.worlds.truth import is_correct
+is_correct = get_world("arith").is_correct
+verifier_scores = step_verifier_scorer(get_world("arith"))
 
 TWO = "Step 1: 5 + 2 = 7. Step 2: 7 * 3 = 21. The answer is: 21"
 D = DiagnosticsConfig()
@@ -181,9 +183,12 @@ def test_is_correct_per_world():
     record = {"text": problem["question"], "problem": problem}
     assert is_correct(record, problem["solution"]) is True
     assert is_correct(record, "The answer is: -1") is False and is_correct(record, "no answer") is False
-    assert is_correct({"text": "q", "answer": "3 + 4 = 7\n#### 7"}, "Step 1: 3 + 4 = 7. The answer is: 7") is True
-    assert is_correct({"text": "q", "gold": "7"}, "The answer is: 8") is False
-    assert is_correct({"text": "q"}, "The answer is: 8") is None
+    assert is_correct({"text": "q"}, "The answer is: 7") is None  # an arith record without its problem
+    math = get_world("math").is_correct
+    assert math({"text": "q", "answer": "3 + 4 = 7\n#### 7"}, "Step 1: 3 + 4 = 7. The answer is: 7") is True
+    assert math({"text": "q", "gold": "7"}, "The answer is: 8") is False
+    assert math({"text": "q"}, "The answer is: 8") is None
+    assert get_world("code").is_correct({"text": "q", "gold": "7"}, "The answer is: 7") is None  # no verifier yet
 
 
 def test_commute_leaves_a_step_with_several_operators_alone():
@@ -195,13 +200,16 @@ def test_commute_leaves_a_step_with_several_operators_alone():
 
 def test_the_gate_probes_the_whole_reward_so_a_formula_that_ignores_ra_fails():
     from rleif_kit.core.reward_math import parse_reward_formula
-    from rleif_kit.ppo.trainer import _reward_of
+    from rleif_kit.ppo.gate import _reward_of
+
+    from rleif_kit.ppo.rewards import RewardScorer
 
     class Stub:
         def __init__(self, formula):
-            self.formula = parse_reward_formula(formula)
+            self.formula, self.world = parse_reward_formula(formula), get_world("arith")
 
         answer_scores = staticmethod(verifier_scores)
+        verifiable_terms, combine = RewardScorer.verifiable_terms, RewardScorer.combine
 
         def instruction_texts(self, texts):
             return [0.8 for _ in texts]

@@ -27,7 +27,8 @@ def test_irm_trains_and_scores(tmp_path, small_model_dir):
 
     from rleif_kit.evolution.fanout import run_fanout
     from rleif_kit.worlds.data import load_seeds
-    from rleif_kit.rewards.irm_data import arith_irm_pairs
+    from rleif_kit.rewards.irm_data import quality_pairs
+    from rleif_kit.worlds.arith.judge import arith_quality
     from rleif_kit.models.loading import trainable_parameters
     from rleif_kit.rewards.rm_training import load_rm_for_training
     from rleif_kit.reward_scoring.load import load_rm
@@ -38,7 +39,7 @@ def test_irm_trains_and_scores(tmp_path, small_model_dir):
                        stage="04_reward_models", report_dir=str(tmp_path / "r"), workdir=str(ROOT))
     fanout = run_fanout(cfg, paths.stage("01_evolve") / "fanout.jsonl", list(load_seeds(cfg, paths))[:60], k=4,
                         progress=False)
-    pairs = arith_irm_pairs(fanout)
+    pairs = quality_pairs(fanout, arith_quality)
     initial = trainable_parameters(load_rm_for_training(str(small_model_dir), "sequence", cfg, False)[0])
     model, tok, result = train_irm(cfg, paths, pairs)
     now = dict(model.named_parameters())

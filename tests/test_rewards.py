@@ -53,8 +53,8 @@ def test_division_by_zero_gives_zero(formula, rI, rA):
     ("rI.__class__", "is not allowed"),
     ("rX * rA", "unknown name 'rX'"),
     ("rI * max", "unknown name 'max'"),             # min/max only as calls
-    ("1 + 2", "neither rI nor rA"),
-    ("max(1, 2)", "neither rI nor rA"),
+    ("1 + 2", "none of rI, rA, rV, rF"),
+    ("max(1, 2)", "none of rI, rA, rV, rF"),
     ("min(rI, rA, key=abs)", "two or more plain arguments"),
     ("min(rI)", "two or more plain arguments"),
     ("max(*[rI, rA], 0)", "is not allowed"),        # starred argument

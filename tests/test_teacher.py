@@ -78,10 +78,10 @@ def test_the_teacher_answers_each_request_kind_from_its_world(tmp_path):
     teacher = Teacher(world, noise=0.0)  # the plain asked-for forms: every answer checkable
     record = world.train[1]
     question, gold = record["question"], str(record["answer"])
-    evolve = (PROMPTS / "evol" / "math" / "more_steps.txt").read_text().replace("{instruction}", question)
+    evolve = (PROMPTS / "math" / "evol" / "more_steps.txt").read_text().replace("{instruction}", question)
     child, finish = _ask(teacher, evolve, 400)
     assert finish == "stop" and child != question and world.lookup(child) is not None
-    answer, _ = _ask(teacher, (PROMPTS / "evol" / "answer.txt").read_text().replace("{instruction}", question))
+    answer, _ = _ask(teacher, (PROMPTS / "math" / "answer.txt").read_text().replace("{instruction}", question))
     assert check_gsm8k(answer, gold)["correct"]
     equal = (PROMPTS / "evol" / "equality.txt").read_text()
     assert _ask(teacher, equal.replace("{parent}", question).replace("{child}", question))[0] == "Equal"
@@ -103,7 +103,7 @@ def test_the_teacher_answers_each_request_kind_from_its_world(tmp_path):
 
 def test_replies_are_cut_at_max_tokens_and_repeatable():
     world = World(0, n_train=20, n_test=5)
-    evolve = (PROMPTS / "evol" / "math" / "deepen.txt").read_text().replace("{instruction}",
+    evolve = (PROMPTS / "math" / "evol" / "deepen.txt").read_text().replace("{instruction}",
                                                                             world.train[0]["question"])
     text, finish = _ask(Teacher(world), evolve, max_tokens=5)
     assert finish == "length" and len(text.split()) == 5
@@ -121,5 +121,5 @@ def test_a_problem_with_a_note_left_in_is_still_known():
 
 def test_unknown_problems_get_refusals_not_inventions():
     teacher = Teacher(World(0, n_train=10, n_test=2))
-    evolve = (PROMPTS / "evol" / "math" / "simplify.txt").read_text().replace("{instruction}", "What is love?")
+    evolve = (PROMPTS / "math" / "evol" / "simplify.txt").read_text().replace("{instruction}", "What is love?")
     assert _ask(teacher, evolve)[0] in styles.REFUSALS

@@ -8,8 +8,10 @@ import pytest
 from conftest import TINY_PARAMS
 from rleif_kit.worlds.arith import problems as arith
 from rleif_kit.core.config import ConfigError, load_config
-from rleif_kit.worlds.step_labels import verifier_labels
-from rleif_kit.worlds.data import teacher_solutions
+from rleif_kit.worlds.arith.judge import verifier_labels
+from rleif_kit.worlds.arith.world import WORLD as ARITH
+
+teacher_solutions = ARITH.teacher_solutions
 
 PROBLEM = arith.Problem("fruit", "Tom", "apples", 5,
                         (arith.Op("add", 3, 0), arith.Op("sub", 2, 0), arith.Op("mul", 2, 2)), 0, 0)

@@ -15,7 +15,8 @@ from rleif_kit.core.metrics import paired_bootstrap
 from rleif_kit.core.paths import RELATIVE
 from rleif_kit.core.sections import DiagnosticsConfig
 from rleif_kit.core.verdict import Verdict, fmt_number
-from rleif_kit.worlds.prompts import ALPACA_HEADER, math_prompt
+from rleif_kit.worlds.base import STEP_BY_STEP
+from rleif_kit.worlds.prompts import ALPACA_HEADER
 
 # "Step 3:" / "step 3." / "Step 3)" anywhere, or a list item "3." / "3)" after a space or line start;
 # group 1 or 2 holds the number
@@ -277,19 +278,19 @@ def check_evolve_failures(causes: dict[str, int], decided: int, cfg: Diagnostics
 
 
 def check_prompt_consistency(sft_prompts: Sequence[str], eval_cot: bool,
-                             source: str = str(RELATIVE.sft_data)) -> Verdict:
+                             source: str = str(RELATIVE.sft_data), world: Any = STEP_BY_STEP) -> Verdict:
     """Troubleshooting: SFT trained on the exact prompt evaluation asks with (a few points hang on it).
 
-    Each SFT prompt must equal ``math_prompt(its instruction, cot=eval_cot)``; any that does not fails.
+    Each SFT prompt must equal the world's ``train_prompt(its instruction, cot=eval_cot)``; any that does not fails.
     """
     opener = ALPACA_HEADER + "### Instruction:\n"
     kinds = {"same": 0, "other_cot": 0, "other_format": 0}
     for prompt in sft_prompts:
         head, _, _ = prompt.rpartition("\n\n### Response:")
         instruction = head[len(opener):] if head.startswith(opener) else None
-        if instruction is not None and prompt == math_prompt(instruction, cot=eval_cot):
+        if instruction is not None and prompt == world.train_prompt(instruction, cot=eval_cot):
             kinds["same"] += 1
-        elif instruction is not None and prompt == math_prompt(instruction, cot=not eval_cot):
+        elif instruction is not None and prompt == world.train_prompt(instruction, cot=not eval_cot):
             kinds["other_cot"] += 1
         else:
             kinds["other_format"] += 1

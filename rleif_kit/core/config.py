@@ -56,6 +56,11 @@ ALIASES = {"learning_rate": "lr", "num_train_epochs": "epochs", "per_device_trai
            "mini_batch_size": "mini_batch"}
 
 
+# Keys that are gone, with what took their place (a clear error, never a silently ignored key).
+REPLACED = {("evol_instruct", "domain"): "[base] world names the domain now (its operators are the world's): "
+                                        "[base] world = 'math' or 'code'"}
+
+
 class ConfigError(ValueError):
     """A config file (or override) is invalid; ``errors`` holds one line per problem."""
 
@@ -132,6 +137,9 @@ def _build_section(source: str, name: str, raw: dict[str, Any], errors: list[str
     known = [f.name for f in fields(cls)]
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
+        if (name, key) in REPLACED:
+            errors.append(f"{source}: [{name}] {key}: {REPLACED[name, key]}")
+            continue
         if key not in known:
             close = [ALIASES[key]] if ALIASES.get(key) in known else difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else f" (known keys: {', '.join(known)})"
@@ -254,11 +262,6 @@ def _cross_checks(s: dict[str, Any]) -> list[str]:
     if ppo.algorithm == "grpo" and ppo.rollout_batch % ppo.num_generations:
         problems.append(f"[ppo] num_generations = {ppo.num_generations}: expected a divisor of rollout_batch "
                         f"({ppo.rollout_batch}) for algorithm = 'grpo'")
-    rm, world = s["reward_model"], s["base"].world
-    for key in ("prm_step_label", "answer_reward"):
-        if getattr(rm, key) == "verifier" and world != "arith":
-            problems.append(f"[reward_model] {key} = 'verifier': the step verifier exists only in the arithmetic "
-                            f"world ([base] world = 'arith'; this run has '{world}')")
     arith = s["arith"]
     if arith.min_steps > arith.max_steps:
         problems.append(f"[arith] min_steps = {arith.min_steps}: expected <= max_steps ({arith.max_steps})")

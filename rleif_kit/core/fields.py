@@ -3,6 +3,8 @@ the range checks themselves, each returning None when a value is fine, else what
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import field
 from typing import Any, Callable
 
@@ -65,5 +67,23 @@ def formula(v):
     try:
         parse_reward_formula(v)
     except FormulaError as e:
-        return f"an expression over rI and rA ({e})"
+        return f"an expression over rI, rA, rV and rF ({e})"
     return None
+
+
+def world_name(v):
+    """A registered world's name or a module path (``rleif_kit.worlds`` checks which when a stage asks it)."""
+    return None if re.fullmatch(r"[A-Za-z_][\w.]*", v) else "a world's name ('math', 'arith', 'code') or a module path"
+
+
+def evol_backend(v):
+    if v == "arith":
+        return "'world' (renamed: the world's own programmatic evolver; [base] world = 'arith' names the world)"
+    return one_of("openai", "hf", "world")(v)
+
+
+def prompts_root(v):
+    if v.rstrip("/").endswith("prompts/evol"):
+        return (f"the prompts root, e.g. {v.rstrip('/')[:-len('/evol')]!r} (the templates moved to "
+                "<root>/<world>/evol/<operator>.txt)")
+    return nonempty(v)

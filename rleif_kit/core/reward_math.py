@@ -2,9 +2,11 @@
 
 The RLEIF reward is ``r = rI * rA``: the instruction reward model's score of the prompt times the
 process reward model's aggregate score of the answer. ``[ppo].reward_formula`` lets a run change
-that combination; the formula is parsed here into a plain function with a whitelist of syntax
-(numbers, ``rI``, ``rA``, ``+ - * /``, unary minus, ``min``, ``max``, parentheses) so a config file can
-never run arbitrary code.
+that combination and add the verifiable terms: ``rV``, the world's verifier on the response (gold-answer
+match, the step verifier, unit tests), and ``rF``, the format term (steps and the answer line present) — e.g.
+``"rI * rA * rV"`` or ``"rI * (0.5 * rA + 0.5 * rV)"``. The formula is parsed here into a plain function with a
+whitelist of syntax (numbers, the four terms, ``+ - * /``, unary minus, ``min``, ``max``, parentheses) so a
+config file can never run arbitrary code.
 
 Also here: how per-step PRM scores become one answer score (:func:`aggregate_steps`) and how
 judged rankings become IRM training pairs (:func:`ranking_to_pairs`, :func:`balance_pairs`).
@@ -18,7 +20,7 @@ import operator
 import random
 from typing import Callable, Sequence
 
-FORMULA_NAMES = ("rI", "rA")
+FORMULA_NAMES = ("rI", "rA", "rV", "rF")
 MAX_FORMULA_NODES = 200  # a reward formula is a few terms; thousands are a typo or an attack, not a recipe
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 _FUNCS = {"min": min, "max": max}
@@ -34,7 +36,7 @@ def _compile(node: ast.AST) -> Callable[[dict[str, float]], float]:
         return lambda env: value
     if isinstance(node, ast.Name):
         if node.id not in FORMULA_NAMES:
-            raise FormulaError(f"unknown name '{node.id}' (only rI and rA)")
+            raise FormulaError(f"unknown name '{node.id}' (only rI, rA, rV and rF)")
         name = node.id
         return lambda env: env[name]
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
@@ -48,11 +50,24 @@ def _compile(node: ast.AST) -> Callable[[dict[str, float]], float]:
             raise FormulaError(f"{node.func.id}() takes two or more plain arguments")
         func, args = _FUNCS[node.func.id], [_compile(a) for a in node.args]
         return lambda env: func(a(env) for a in args)
-    raise FormulaError(f"'{ast.unparse(node)}' is not allowed (numbers, rI, rA, + - * /, min, max, parentheses)")
+    raise FormulaError(f"'{ast.unparse(node)}' is not allowed (numbers, rI, rA, rV, rF, + - * /, min, max, parentheses)")
 
 
-def parse_reward_formula(text: str) -> Callable[[float, float], float]:
-    """Compile ``text`` (e.g. ``"rI * rA"``) into ``f(rI, rA) -> float``; raise FormulaError if unsafe."""
+class Formula:
+    """A compiled reward formula: ``formula(rI, rA, rV=0, rF=0) -> float``; ``terms`` the names it uses."""
+
+    def __init__(self, text: str, body: Callable[[dict[str, float]], float], terms: frozenset[str]):
+        self.text, self._body, self.terms = text, body, terms
+
+    def __call__(self, rI: float = 0.0, rA: float = 0.0, rV: float = 0.0, rF: float = 0.0) -> float:
+        try:
+            return float(self._body({"rI": rI, "rA": rA, "rV": rV, "rF": rF}))
+        except ZeroDivisionError:
+            return 0.0  # a division by a zero score means "no reward", never a crash mid-PPO
+
+
+def parse_reward_formula(text: str) -> Formula:
+    """Compile ``text`` (e.g. ``"rI * rA"``) into ``f(rI, rA, rV, rF) -> float``; raise FormulaError if unsafe."""
     if not isinstance(text, str) or not text.strip():
         raise FormulaError("empty formula")
     try:
@@ -67,14 +82,8 @@ def parse_reward_formula(text: str) -> Callable[[float, float], float]:
     body = _compile(tree.body)
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(_FUNCS)
     if not used & set(FORMULA_NAMES):
-        raise FormulaError("the formula uses neither rI nor rA")
-
-    def reward(rI: float, rA: float) -> float:
-        try:
-            return float(body({"rI": rI, "rA": rA}))
-        except ZeroDivisionError:
-            return 0.0  # a division by a zero score means "no reward", never a crash mid-PPO
-    return reward
+        raise FormulaError("the formula uses none of rI, rA, rV, rF")
+    return Formula(text.strip(), body, frozenset(used & set(FORMULA_NAMES)))
 
 
 # ------------------------------------------------------------------ PRM aggregation

@@ -13,16 +13,19 @@ from rleif_kit.core.fields import (
     MAX_TOKENS,
     at_least,
     between,
+    evol_backend,
     formula,
     non_negative,
     nonempty,
     one_of,
     opt,
     positive,
+    prompts_root,
     required,
     steps_or_epochs,
     subset_of,
     unit,
+    world_name,
 )
 
 
@@ -56,8 +59,7 @@ class BaseConfig(_Section):
     seed: int = opt(42, "random seed for data sampling and training", non_negative)
     bf16: bool = opt(True, "train in bfloat16 where the hardware has it; otherwise fp32 with a warning")
     run_name: str = opt("", "name of the run's report folder reports/<run_name>; default: the params file name")
-    world: str = opt("math", "'math' (GSM8k/MATH data) or 'arith' (the offline arithmetic world)",
-                     one_of("math", "arith"))
+    world: str = opt("math", "the domain: 'math' (GSM8k/MATH), 'arith' (offline), 'code', or a module path", world_name)
     threads: int = opt(0, "torch CPU threads; 0 = torch's default. Fixed in the tiny preset for repeatability",
                        non_negative)
     cpu_kernels: str = opt("native", "CPU kernels: 'native' (the machine's own; figures move between CPUs) or 'pinned' "
@@ -153,9 +155,8 @@ class EvolInstructConfig(_Section):
     max_new_tokens: int = opt(1024, "longest evolved instruction", MAX_TOKENS)
     dedup_threshold: float = opt(0.85, "cosine similarity at or above which an instruction is a duplicate",
                                  lambda v: None if 0 < v <= 1 else "a value in (0, 1]")
-    backend: str = opt("openai", "evolver: 'openai' (endpoint from settings.json, role evolve), 'hf' (local "
-                                 "model at hf_model) or 'arith' (programmatic, offline)", one_of("openai", "hf", "arith"))
-    domain: str = opt("math", "operator set: 'math' or 'code'", one_of("math", "code"))
+    backend: str = opt("openai", "evolver: 'openai' (settings.json, role evolve), 'hf' (local model at hf_model) "
+                                 "or 'world' (the world's own programmatic evolver and judges)", evol_backend)
     seeds: str = opt("./data/seeds.jsonl", "seed instructions: JSONL with 'instruction' (or 'question', 'text'), or "
                                           "'arith:N' for N arithmetic-world problems", nonempty)
     max_seeds: int = opt(0, "use only the first N seeds; 0 = all", non_negative)
@@ -163,15 +164,14 @@ class EvolInstructConfig(_Section):
     equality_judge: bool = opt(True, "ask the endpoint whether a child brings new information (openai backend; "
                                      "the cheap lexical check always runs)")
     hf_model: str = opt("", "local model path for backend = 'hf'")
-    prompts_dir: str = opt("./params/prompts/evol", "operator templates, one .txt per operator")
+    prompts_dir: str = opt("./params/prompts", "templates: <world>/evol/<op>.txt, <world>/answer.txt", prompts_root)
     concurrency: int = opt(16, "requests in flight (openai backend)", positive)
     checkpoint_every: int = opt(500, "fsync the JSONL checkpoints every N records", positive)
     retry_failed: int = opt(3, "attempts per record across reruns before an API failure is given up", positive)
     cache: bool = opt(True, "on-disk response cache: an identical rerun sends no request")
     max_requests: int = opt(0, "stop cleanly (resumable) after N requests; 0 = no cap", non_negative)
     max_cost: float = opt(0.0, "stop cleanly (resumable) after this many USD; 0 = no cap", non_negative)
-    defect_rate: float = opt(0.2, "arith backend: share of evolutions with an injected defect (leaks, "
-                                  "malformed, unsolvable, ambiguous, unchanged, refusals)", unit)
+    defect_rate: float = opt(0.2, "world backend (arith): share of evolutions with an injected defect", unit)
 
     def cross_problems(self):
         total = self.evolve_down_ratio + self.evolve_up_ratio
@@ -223,9 +223,8 @@ class RewardModelConfig(_Section):
     prm_data: str = opt("", "extra labelled steps in the PRM800K style (JSONL: question, steps, labels); "
                             "empty = none")
     prm_aggregate: str = opt("min", "how per-step PRM scores become rA", one_of("min", "prod", "last", "mean"))
-    answer_reward: str = opt("prm", "where PPO's rA comes from: 'prm' (learned) or 'verifier' (the arithmetic "
-                                    "world's step checker: a perfect PRM, for testing the PPO machinery)",
-                             one_of("prm", "verifier"))
+    answer_reward: str = opt("prm", "PPO's rA: 'prm' (learned) or 'verifier' (the world's step checker, arith: a "
+                                    "perfect PRM, for testing PPO)", one_of("prm", "verifier"))
 
 
 @dataclass(frozen=True)
@@ -236,7 +235,8 @@ class PPOConfig(_Section):
     gamma: float = opt(1.0, "GAE discount", unit)
     lam: float = opt(0.95, "GAE lambda", unit)
     clip_range: float = opt(0.2, "PPO ratio clip", positive)
-    reward_formula: str = opt("rI * rA", "reward from rI (IRM) and rA (PRM): numbers, + - * /, min, max, ()",
+    reward_formula: str = opt("rI * rA", "reward from rI (IRM), rA (PRM), rV (verifier), rF (format): numbers, "
+                                         "+ - * /, min, max, ()",
                               formula)
     rollout_batch: int = opt(64, "prompts per rollout batch", positive)
     mini_batch: int = opt(8, "examples per PPO update", positive)

@@ -1,6 +1,6 @@
 """``02_dedup/sft.jsonl``: the step-by-step data, the kept evolved instructions and the open-domain sample.
 
-Evolved answers are normalised to the step format (``worlds/math/stepwise.py``); those without a clear step
+Evolved answers are normalised to the world's format (``World.normalise_answer``; math: ``worlds/math/stepwise.py``); those without a clear step
 structure are rewritten into steps by the evolve model when an endpoint is configured.
 """
 
@@ -14,9 +14,7 @@ from rleif_kit.core.jsonl import write_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.models.loading import load_tokenizer
 from rleif_kit.worlds.data import open_domain_sample, stepwise_rows
-from rleif_kit.worlds.math.sft import rewrite_to_steps
-from rleif_kit.worlds.prompts import math_prompt, sft_completion
-from rleif_kit.worlds.math.stepwise import NormaliseError, normalise_solution
+from rleif_kit.worlds import world_for
 from rleif_kit.worlds.tiny_corpus import ensure_base_model
 
 
@@ -26,7 +24,7 @@ def evolved_rows(cfg: RunConfig, instructions: list[dict], settings=None) -> tup
     Answers with no clear step structure are rewritten into steps by the evolve model when an
     endpoint is configured (openai backend), and kept when the rewrite keeps the final answer.
     """
-    rows, rejected, unstructured = [], [], []
+    rows, rejected, unstructured, world = [], [], [], world_for(cfg)
     for r in instructions:
         if r.get("round", 0) == 0:
             continue  # seeds: already in the step-by-step dataset
@@ -34,12 +32,13 @@ def evolved_rows(cfg: RunConfig, instructions: list[dict], settings=None) -> tup
             rejected.append({"id": r["id"], "reason": "no answer"})
             continue
         try:
-            rows.append({"id": r["id"], "instruction": r["text"], "response": normalise_solution(r["answer"])})
-        except NormaliseError as e:
-            item = {"id": r["id"], "instruction": r["text"], "response": r["answer"], "reason": e.reason}
-            (unstructured if e.reason == "no step structure" else rejected).append(item)
+            rows.append({"id": r["id"], "instruction": r["text"], "response": world.normalise_answer(r["answer"])})
+        except ValueError as e:
+            reason = getattr(e, "reason", str(e))
+            item = {"id": r["id"], "instruction": r["text"], "response": r["answer"], "reason": reason}
+            (unstructured if reason == "no step structure" else rejected).append(item)
     if unstructured and settings is not None and cfg.evol_instruct.backend == "openai":
-        rewritten = rewrite_to_steps(cfg, settings, unstructured)
+        rewritten = world.rewrite_answers(cfg, settings, unstructured)
         rows += [{**i, "response": rewritten[i["id"]]} for i in unstructured if rewritten.get(i["id"])]
         unstructured = [{**i, "reason": "rewrite failed"} for i in unstructured if not rewritten.get(i["id"])]
     rejected += unstructured
@@ -69,7 +68,9 @@ def token_lengths(cfg: RunConfig, rows: list[dict], sample: int = 2000) -> dict:
     """Prompt + response token lengths (a seeded sample) against ``[sft].max_seq_len``: what gets truncated."""
     tokenizer = load_tokenizer(ensure_base_model(cfg))
     picked = rows if len(rows) <= sample else random.Random(cfg.base.seed).sample(rows, sample)
-    texts = [math_prompt(r["instruction"], cot=cfg.eval.cot_prompt) + sft_completion(r["response"]) for r in picked]
+    world = world_for(cfg)
+    texts = [world.train_prompt(r["instruction"], cot=cfg.eval.cot_prompt) + world.completion(r["response"])
+             for r in picked]
     lengths = sorted(len(ids) for ids in tokenizer(texts)["input_ids"])
     over = sum(n > cfg.sft.max_seq_len for n in lengths)
     return {"sampled": len(lengths), "mean": sum(lengths) / len(lengths) if lengths else 0.0,

@@ -36,7 +36,8 @@ from rleif_kit.dedup.decontam import NgramIndex, decontaminate
 from rleif_kit.dedup.embeddings import Embedder
 from rleif_kit.dedup.near_duplicates import dedup
 from rleif_kit.dedup.sft_data import build_sft_file
-from rleif_kit.worlds.data import heldout_problems, load_seeds
+from rleif_kit.worlds import world_for
+from rleif_kit.worlds.data import load_seeds
 
 
 @dataclass
@@ -71,8 +72,7 @@ def load_pool(cfg: RunConfig, paths: RunPaths) -> list[dict]:
 def eval_items(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> list[tuple[str, str]]:
     """(eval id, text) of every evaluation item the training data must not contain."""
     items: list[tuple[str, str]] = []
-    if cfg.base.world == "arith":
-        items += [(p["id"], p["question"]) for p in heldout_problems(cfg, paths)]
+    items += world_for(cfg).decontamination_items(cfg, paths)  # the run's own held-out split (arith)
     files = [cfg.resolve(p) for p in cfg.dedup.eval_paths]
     if settings is not None:
         files += [cfg.resolve(p) for p in (settings.eval.gsm8k_path, settings.eval.math_path) if p]

@@ -44,11 +44,11 @@ from rleif_kit.reward_scoring.scorers import (
     InstructionScorer,
     irm_scorer,
     prm_scorer,
-    verifier_scores,
+    step_verifier_scorer,
 )
-from rleif_kit.worlds.benchmarks import MATH_BENCHMARKS
+from rleif_kit.worlds.benchmarks import BENCHMARKS, benchmark as get_benchmark
 from rleif_kit.checks.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
-from rleif_kit.worlds.truth import is_correct
+from rleif_kit.worlds import world_for
 
 
 @dataclass
@@ -140,7 +140,7 @@ def eval_cot(cfg: RunConfig, paths: RunPaths) -> tuple[bool, str]:
     """The CoT setting evaluation used (its result files' meta), else the one it will use ([eval])."""
     for meta in sorted(paths.eval_dir.glob("*/*.meta.json")):
         data = json.loads(meta.read_text())
-        if data.get("benchmark") in MATH_BENCHMARKS:
+        if data.get("benchmark") in BENCHMARKS and not get_benchmark(data["benchmark"]).runs_code:
             return bool(data["cot"]), paths.rel(meta)
     return cfg.eval.cot_prompt, "[eval] cot_prompt"
 
@@ -161,11 +161,12 @@ def check_sft_data(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
     health.verdicts.append(dg.check_step_format(responses, cfg.diagnostics, seed=cfg.base.seed, source=source))
     if not prompts:
         health.skipped.append(f"prompt_consistency: {paths.rel(train)} not found (run {SFT})")
-    elif not any(b in MATH_BENCHMARKS for b in cfg.eval.benchmarks):
-        health.skipped.append("prompt_consistency: no math benchmark in [eval] benchmarks")
+    elif not any(b in BENCHMARKS and not get_benchmark(b).runs_code for b in cfg.eval.benchmarks):
+        health.skipped.append("prompt_consistency: no benchmark in [eval] benchmarks is asked in the training prompt")
     else:
         cot, where = eval_cot(cfg, paths)
-        health.verdicts.append(dg.check_prompt_consistency(prompts, cot, source=f"{source} vs {where}"))
+        health.verdicts.append(dg.check_prompt_consistency(prompts, cot, source=f"{source} vs {where}",
+                                                             world=world_for(cfg)))
 
 
 # ------------------------------------------------------------------------------ 04: checks 1 (and 2)
@@ -205,7 +206,8 @@ def score_solutions(cfg: RunConfig, paths: RunPaths, prm: AnswerScorer) -> HeldO
     solutions = [s["solution"] for s in picked]
     ra = prm(records, solutions)
     flagged = sum(a is None for a in ra)
-    return HeldOut(records, solutions, ra, [is_correct(r, t) for r, t in zip(records, solutions)],
+    world = world_for(cfg)
+    return HeldOut(records, solutions, ra, [world.is_correct(r, t) for r, t in zip(records, solutions)],
                    f"{paths.rel(paths.prm_model)} rA on {len(ra) - flagged} solutions of {paths.prm_samples.name} "
                    f"({flagged} flagged)")
 
@@ -242,7 +244,7 @@ def check_reward_models(cfg: RunConfig, paths: RunPaths, health: Health, score: 
         health.skipped.append(f"irm_distribution, irm probes: {paths.rel(paths.irm_model)} not found "
                               f"(run {REWARD_MODELS})")
     if (paths.prm_model / RM_INFO).exists() and paths.prm_samples.exists():
-        prm = prm_scorer(*_load_rm(cfg, paths, "prm"), rm.prm_aggregate, max_len=rm.rm_max_len)
+        prm = prm_scorer(*_load_rm(cfg, paths, "prm"), rm.prm_aggregate, max_len=rm.rm_max_len, world=world_for(cfg))
         scored.heldout = score_solutions(cfg, paths, prm)
         answer = [a for a in scored.heldout.ra if a is not None]
         health.scores["PRM rA (sampled solutions)"] = answer
@@ -255,7 +257,7 @@ def check_reward_models(cfg: RunConfig, paths: RunPaths, health: Health, score: 
         health.skipped.append(f"prm_distribution, prm probes: {paths.rel(paths.prm_model)} or "
                               f"{paths.prm_samples.name} not found (run {REWARD_MODELS})")
     if rm.answer_reward == "verifier":
-        health.verdicts += prm_probes(verifier_scores, solutions, d, f"the step verifier on {probe_src}", seed,
+        health.verdicts += prm_probes(step_verifier_scorer(world_for(cfg)), solutions, d, f"the step verifier on {probe_src}", seed,
                                       model="verifier")
     if not solutions:
         health.skipped.append(f"probes: {NO_PROBE_SET}")
@@ -283,13 +285,15 @@ def check_ppo_log(cfg: RunConfig, paths: RunPaths, health: Health, scored: Score
         health.skipped.append(f"low_ra_share: neither {paths.rel(path)} nor a PRM to score with")
     if truth is None and held is not None and any(c is not None for c in held.correct):
         # before PPO (or a log without truth fields): the PRM's rA, and r with the IRM's rI, on held-out samples
-        raw = verifier_scores(held.records, held.solutions) if cfg.reward_model.answer_reward == "verifier" \
-            else held.ra  # the rA PPO gets
+        raw = step_verifier_scorer(world_for(cfg))(held.records, held.solutions) \
+            if cfg.reward_model.answer_reward == "verifier" else held.ra  # the rA PPO gets
         ra = [0.0 if a is None else a for a in raw]
         reward = ra
         if scored.irm is not None:
-            formula = parse_reward_formula(cfg.ppo.reward_formula)
-            reward = [formula(i, a) for i, a in zip(scored.irm([r["text"] for r in held.records]), ra)]
+            formula, world = parse_reward_formula(cfg.ppo.reward_formula), world_for(cfg)
+            rv = [world.verify(r, t) or 0.0 for r, t in zip(held.records, held.solutions)]
+            rf = [world.format_score(t) for t in held.solutions]
+            reward = [formula(i, a, v, f) for i, a, v, f in zip(scored.irm([r["text"] for r in held.records]), ra, rv, rf)]
         truth = check_reward_truth(held.correct, reward, ra, cfg.diagnostics, held.source + ", judged by the "
                                    "verifier", "On held-out samples of the SFT model")
     if truth is not None:

@@ -26,12 +26,10 @@ from rleif_kit.core.run_setup import setup
 from rleif_kit.core.sections import EvalConfig
 from rleif_kit.core.settings import Endpoint, SettingsError, load_settings
 from rleif_kit.evaluation.generators import ServedModel
-from rleif_kit.worlds.code.postprocess import looks_generated
 from rleif_kit.evaluation.scoring import check_code, check_response, compare_dirs, format_compare, summarize
 from rleif_kit.evaluation.stage import STAGE, evaluate_benchmark, local_generator, run_eval
 from rleif_kit.sandbox.runner import describe_sandbox
-from rleif_kit.worlds.code import mbpp
-from rleif_kit.worlds.benchmarks import BENCHMARKS, CODE_BENCHMARKS, load_items
+from rleif_kit.worlds.benchmarks import BENCHMARKS, benchmark as get_benchmark, load_items
 
 FLAGS = {"backend": "backend", "limit": "limit", "cot": "cot_prompt", "max_new_tokens": "max_new_tokens",
          "batch_size": "batch_size", "n_samples": "n_samples", "temperature": "temperature"}
@@ -57,7 +55,7 @@ def served_endpoint(settings: Any, benchmark: str, name: str = "") -> Any:
     without that role, ``name`` on the ``api`` section's server."""
     if settings is None:
         raise ValueError("--served needs --settings settings.json (where the endpoint is)")
-    role = "code_eval" if benchmark in CODE_BENCHMARKS else "math_eval"
+    role = get_benchmark(benchmark).role
     try:
         endpoint = settings.endpoint(role)
     except SettingsError:
@@ -77,7 +75,7 @@ def run_benchmark(benchmark: str, ev: EvalConfig, *, model: str | None = None, s
     generator = (local_generator(model, None, ev, key="--backend") if model is not None
                  else ServedModel(served_endpoint(settings, benchmark, served)))
     path = Path(out or Path("reports") / "eval" / generator.name) / f"{benchmark}.jsonl"
-    if benchmark in CODE_BENCHMARKS:
+    if get_benchmark(benchmark).runs_code:
         print(describe_sandbox())
     rows, pending, _ = evaluate_benchmark(generator, benchmark, items, path, ev)
     generator.close()
@@ -91,7 +89,7 @@ def score_samples_file(benchmark: str, samples: str, ev: EvalConfig, *, data: st
     if not lines:
         raise ValueError(f"{samples}: no samples")
     path = Path(out or Path("reports") / "eval" / Path(samples).stem) / f"{benchmark}.jsonl"
-    if benchmark in CODE_BENCHMARKS:
+    if get_benchmark(benchmark).runs_code:
         problems = {it["id"]: it["problem"] for it in load_items(benchmark, settings=settings, data=data)}
         lines = _code_samples(benchmark, lines, problems, samples)
         rows = check_code(lines, problems, timeout=ev.code_timeout, workers=ev.code_workers or None,
@@ -116,16 +114,14 @@ def _code_samples(benchmark: str, lines: list[dict], problems: dict, samples: st
     a ``response``; plain code is kept as it is."""
     seen: dict[str, int] = {}
     out = []
+    bench = get_benchmark(benchmark)
     for i, s in enumerate(lines, 1):
-        task, text = s.get("task_id"), s.get("completion", s.get("response"))
-        if benchmark != "humaneval" and mbpp.task_number(task) is not None:
-            task = mbpp.task_id_for(benchmark, mbpp.task_number(task))
+        task, text = bench.task_id(s.get("task_id")), s.get("completion", s.get("response"))
         if not isinstance(task, str) or task not in problems or not isinstance(text, str):
-            example = "\"HumanEval/0\"" if benchmark == "humaneval" else "11 or \"Mbpp/11\""
-            raise ValueError(f"{samples}:{i}: needs a known 'task_id' of the {benchmark} data (such as {example}) and a "
-                             "string 'completion' or 'response'")
+            raise ValueError(f"{samples}:{i}: needs a known 'task_id' of the {benchmark} data (such as "
+                             f"{bench.task_example}) and a string 'completion' or 'response'")
         s = {**s, "task_id": task}
-        if benchmark != "humaneval" and "completion" in s and looks_generated(s["completion"]):
+        if "completion" in s and bench.raw_completion(s["completion"]):
             s["response"] = s.pop("completion")
         seen[task] = seen.get(task, -1) + 1
         s.setdefault("completion_id", seen[task])

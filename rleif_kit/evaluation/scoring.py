@@ -14,33 +14,21 @@ from typing import Any, Mapping, Sequence
 from rleif_kit.checks.verdicts import ab_verdict
 from rleif_kit.core.jsonl import read_jsonl
 from rleif_kit.core.sections import DiagnosticsConfig, EvalConfig
-from rleif_kit.worlds.code.postprocess import POSTPROCESS
 from rleif_kit.evaluation.humaneval import check_samples, pass_at_k_table
-from rleif_kit.worlds.arith import problems as arith
-from rleif_kit.worlds.math.answers import check_gsm8k, check_math, math_gold
-from rleif_kit.worlds.benchmarks import BENCHMARKS, CODE_BENCHMARKS
+from rleif_kit.worlds.benchmarks import BENCHMARKS, benchmark as get_benchmark
 
 PASS_KS = (1, 10, 100)
 
 
 def check_response(benchmark: str, item: Mapping[str, Any], response: str, ev: Any = None) -> dict[str, Any]:
-    """One row for one math-like response: id, raw response, extracted answer, gold, correct, and
-    ``flexible_*`` / ``compat_correct`` (GSM8k, MATH; the compat scorer's version from ``ev``, an ``[eval]``
-    section, default its defaults) or ``steps_ok`` (arith) where they are defined."""
-    gold = item.get("gold")
-    ev = ev if ev is not None else EvalConfig()
-    if benchmark == "gsm8k":
-        checked = check_gsm8k(response, str(gold), compat=ev.compat_gsm8k)
-    elif benchmark == "math":
-        checked = check_math(response, math_gold(gold) if gold and "\\boxed" in gold else gold,
-                             question=item.get("question"), compat=ev.compat_math)
-    elif benchmark == "arith":
-        answer = arith.extract_answer(response)
-        question = item.get("question")
-        checked = {"gold": str(gold), "answer": answer, "correct": answer is not None and answer == str(gold),
-                   "steps_ok": arith.verify_solution(question, response, gold).all_ok if question else None}
-    else:
-        raise ValueError(f"check_response scores gsm8k, math and arith, not {benchmark!r} (see check_code)")
+    """One row for one answer benchmark's response: id, raw response, extracted answer, gold, correct, and what
+    the benchmark's checker adds (``flexible_*`` / ``compat_correct`` for GSM8k and MATH, the compat scorer's
+    version from ``ev``, an ``[eval]`` section, default its defaults; ``steps_ok`` for arith)."""
+    bench = get_benchmark(benchmark)
+    if bench.check is None:
+        raise ValueError(f"check_response scores answer benchmarks, not {benchmark!r}, whose programs run in the "
+                         "sandbox (see check_code)")
+    checked = bench.check(item, response, ev if ev is not None else EvalConfig())
     return {"id": item["id"], "response": response, **checked}
 
 
@@ -50,7 +38,7 @@ def check_code(samples: Sequence[Mapping[str, Any]], problems: Mapping[str, dict
     each run against its problem's tests in the sandbox (a response cut out by WizardCoder's post-processing
     for ``benchmark``); ``correct`` = passed, ``result`` = why not, ``judged`` = how the verdict was made."""
     checked = check_samples(samples, problems, timeout=timeout, workers=workers, progress=False,
-                            extract=POSTPROCESS[benchmark], desc=benchmark)
+                            extract=get_benchmark(benchmark).extract, desc=benchmark)
     return [{"id": s.get("id", f"{s['task_id']}#{c['completion_id']}"), "task_id": s["task_id"],
              "completion_id": c["completion_id"], "response": s.get("response"), "completion": c["completion"],
              "correct": c["passed"], "result": c["result"], "judged": c["judged"], "wall_s": c["wall_s"]}
@@ -63,16 +51,13 @@ def _share(rows: Sequence[Mapping[str, Any]], key: str) -> float | None:
 
 
 def summarize(benchmark: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """n and strict accuracy; GSM8k adds flexible and compat, MATH compat, arith the share with every
-    step right, HumanEval / MBPP pass@k (k up to the samples per task) over ``n_tasks``."""
+    """n and strict accuracy, plus the shares the benchmark names (GSM8k flexible and compat, MATH compat, arith
+    the share with every step right); a code benchmark pass@k (k up to the samples per task) over ``n_tasks``."""
+    bench = get_benchmark(benchmark)
     out: dict[str, Any] = {"n": len(rows), "accuracy": _share(rows, "correct")}
-    if benchmark == "gsm8k":
-        out["flexible_accuracy"] = _share(rows, "flexible_correct")
-    if benchmark in ("gsm8k", "math"):
-        out["compat_accuracy"] = _share(rows, "compat_correct")
-    if benchmark == "arith":
-        out["steps_ok"] = _share(rows, "steps_ok")
-    if benchmark in CODE_BENCHMARKS:
+    for key in bench.summary:  # "flexible_correct" -> "flexible_accuracy"; "steps_ok" stays itself
+        out[key.replace("_correct", "_accuracy")] = _share(rows, key)
+    if bench.runs_code:
         by_task: dict[str, list[bool]] = {}
         for r in rows:
             by_task.setdefault(r["task_id"], []).append(bool(r["correct"]))

@@ -35,7 +35,7 @@ from rleif_kit.models.loading import SFT_INFO
 from rleif_kit.models.refs import model_ref
 from rleif_kit.sandbox.runner import describe_sandbox
 from rleif_kit.core.sections import STOP_LISTS
-from rleif_kit.worlds.benchmarks import CODE_BENCHMARKS, load_items, prompt_for
+from rleif_kit.worlds.benchmarks import benchmark as get_benchmark, load_items, prompt_for
 from rleif_kit.worlds.tiny_corpus import ensure_base_model
 
 STAGE = EVAL
@@ -80,7 +80,7 @@ def local_generator(path: str | Path, name: str | None, ev: Any, seed: int = 0,
 def stop_for(benchmark: str, ev: Any) -> tuple[str, ...]:
     """Math stops at WizardMath's strings (``[eval] stop``, else the list ``stop_list`` names); code at EOS only
     (a stop word may be legal code), as WizardCoder's scripts did."""
-    if benchmark in CODE_BENCHMARKS:
+    if get_benchmark(benchmark).runs_code:
         return ()
     return tuple(ev.stop) if ev.stop else tuple(STOP_LISTS[ev.stop_list])
 
@@ -95,10 +95,7 @@ def _meta(generator: Any, benchmark: str, ev: Any, folder: Path, run_dir: Path |
             "max_new_tokens": ev.max_new_tokens, "temperature": ev.temperature, "stop": list(stop_for(benchmark, ev))}
     if ev.temperature > 0:
         meta["top_p"] = ev.top_p
-    if benchmark == "humaneval":
-        meta["code_prompt"] = ev.code_prompt
-    if benchmark in ("gsm8k", "math"):
-        meta["compat"] = ev.compat_gsm8k if benchmark == "gsm8k" else ev.compat_math
+    meta.update(get_benchmark(benchmark).meta(ev))  # what else decides its verdicts (compat scorer, code prompt)
     return meta
 
 
@@ -121,7 +118,7 @@ def _claim(out_path: Path, meta: dict) -> str | None:
 
 def _jobs(benchmark: str, items: Sequence[dict], ev: Any) -> list[tuple[str, dict, int]]:
     """(row id, item, sample index); HumanEval and MBPP have ``n_samples`` per problem, ids ``<task_id>#<k>``."""
-    if benchmark not in CODE_BENCHMARKS:
+    if not get_benchmark(benchmark).runs_code:
         return [(it["id"], it, 0) for it in items]
     return [(f"{it['id']}#{k}", it, k) for it in items for k in range(ev.n_samples)]
 
@@ -129,7 +126,7 @@ def _jobs(benchmark: str, items: Sequence[dict], ev: Any) -> list[tuple[str, dic
 def _check(benchmark: str, jobs: list, texts: list[str | None], ev: Any) -> list[dict]:
     """Rows for the generated texts of one chunk (a failed request gets no row: a rerun retries it)."""
     done = [(job, text) for job, text in zip(jobs, texts) if text is not None]
-    if benchmark not in CODE_BENCHMARKS:
+    if not get_benchmark(benchmark).runs_code:
         return [{**check_response(benchmark, item, text, ev), "id": rid} for (rid, item, _), text in done]
     samples = [{"id": rid, "task_id": item["id"], "completion_id": k, "response": text}
                for (rid, item, k), text in done]
@@ -156,7 +153,7 @@ def evaluate_benchmark(generator: Any, benchmark: str, items: Sequence[dict], ou
         with JsonlWriter(out_path, fsync_every=64) as out:
             for start in range(0, len(todo), generator.chunk):
                 chunk = todo[start:start + generator.chunk]
-                prompts = [prompt_for(benchmark, item, ev.cot_prompt, ev.code_prompt) for _, item, _ in chunk]
+                prompts = [prompt_for(benchmark, item, ev) for _, item, _ in chunk]
                 texts = generator.complete(prompts, ev, stop_for(benchmark, ev), [k for _, _, k in chunk])
                 for row in _check(benchmark, chunk, texts, ev):
                     out.write(row)
@@ -200,7 +197,7 @@ def model_sources(cfg: RunConfig, paths: RunPaths,
             served: dict[str, Any] = {}
 
             def make(bench: str, served=served) -> Any:
-                role = "code_eval" if bench in CODE_BENCHMARKS else "math_eval"
+                role = get_benchmark(bench).role
                 if role not in served:
                     served[role] = ServedModel(settings.endpoint(role), cfg.evol_instruct.concurrency)
                 return served[role]
@@ -219,7 +216,7 @@ def run_eval(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bo
     if not sources:
         raise FileNotFoundError(f"{STAGE}: nothing to evaluate ({'; '.join(result.notes) or '[eval] models is empty'})")
     items = {b: load_items(b, settings=settings, cfg=cfg, paths=paths, limit=ev.limit) for b in ev.benchmarks}
-    if any(b in items for b in CODE_BENCHMARKS):
+    if any(get_benchmark(b).runs_code for b in items):
         result.sandbox = describe_sandbox()
         print(result.sandbox)
     rows: dict[tuple[str, str], list[dict]] = {}

@@ -1,9 +1,9 @@
 """The evolvers behind Evol-Instruct: how one evolution task becomes an outcome.
 
-``ArithEvolver`` edits arithmetic problems programmatically (offline, with injected defects);
-``LLMEvolver`` goes through a chat backend — operator template, evolved text, elimination checks,
-an optional LLM equality judge and an optional step-by-step answer. ``make_evolver`` picks one by
-``[evol_instruct].backend`` with a plain ``if``.
+``WorldEvolver`` asks the world's own programmatic evolver (the arithmetic world edits its problems
+offline, with injected defects); ``LLMEvolver`` goes through a chat backend — the world's operator template,
+evolved text, elimination checks, an optional LLM equality judge and an optional answer in the world's answer
+template. ``make_evolver`` picks one by ``[evol_instruct].backend`` with a plain ``if``.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from typing import Any
 
 from rleif_kit.core.config import RunConfig
 from rleif_kit.evolution.elimination import clean_evolved_text, elimination_reason, parse_equality
-from rleif_kit.evolution.operators import Operator, load_templates, seeded_rng
+from rleif_kit.evolution.operators import seeded_rng
 from rleif_kit.llm import ChatRequest
 from rleif_kit.llm.base import cut_off, cut_off_reason
 from rleif_kit.llm.endpoint import make_llm_backend
 from rleif_kit.llm.hf_backend import HFBackend
 from rleif_kit.models.loading import load_tokenizer
-from rleif_kit.worlds.arith import problems as arith
-from rleif_kit.worlds.arith.evolver import DefectRates, evolve_arith
+from rleif_kit.worlds import world_for
+from rleif_kit.worlds.base import Operator
 from rleif_kit.worlds.prompts import math_prompt
 
 
@@ -50,26 +50,19 @@ def alpaca_prompt(instruction: str) -> str:
     return math_prompt(instruction, cot=False)
 
 
-class ArithEvolver:
-    """The offline evolver: structural edits of arithmetic problems, with injected defects."""
+class WorldEvolver:
+    """The offline evolver: the world's own programmatic edits (the arithmetic world's carry injected defects)."""
 
-    model = "arith-evolver"
-
-    def __init__(self, cfg: RunConfig):
-        base = DefectRates()
-        total = sum(vars(base).values())
-        scale = cfg.evol_instruct.defect_rate / total if total else 0.0
-        self.rates = DefectRates(**{k: v * scale for k, v in vars(base).items()})
-        self.cfg = cfg
+    def __init__(self, cfg: RunConfig, world: Any):
+        self.cfg, self.world = cfg, world
+        self.model = f"{world.name}-evolver"
 
     async def evolve(self, task: Task) -> Outcome:
-        parent = arith.Problem.from_record(task.parent["problem"])
         rng = seeded_rng(self.cfg.base.seed, task.id, "evolve")
-        out = evolve_arith(parent, task.operator.name, rng, rates=self.rates, max_steps=self.cfg.arith.max_steps + 2,
-                           min_steps=self.cfg.arith.min_steps, max_operand=self.cfg.arith.max_operand)
-        record = child_record(task, out.text, self.model, answer=out.answer if self.cfg.evol_instruct.with_answers
-                               else None, extra={"problem": out.problem, "defect": out.defect})
-        reason = elimination_reason(task.parent["text"], out.text, finish_reason=out.finish_reason)
+        out = self.world.evolve(self.cfg, task.parent, task.operator, rng)
+        record = child_record(task, out["text"], self.model, answer=out["answer"] if self.cfg.evol_instruct.with_answers
+                              else None, extra=out.get("extra"))
+        reason = elimination_reason(task.parent["text"], out["text"], finish_reason=out.get("finish_reason"))
         return Outcome("eliminated", {**record, "reason": reason}) if reason else Outcome("kept", record)
 
 
@@ -84,8 +77,9 @@ class LLMEvolver:
         self.cfg, self.backend, self.templates, self.judge = cfg, backend, templates, judge
         self._request = ChatRequest
         prompts = cfg.resolve(cfg.evol_instruct.prompts_dir)
-        self.answer_template = (prompts / "answer.txt").read_text(encoding="utf-8")
-        self.equality_template = (prompts / "equality.txt").read_text(encoding="utf-8")
+        world = world_for(cfg)
+        self.answer_template = world.answer_template(prompts) if cfg.evol_instruct.with_answers else ""
+        self.equality_template = (prompts / "evol" / "equality.txt").read_text(encoding="utf-8")
         self.model = backend.model
 
     def _ask(self, key: str, content: str, temperature: float, max_tokens: int, sample_index: int = 0):
@@ -162,9 +156,10 @@ def child_record(task: Task, text: str, model: str, answer: str | None = None, u
 def make_evolver(cfg: RunConfig, settings: Any = None) -> Any:
     """The evolver chosen by ``[evol_instruct].backend`` (a plain ``if``, no registry)."""
     ev = cfg.evol_instruct
-    if ev.backend == "arith":  # its seeds must be arithmetic problems: run_evolve checks them
-        return ArithEvolver(cfg)
-    templates = load_templates(cfg.resolve(ev.prompts_dir), ev.domain)
+    world = world_for(cfg)
+    if ev.backend == "world":  # the world's own evolver; run_evolve checks the seeds are the world's problems
+        return WorldEvolver(cfg, world)
+    templates = world.evol_templates(cfg.resolve(ev.prompts_dir))
     if ev.backend == "hf":
         if not ev.hf_model:
             raise ValueError("[evol_instruct] backend = 'hf' needs hf_model = <local model path>")

@@ -1,4 +1,4 @@
-"""Evol-Instruct operators: which ones exist, their direction, and the seeded draw of one per step.
+"""Evol-Instruct operators: the seeded draw of one per step (a world says which exist: ``World.operators``).
 
 Upward operators make an instruction harder, downward ones easier (WizardMath evolves both ways so
 the data spans difficulty levels). The draw for a record depends only on its root id and round, so
@@ -9,30 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass
-from pathlib import Path
 
-
-@dataclass(frozen=True)
-class Operator:
-    name: str
-    direction: str  # "up" or "down"
-    weight: float = 1.0
-
-
-MATH_OPERATORS = (
-    Operator("add_constraint", "up"), Operator("concretize", "up"), Operator("more_steps", "up"),
-    Operator("deepen", "up"), Operator("simplify", "down"), Operator("new_topic", "down"),
-)
-CODE_OPERATORS = (
-    Operator("add_requirement", "up"), Operator("rarer_requirement", "up"), Operator("more_reasoning", "up"),
-    Operator("misdirection", "up"), Operator("complexity", "up", weight=0.25),  # "rarely", as in WizardCoder
-    Operator("simplify", "down"), Operator("new_topic", "down"),
-)
-
-
-def operators_for(domain: str) -> tuple[Operator, ...]:
-    return CODE_OPERATORS if domain == "code" else MATH_OPERATORS
+from rleif_kit.worlds.base import Operator
 
 
 def seeded_rng(*parts: object) -> random.Random:
@@ -68,18 +46,3 @@ def distinct_operators(root_id: str, round_: int, operators: tuple[Operator, ...
 def child_id(root_id: str, round_: int, operator: str) -> str:
     """Deterministic id of an evolved record: from its root, its round and its operator."""
     return f"{root_id}-r{round_}-{operator}"
-
-
-def load_templates(prompts_dir: Path, domain: str) -> dict[str, str]:
-    """Operator name → template text (with ``{instruction}``), from ``<prompts_dir>/<domain>/<name>.txt``."""
-    folder = Path(prompts_dir) / domain
-    templates = {}
-    for op in operators_for(domain):
-        path = folder / f"{op.name}.txt"
-        if not path.exists():
-            raise FileNotFoundError(f"operator template missing: {path}")
-        text = path.read_text(encoding="utf-8")
-        if "{instruction}" not in text:
-            raise ValueError(f"{path}: the template must contain {{instruction}}")
-        templates[op.name] = text
-    return templates

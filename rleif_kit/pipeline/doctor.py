@@ -24,24 +24,26 @@ from rleif_kit.diagnostics.stage import Health, run_diagnostics
 from rleif_kit.models.loading import ModelNotFound, resolve_model_name
 from rleif_kit.pipeline.check_api import check_endpoint
 from rleif_kit.pipeline.data_checks import check_data
-from rleif_kit.worlds.arith import problems as arith
-from rleif_kit.worlds.benchmarks import MATH_BENCHMARKS
-from rleif_kit.worlds.data import DataError, arith_size, load_instructions
+from rleif_kit.rewards.irm_data import programmatic_judge
+from rleif_kit.worlds import world_for
+from rleif_kit.worlds.benchmarks import BENCHMARKS, benchmark as get_benchmark
+from rleif_kit.worlds.data import DataError, generated_size, load_instructions
 
 
 def needed_roles(cfg: Any) -> list[str]:
     """The settings.json roles this run will call (the tiny preset: none)."""
     ev, rm = cfg.evol_instruct, cfg.reward_model
     roles = []
-    if ev.backend == "openai" or cfg.sft.build == "regenerate" and not cfg.sft.dataset.startswith("arith:"):
+    world = world_for(cfg)
+    if ev.backend == "openai" or cfg.sft.build == "regenerate" and generated_size(cfg, cfg.sft.dataset) is None:
         roles.append("evolve")
-    if ev.backend != "arith":  # the arithmetic world ranks IRM siblings itself
+    if not programmatic_judge(cfg, world):  # a programmatic world (arith) ranks IRM siblings itself
         roles.append("irm_judge")
     if rm.prm_step_label == "chatgpt_judged":
         roles.append("prm_judge")
     if "served" in cfg.eval.models:
-        roles += (["math_eval"] if any(b in MATH_BENCHMARKS for b in cfg.eval.benchmarks) else [])
-        roles += (["code_eval"] if {"humaneval", "mbpp", "mbppplus"} & set(cfg.eval.benchmarks) else [])
+        roles += sorted({get_benchmark(b).role for b in cfg.eval.benchmarks if b in BENCHMARKS},
+                        key=["math_eval", "code_eval"].index)
     return roles
 
 
@@ -100,12 +102,8 @@ def step_format_sample(cfg: Any) -> Verdict | str:
     """The step-format check on a sample of ``[sft].dataset`` before SFT has run (a note when it cannot)."""
     d = cfg.diagnostics
     k = d.step_marker_sample or 10
-    n = arith_size(cfg.sft.dataset)
-    if n is not None:
-        a = cfg.arith
-        problems = arith.generate_problems(k, seed=cfg.base.seed, min_steps=a.min_steps, max_steps=a.max_steps,
-                                           max_operand=a.max_operand)
-        return dg.check_step_format([p["solution"] for p in problems], d, seed=cfg.base.seed,
+    if generated_size(cfg, cfg.sft.dataset) is not None:
+        return dg.check_step_format(world_for(cfg).solution_sample(cfg, k), d, seed=cfg.base.seed,
                                     source=f"[sft] dataset = {cfg.sft.dataset}")
     try:
         rows = load_instructions(cfg.resolve(cfg.sft.dataset), "[sft] dataset")

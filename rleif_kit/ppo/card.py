@@ -12,7 +12,7 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.plots import plot_ppo_curves
 from rleif_kit.models.cards import TAGS, ModelCard, generation_usage, hub_id, save_figures
 from rleif_kit.ppo.policy import VALUE_HEAD
-from rleif_kit.worlds.prompts import MATH_PROMPT, MATH_PROMPT_COT
+from rleif_kit.worlds import world_for
 
 PPO_INFO = "ppo_info.json"  # steps and stop reason of the exported policy (06 reads it as "this folder is done")
 EXAMPLE = "Tom has 3 pens. He buys 2 more pens. How many pens does he have now?"  # when the pool is empty
@@ -38,7 +38,7 @@ def _training(cfg: RunConfig, steps: int) -> dict[str, Any]:
 def build_card(cfg: RunConfig, paths: RunPaths, result: Any, instruction: str | None) -> ModelCard:
     """The card of ``result`` (a ``PPOResult``); draws its curves into the export folder."""
     folder, last = paths.ppo_model, (result.log[-1] if result.log else {})
-    template = MATH_PROMPT_COT if cfg.eval.cot_prompt else MATH_PROMPT
+    template = world_for(cfg).train_template(cot=cfg.eval.cot_prompt)
     sft = os.path.relpath(paths.sft_model, folder)
     figures = {"ppo_curves": plot_ppo_curves(result.log)} if result.log else {}
     root = hub_id(cfg.base.model_name)

@@ -20,7 +20,7 @@ from rleif_kit.models.generation import require_vllm
 from rleif_kit.models import trainer_logs
 from rleif_kit.models.loading import load_tokenizer, resolve_rm_base, use_bf16
 from rleif_kit.ppo.trainer import PPOResult
-from rleif_kit.worlds.prompts import math_prompt
+from rleif_kit.ppo.rewards import term_log_fields
 
 
 class RLEIFReward:
@@ -39,13 +39,14 @@ class RLEIFReward:
 
     def drain(self) -> dict[str, float]:
         """Mean rI, rA and share of rA < 0.5 over the calls since the last drain."""
-        ri = [x for s in self.pending for x in s["rI"]]
-        ra = [x for s in self.pending for x in s["rA"]]
+        merged = {k: [x for s in self.pending for x in s.get(k, [])] for k in ("rI", "rA", "rV", "rV_missing", "rF")}
         self.pending = []
+        ri, ra = merged["rI"], merged["rA"]
         if not ra:
             return {}
         return {"rI_mean": statistics.fmean(ri), "rA_mean": statistics.fmean(ra),
-                "low_rA_share": sum(a < 0.5 for a in ra) / len(ra)}
+                "low_rA_share": sum(a < 0.5 for a in ra) / len(ra),
+                **term_log_fields({k: v for k, v in merged.items() if v})}
 
 
 def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any, progress: bool = True):
@@ -58,7 +59,7 @@ def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any,
 
     ppo = cfg.ppo
     sft_path = resolve_rm_base(cfg, paths, "sft", "[ppo] policy")
-    by_prompt = {math_prompt(r["text"], cot=cfg.eval.cot_prompt): r for r in pool}  # the SFT prompt format
+    by_prompt = {scorer.world.train_prompt(r["text"], cot=cfg.eval.cot_prompt): r for r in pool}  # as SFT trained
     reward = RLEIFReward(scorer, by_prompt)
     log: list[dict] = []
 

@@ -1,10 +1,15 @@
-"""The RLEIF reward for PPO and GRPO: rI from the IRM, rA from the PRM (or the step verifier), combined by
-``[ppo].reward_formula`` — and the error the reward-health gate raises when that reward is broken."""
+"""The RLEIF reward for PPO and GRPO: rI from the IRM, rA from the PRM (or the step verifier), and the verifiable
+terms rV (the world's verifier) and rF (format), combined by ``[ppo].reward_formula`` — and the error the
+reward-health gate raises when that reward is broken.
+
+A term is computed only when the formula uses it. A record the verifier cannot judge (no gold answer: an evolved
+task whose answer nobody knows) gets rV = 0 and is counted (``rV_missing``, ``rV_missing_share`` in the log)."""
 
 from __future__ import annotations
 
 import gc
 import json
+import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -14,8 +19,9 @@ from rleif_kit.core.reward_math import parse_reward_formula
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.reward_scoring.irm import irm_score
 from rleif_kit.reward_scoring.load import load_rm
-from rleif_kit.reward_scoring.scorers import irm_scorer, prm_scorer, verifier_scores
-from rleif_kit.worlds.truth import is_correct
+from rleif_kit.reward_scoring.scorers import (format_scorer, irm_scorer, prm_scorer, step_verifier_scorer,
+                                              verifier_scorer)
+from rleif_kit.worlds import world_for
 
 
 class RewardGateFailed(RuntimeError):
@@ -41,6 +47,18 @@ def load_gate(path: Path) -> list[Verdict]:
     return [Verdict(**v) for v in json.loads(Path(path).read_text())]
 
 
+def term_log_fields(scores: dict) -> dict:
+    """The verifiable terms' columns of a log row, where the formula uses them: mean rV, the share of responses
+    the verifier could not judge (scored rV = 0), mean rF."""
+    out = {}
+    if "rV" in scores:
+        out.update(rV_mean=statistics.fmean(scores["rV"]),
+                   rV_missing_share=sum(scores["rV_missing"]) / len(scores["rV"]))
+    if "rF" in scores:
+        out["rF_mean"] = statistics.fmean(scores["rF"])
+    return out
+
+
 class RewardScorer:
     """rI, rA and r for (instruction, response) pairs, from the stage-04 reward models."""
 
@@ -53,6 +71,7 @@ class RewardScorer:
         if cfg.reward_model.answer_reward == "prm":
             self.prm = prm or load_rm(paths.prm_model, load_in_4bit=quantized, bf16=cfg.base.bf16)
         self.formula = parse_reward_formula(cfg.ppo.reward_formula)
+        self.world = world_for(cfg)
         self._ri: dict[str, float] = {}
 
     def instruction_scores(self, instructions: Sequence[dict]) -> list[float]:
@@ -66,12 +85,28 @@ class RewardScorer:
     def answer_scores(self, instructions: Sequence[dict], responses: Sequence[str]) -> list[float | None]:
         """rA per response; None where the PRM finds no steps (the caller scores those 0 and counts them)."""
         if self.prm is None:
-            return verifier_scores(instructions, responses)
+            return step_verifier_scorer(self.world)(instructions, responses)
         rm = self.cfg.reward_model
         # scored gen_batch at a time, the micro-batch that already bounds rollout memory: on one H200 the
         # reward models' default batches (64 / 32) peaked at 28 GiB in the 24 GB preset
         return prm_scorer(self.prm[0], self.prm[1], rm.prm_aggregate, batch_size=self.cfg.ppo.gen_batch,
-                          max_len=rm.rm_max_len)(instructions, responses)
+                          max_len=rm.rm_max_len, world=self.world)(instructions, responses)
+
+    def verifiable_terms(self, instructions: Sequence[dict], responses: Sequence[str]) -> dict[str, list]:
+        """rV and rF where the formula uses them: ``{"rV": [...], "rV_missing": [...], "rF": [...]}``."""
+        out: dict[str, list] = {}
+        if "rV" in self.formula.terms:
+            raw = verifier_scorer(self.world)(instructions, responses)
+            out["rV"], out["rV_missing"] = [0.0 if v is None else v for v in raw], [v is None for v in raw]
+        if "rF" in self.formula.terms:
+            out["rF"] = format_scorer(self.world)(instructions, responses)
+        return out
+
+    def combine(self, ri: Sequence[float], ra: Sequence[float], terms: dict[str, list]) -> list[float]:
+        """r per response from its terms by ``[ppo] reward_formula``."""
+        n = len(ri)
+        rv, rf = terms.get("rV", [0.0] * n), terms.get("rF", [0.0] * n)
+        return [self.formula(rI=i, rA=a, rV=v, rF=f) for i, a, v, f in zip(ri, ra, rv, rf)]
 
     def instruction_texts(self, texts: Sequence[str]) -> list[float]:
         """rI of bare instruction texts (the probes' edited instructions, which have no ids to cache under)."""
@@ -91,6 +126,7 @@ class RewardScorer:
         ri = self.instruction_scores(instructions)
         ra_raw = self.answer_scores(instructions, responses)
         ra = [0.0 if a is None else a for a in ra_raw]
-        return {"rI": ri, "rA": ra, "flagged": [a is None for a in ra_raw],
-                "reward": [self.formula(i, a) for i, a in zip(ri, ra)],
-                "correct": [is_correct(r, t) for r, t in zip(instructions, responses)]}  # None: no verifier
+        terms = self.verifiable_terms(instructions, responses)
+        return {"rI": ri, "rA": ra, **terms, "flagged": [a is None for a in ra_raw],
+                "reward": self.combine(ri, ra, terms),
+                "correct": [self.world.is_correct(r, t) for r, t in zip(instructions, responses)]}  # None: no verifier

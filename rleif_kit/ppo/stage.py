@@ -1,5 +1,5 @@
 """Stage 05 around the loop: the choice of algorithm (our PPO or TRL's GRPO, both behind the reward-health
-gate of ``trainer.reward_gate``, re-exported here for the notebook), the SFT-vs-PPO A/B on held-out problems,
+gate of ``gate.reward_gate``, re-exported here for the notebook), the SFT-vs-PPO A/B on held-out problems,
 the export with a model card, and ``python -m rleif_kit.ppo``."""
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ from rleif_kit.ppo.card import PPO_INFO, build_card
 from rleif_kit.ppo.grpo import run_grpo
 from rleif_kit.ppo.policy import Policy, export_policy, last_checkpoint, load_checkpoint
 from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
-from rleif_kit.ppo.trainer import PPOResult, reward_gate, run_ppo
-from rleif_kit.worlds.arith.bench import evaluate_arith
+from rleif_kit.ppo.gate import reward_gate
+from rleif_kit.ppo.trainer import PPOResult, run_ppo
+from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import heldout_problems
+from rleif_kit.worlds.heldout_eval import evaluate_heldout
 
 
 def needs_gate(paths: RunPaths) -> bool:
@@ -92,12 +94,12 @@ def heldout_ab(cfg: RunConfig, paths: RunPaths, policy: Policy) -> dict[str, Any
     """SFT (adapter off) and PPO policy, greedy, on the first ``[ppo].eval_samples`` held-out arithmetic
     problems: per-item correctness of each, and the A/B verdict (paired bootstrap)."""
     problems = heldout_problems(cfg, paths)[: cfg.ppo.eval_samples]
-    kw = dict(cot=cfg.eval.cot_prompt, max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size)
+    world = world_for(cfg)
     with policy.model.disable_adapter():
-        sft = evaluate_arith(policy.model, policy.tokenizer, problems, out_path=paths.ppo_heldout("sft"),
-                             desc="held-out (SFT)", **kw)
-    ppo = evaluate_arith(policy.model, policy.tokenizer, problems, out_path=paths.ppo_heldout("ppo"),
-                         desc="held-out (PPO)", **kw)
+        sft = evaluate_heldout(world, policy.model, policy.tokenizer, problems, cfg.eval,
+                               out_path=paths.ppo_heldout("sft"), desc="held-out (SFT)")
+    ppo = evaluate_heldout(world, policy.model, policy.tokenizer, problems, cfg.eval, out_path=paths.ppo_heldout("ppo"),
+                           desc="held-out (PPO)")
     verdict = check_ab([r["correct"] for r in sft["rows"]], [r["correct"] for r in ppo["rows"]], cfg.diagnostics,
                        f"{paths.rel(paths.ppo_heldout('sft'))} vs {paths.ppo_heldout('ppo').name}", seed=cfg.base.seed)
     return {"n": len(problems), "sft_accuracy": sft["accuracy"], "ppo_accuracy": ppo["accuracy"], "verdict": verdict}

@@ -35,15 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from rleif_kit.checks.probes import check_reward_truth, irm_probes, prm_probes, truth_log_fields
-from rleif_kit.checks.verdicts import check_low_ra_share, check_score_distribution
+from rleif_kit.checks.probes import truth_log_fields
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import write_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.stages import PPO
 from rleif_kit.core.verdict import Verdict
-from rleif_kit.models.generation import plain_sampling
 from rleif_kit.models.trainer_logs import StepLog
 from rleif_kit.ppo import ppo_math as pm
 from rleif_kit.ppo.policy import (
@@ -55,67 +53,16 @@ from rleif_kit.ppo.policy import (
     prepare,
     save_checkpoint,
 )
-from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
+from rleif_kit.ppo.gate import reward_gate
+from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate, term_log_fields
+from rleif_kit.ppo.rollout import Rollout, generate_rollout
 from rleif_kit.ppo.samples import save_rollout_samples
 from rleif_kit.worlds.data import instruction_pool
-from rleif_kit.checks.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
-from rleif_kit.worlds.prompts import math_prompt
 
 STAGE = PPO
 RANK_MEANS = ("kl", "kl_after", "entropy", "response_len", "policy_loss", "value_loss", "clip_frac")  # per-rank means
 KL_ADVICE = ("lower [ppo] lr (1e-6 for 7B), raise kl_coef (0.1), keep clip_range 0.2, and use rollout_batch >= 64 "
              "for 7B")
-
-
-# ------------------------------------------------------------------------- rollout
-
-@dataclass
-class Rollout:
-    input_ids: Any  # [B, P + T]: left-padded prompt, then the response, right-padded
-    attention_mask: Any
-    response_mask: Any  # [B, T]: 1 on response tokens (EOS included), 0 on padding
-    prompt_width: int
-    responses: list[str]
-    logp: Any = None
-    ref_logp: Any = None
-    values: Any = None
-    entropy: float = 0.0
-    temperature: float = 1.0  # the sampling temperature: log-probs are taken at the same one
-
-
-def _response_tokens(row: list[int], eos_id: int) -> list[int]:
-    """The sampled tokens up to and including the first EOS (all of them when there is none)."""
-    return row[: row.index(eos_id) + 1] if eos_id in row else row
-
-
-def generate_rollout(policy: Policy, prompts: Sequence[str], cfg: RunConfig) -> Rollout:
-    """Sample one response per prompt, ``gen_batch`` prompts at a time, and lay them out as one batch."""
-    import torch  # heavy: loaded on first use
-
-    tok, ppo = policy.tokenizer, cfg.ppo
-    tok.padding_side = "left"
-    device = next(policy.model.parameters()).device
-    prompt_ids, response_ids = [], []
-    policy.model.eval()
-    for start in range(0, len(prompts), ppo.gen_batch):
-        chunk = list(prompts[start:start + ppo.gen_batch])
-        enc = tok(chunk, return_tensors="pt", padding=True).to(device)
-        with torch.no_grad(), plain_sampling(policy.model):  # not the checkpoint's repetition_penalty & co.
-            out = policy.model.generate(**enc, do_sample=True, temperature=ppo.temperature, top_p=1.0, top_k=0,
-                                        max_new_tokens=ppo.max_new_tokens, pad_token_id=tok.pad_token_id,
-                                        eos_token_id=tok.eos_token_id)
-        width = enc["input_ids"].shape[1]
-        for i in range(len(chunk)):
-            prompt_ids.append(enc["input_ids"][i][enc["attention_mask"][i].bool()].tolist())
-            response_ids.append(_response_tokens(out[i, width:].tolist(), tok.eos_token_id))
-    P, T = max(map(len, prompt_ids)), max(1, max(map(len, response_ids)))
-    pad = tok.pad_token_id
-    ids = torch.tensor([[pad] * (P - len(p)) + p + r + [pad] * (T - len(r)) for p, r in zip(prompt_ids, response_ids)])
-    attn = torch.tensor([[0] * (P - len(p)) + [1] * (len(p) + len(r)) + [0] * (T - len(r))
-                         for p, r in zip(prompt_ids, response_ids)])
-    resp_mask = torch.tensor([[1.0] * len(r) + [0.0] * (T - len(r)) for r in response_ids])
-    texts = [tok.decode(r, skip_special_tokens=True).strip() for r in response_ids]
-    return Rollout(ids.to(device), attn.to(device), resp_mask.to(device), P, texts, temperature=ppo.temperature)
 
 
 def response_view(policy: Policy, ids, attn, prompt_width: int, reference: bool = False, with_values: bool = True,
@@ -243,7 +190,7 @@ def step_record(step: int, scores: dict, roll: Rollout, update: dict, kl_coef: f
             "low_rA_share": sum(a < 0.5 for a in scores["rA"]) / len(r),
             "flagged_share": sum(scores["flagged"]) / len(r), "kl": kl.mean().item(), "kl_coef": kl_coef,
             "entropy": roll.entropy, "response_len": roll.response_mask.sum(dim=1).mean().item(), **update,
-            **truth_log_fields(scores.get("correct", []), scores)}
+            **truth_log_fields(scores.get("correct", []), scores), **term_log_fields(scores)}
 
 
 def guard(row: dict, kl_limit: float) -> str:
@@ -256,53 +203,6 @@ def guard(row: dict, kl_limit: float) -> str:
     if kl > kl_limit:
         return f"step {row['step']}: KL {kl:.2f} passed the limit {kl_limit:g} — {KL_ADVICE}"
     return ""
-
-
-def reward_gate(cfg: RunConfig, paths: RunPaths, policy: Policy, scorer: RewardScorer,
-                pool: Sequence[dict]) -> list[Verdict]:
-    """Reward-health checks on ``gate_samples`` responses of the SFT policy (adapter off), then what the reward
-    reads: check 1 (distributions), check 2 (share of rA < 0.5), reward against truth on those responses where
-    a verifier judges them, and the counterfactual probes of rA and rI on the run's held-out problems.
-
-    With rA from the step verifier (``answer_reward = "verifier"``) there is no PRM to check: rA is 0 or 1
-    and its distribution is the policy's accuracy, so check 1 covers the IRM alone (the probes still run: they
-    show the reward PPO gets reads the answer)."""
-    d = cfg.diagnostics
-    sample = random.Random(cfg.base.seed + 7).sample(list(pool), min(cfg.ppo.gate_samples, len(pool)))
-    with policy.model.disable_adapter():
-        roll = generate_rollout(policy, [math_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in sample], cfg)
-    scores = scorer(sample, roll.responses)
-    src = f"{STAGE} gate: {len(sample)} SFT responses"
-    answer = cfg.reward_model.answer_reward
-    verdicts = [check_score_distribution("IRM", scores["rI"], d, src)]
-    if answer == "prm":
-        verdicts.append(check_score_distribution("PRM", scores["rA"], d, src))
-    verdicts.append(check_low_ra_share(scores["rA"], d, f"{src}, rA from the {answer}"))
-    if any(c is not None for c in scores["correct"]):
-        verdicts.append(check_reward_truth(scores["correct"], scores["reward"], scores["rA"], d,
-                                           f"{src}, judged by the verifier", "On the SFT policy's samples"))
-    held = f"{STAGE} gate: held-out problems"
-    solutions = probe_solutions(cfg, paths)
-    if not solutions:
-        return verdicts + [Verdict("probes", "warn", {}, {}, f"Not probed: {NO_PROBE_SET}.", held)]
-    verdicts += prm_probes(_reward_of(scorer), solutions, d, f"{held}, r = {cfg.ppo.reward_formula} with rA from the "
-                           f"{answer}", seed=cfg.base.seed, model="PRM" if answer == "prm" else "verifier")
-    verdicts += irm_probes(scorer.instruction_texts, instruction_probe_pairs(cfg, paths), d, held, seed=cfg.base.seed)
-    return verdicts
-
-
-def _reward_of(scorer: RewardScorer):
-    """The whole reward r = formula(rI, rA) of (record, solution) pairs, the question's rI fixed: what PPO
-    optimises, so a formula that ignores rA fails the answer probes too."""
-    ri_cache: dict[str, float] = {}
-
-    def score(records: Sequence[dict], solutions: Sequence[str]) -> list:
-        texts = [r["text"] for r in records]
-        new = [t for t in dict.fromkeys(texts) if t not in ri_cache]
-        ri_cache.update(zip(new, scorer.instruction_texts(new) if new else []))
-        ra = scorer.answer_scores(records, solutions)
-        return [None if a is None else scorer.formula(ri_cache[t], a) for t, a in zip(texts, ra)]
-    return score
 
 
 def _read_log(path: Path, upto: int) -> list[dict]:
@@ -361,7 +261,7 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
     for step in range(start, ppo.total_steps):
         torch.manual_seed(cfg.base.seed * 7919 + step)
         batch = dist.shard(_batch_for_step(pool, step, ppo.rollout_batch, cfg.base.seed))  # this rank's slice
-        roll = generate_rollout(policy, [math_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in batch], cfg)
+        roll = generate_rollout(policy, [scorer.world.train_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in batch], cfg)
         score_rollout(policy, roll, ppo.mini_batch)
         scores = scorer(batch, roll.responses)
         update = ppo_step(policy, optimizer, roll, scores, cfg, kl_ctl.coef)

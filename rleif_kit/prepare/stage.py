@@ -32,10 +32,9 @@ from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import SETUP
 from rleif_kit.prepare.seeds import CONTAMINATED, build_seeds, reasons
 from rleif_kit.worlds.benchmarks import load_items
-from rleif_kit.worlds.data import DataError, arith_size, load_instructions, load_seeds
-from rleif_kit.worlds.math.sft import build_sft_dataset, load_training_problems
+from rleif_kit.worlds import world_for
+from rleif_kit.worlds.data import DataError, generated_size, load_instructions, load_seeds
 from rleif_kit.core.overlap import NgramIndex
-from rleif_kit.worlds.prompts import math_prompt, sft_completion
 
 RAW_HINT = ("set [sft] gsm8k_train / math_train to GSM8k / MATH training data (JSONL, parquet, the MATH folder, or "
             "'hub'), or point the key at a file you have (docs/your-own-7b-run.md)")
@@ -170,16 +169,17 @@ def run_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataRepor
     def training() -> list[dict]:
         nonlocal problems
         if problems is None:
-            problems = load_training_problems(cfg)
+            problems = world_for(cfg).training_problems(cfg)
         return problems
 
     # the evolution seeds
     ev = cfg.evol_instruct
-    seeds_path = cfg.resolve(ev.seeds) if not ev.seeds.startswith("arith:") else None
+    world = world_for(cfg)
+    seeds_path = cfg.resolve(ev.seeds) if generated_size(cfg, ev.seeds) is None else None
     if seeds_path is None:
         report.artifacts.append(Artifact("seeds", "[evol_instruct] seeds", "generated", note=f"{ev.seeds}: "
-                                         "the arithmetic world's problems, drawn in 01 (never a held-out one)"))
-    elif seeds_path.exists() or seeds_path == cfg.resolve(cfg.sft.dataset) and not arith_size(cfg.sft.dataset):
+                                         f"the {world.name} world's problems, drawn in 01 (never a held-out one)"))
+    elif seeds_path.exists() or seeds_path == cfg.resolve(cfg.sft.dataset) and not generated_size(cfg, cfg.sft.dataset):
         report.artifacts.append(Artifact("seeds", "[evol_instruct] seeds", "exists", str(seeds_path)))
     elif cfg.sft.gsm8k_train or cfg.sft.math_train:
         seeds, rejected = build_seeds(training(), eval_items(), n=cfg.dedup.decontam_ngram)
@@ -193,18 +193,18 @@ def run_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataRepor
                         f"from: {RAW_HINT}")
 
     # the step-by-step SFT set
-    n = arith_size(cfg.sft.dataset)
+    n = generated_size(cfg, cfg.sft.dataset)
     sft_path = cfg.resolve(cfg.sft.dataset)
     if n is not None:
         report.artifacts.append(Artifact("sft dataset", "[sft] dataset", "generated", note=f"{cfg.sft.dataset}: "
-                                         "the arithmetic world's solutions, made in 02"))
+                                         f"the {world.name} world's solutions, made in 02"))
     else:
         built = {}
         if not sft_path.exists():
-            if not (cfg.sft.gsm8k_train or cfg.sft.math_train):
+            built = world.build_sft_dataset(cfg, settings)
+            if built is None:
                 raise DataError(f"[sft] dataset = {cfg.sft.dataset!r}: file not found ({sft_path}) and nothing to "
                                 f"build it from: {RAW_HINT}")
-            built = build_sft_dataset(cfg, settings)
         rows = load_instructions(sft_path, "[sft] dataset")
         index = NgramIndex(eval_items(), n=cfg.dedup.decontam_ngram) if built or cfg.sft.gsm8k_train or \
             cfg.sft.math_train else None
@@ -220,7 +220,8 @@ def run_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataRepor
             report.notes.append(f"{len(copies)} rows of [sft] dataset share a {cfg.dedup.decontam_ngram}-word sequence "
                                 f"with an evaluation item (first: {copies[0]['id']}); the file is yours, so it is left "
                                 "as it is")
-        texts = [math_prompt(r["instruction"], cfg.eval.cot_prompt) + sft_completion(r["response"]) for r in rows]
+        texts = [world.train_prompt(r["instruction"], cfg.eval.cot_prompt) + world.completion(r["response"])
+                 for r in rows]
         limit = cfg.sft.max_seq_len if report.length_unit == "tokens" else None
         report.artifacts.append(Artifact("sft dataset", "[sft] dataset", "built" if built else "exists", str(sft_path),
                                          len(rows), _lengths(texts, measure, limit), built.get("dropped", {}),

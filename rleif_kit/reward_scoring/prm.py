@@ -1,6 +1,6 @@
 """rA from the process reward model: P(step correct) at the last token of each step, aggregated per solution.
 
-The PRM is a token classifier read at the LAST token of each step (``worlds/step_labels.step_end_positions``):
+The PRM is a token classifier read at the LAST token of each step (``worlds/steps.step_end_positions``):
 there the model has seen the whole step and nothing of the next. Input text is the SFT prompt followed by
 the solution, exactly as the policy sees it in PPO. ``rA`` is one number from the per-step scores
 (``[reward_model].prm_aggregate``, :func:`rleif_kit.core.reward_math.aggregate_steps`). A solution whose
@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from rleif_kit.core.reward_math import aggregate_steps
-from rleif_kit.worlds import step_labels
-from rleif_kit.worlds.prompts import math_prompt, sft_completion
+from rleif_kit.worlds.base import STEP_BY_STEP
+from rleif_kit.worlds.steps import step_end_positions
 
 IGNORE = -100  # label of every token that is not a step end (ignored by the loss)
 
@@ -23,51 +23,35 @@ class StepsNotFound(ValueError):
     """The solution has no step structure the PRM can score."""
 
 
-def solution_step_ends(solution: str) -> list[int]:
-    """Exclusive character end of each step: 'Step k:' markers, else one step per line (>= 2 lines).
-
-    The final 'The answer is: X' line belongs to the last step, whose label is read at the end of that
-    line (:func:`rleif_kit.worlds.step_labels.step_char_ends` says why). [] when neither form is present:
-    the caller flags the solution. Training, scoring, the gate, PPO, GRPO and the judges all place labels here.
-    """
-    ends = step_labels.step_char_ends(solution)
-    if ends:
-        return ends
-    ends, pos = [], 0
-    for line in solution.splitlines(keepends=True):
-        body = line.rstrip()
-        if body.strip().lower().startswith("the answer is"):
-            if ends and step_labels.LABEL_AFTER_ANSWER:
-                ends[-1] = pos + len(body)  # the answer line ends the last step
-        elif body.strip():
-            ends.append(pos + len(body))
-        pos += len(line)
-    return ends if len(ends) >= 2 else []
+def solution_step_ends(solution: str, world: Any = STEP_BY_STEP) -> list[int]:
+    """Exclusive character end of each step as ``world`` splits its solutions (``World.steps``: 'Step k:'
+    markers, else one step per line); the final 'The answer is: X' line belongs to the last step. [] when no
+    step is found: the caller flags the solution. Training, scoring, the gate, PPO, GRPO and the judges all
+    place labels here."""
+    return world.steps.char_ends(solution)
 
 
-def prm_input(question: str, solution: str) -> tuple[str, str, int]:
-    """(full text, the solution as placed in it, character offset of the solution in the text).
-
-    The PRM always reads the chain-of-thought prompt form, in training and in scoring alike, whatever
-    prompt the policy was given: its input format is its own, and one form keeps it consistent.
-    """
-    prompt = math_prompt(question, cot=True)
-    completion = sft_completion(solution)  # " " + stripped solution, as in SFT
+def prm_input(question: str, solution: str, world: Any = STEP_BY_STEP) -> tuple[str, str, int]:
+    """(full text, the solution as placed in it, character offset of the solution in the text): the world's
+    PRM prompt (``World.prm_prompt``: the chain-of-thought form, whatever prompt the policy was given) and the
+    solution as SFT trains it."""
+    prompt = world.prm_prompt(question)
+    completion = world.completion(solution)  # " " + stripped solution, as in SFT
     return prompt + completion, completion[1:], len(prompt) + 1
 
 
 def encode(tokenizer: Any, question: str, solution: str, labels: Sequence[bool] | None = None,
-           max_len: int = 1024) -> dict | None:
+           max_len: int = 1024, world: Any = STEP_BY_STEP) -> dict | None:
     """Token ids, the token position of each step end (None where truncated), and token labels.
 
     None when the solution has no findable steps. ``labels`` must give one verdict per step.
     """
-    text, placed, offset = prm_input(question, solution)
-    ends = [offset + e for e in solution_step_ends(placed)]
+    text, placed, offset = prm_input(question, solution, world)
+    ends = [offset + e for e in solution_step_ends(placed, world)]
     if not ends:
         return None
     enc = tokenizer(text, return_offsets_mapping=True)
-    positions = step_labels.step_end_positions(enc["offset_mapping"], ends, max_len)
+    positions = step_end_positions(enc["offset_mapping"], ends, max_len)
     row = {"input_ids": list(enc["input_ids"][:max_len]), "positions": positions}
     if labels is not None:
         if len(labels) != len(ends):
@@ -99,12 +83,12 @@ class StepLabelCollator:
 
 
 def step_scores(model: Any, tokenizer: Any, items: Sequence[tuple[str, str]], batch_size: int = 32,
-                max_len: int = 1024) -> list[list[float] | None]:
+                max_len: int = 1024, world: Any = STEP_BY_STEP) -> list[list[float] | None]:
     """P(step correct) per step of each (question, solution); None for a solution whose steps cannot
     be found or were cut off at ``max_len`` (flagged, not scored on a part)."""
     import torch  # heavy: loaded on first use
 
-    encoded = [encode(tokenizer, q, s, max_len=max_len) for q, s in items]
+    encoded = [encode(tokenizer, q, s, max_len=max_len, world=world) for q, s in items]
     usable = [i for i, e in enumerate(encoded) if e is not None and None not in e["positions"]]
     out: list[list[float] | None] = [None] * len(items)
     collate = StepLabelCollator(tokenizer.pad_token_id)
@@ -131,7 +115,7 @@ def prm_score(model: Any, tokenizer: Any, question: str, solution: str, max_len:
 
 
 def answer_scores(model: Any, tokenizer: Any, items: Sequence[tuple[str, str]], how: str = "min",
-                  batch_size: int = 32, max_len: int = 1024) -> list[float | None]:
+                  batch_size: int = 32, max_len: int = 1024, world: Any = STEP_BY_STEP) -> list[float | None]:
     """rA per (question, solution): the PRM's step scores aggregated by ``how``; None when flagged."""
     return [None if s is None else aggregate_steps(s, how)
-            for s in step_scores(model, tokenizer, items, batch_size, max_len)]
+            for s in step_scores(model, tokenizer, items, batch_size, max_len, world)]

@@ -3,7 +3,7 @@ pairs the ranking became (IRM), and solutions with the trained PRM's score of ea
 
 The IRM side reads the fan-out (``irm_fanout.jsonl``: every sibling with its operator and outcome) and the
 ranking behind it: the judge's (``irm_rankings.jsonl``) or, on the arithmetic world, the programmatic judge's
-quality score (``irm_data.arith_quality``). The pairs actually kept — after deduplication and the operator
+quality score (``World.sibling_quality``). The pairs actually kept — after deduplication and the operator
 balance — come from ``irm_pairs.jsonl`` where the stage saved them, else from the pairs the notebook holds.
 """
 
@@ -19,8 +19,9 @@ from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.core.tables import Note, missing, text_table
 from rleif_kit.reward_scoring.heldout import split_by_group, split_by_question
 from rleif_kit.reward_scoring.prm import solution_step_ends, step_scores
-from rleif_kit.rewards.irm_data import arith_quality, pairs_from_scores
+from rleif_kit.rewards.irm_data import pairs_from_scores, programmatic_judge
 from rleif_kit.rewards.judge_labels import ranking_pairs
+from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import instruction_pool
 
 SOLUTIONS = 2  # one with a wrong step, one right throughout: the contrast the PRM must draw
@@ -31,10 +32,10 @@ SOLUTIONS = 2  # one with a wrong step, one right throughout: the contrast the P
 def _rankings(cfg: RunConfig, paths: RunPaths, groups: dict[str, list[dict]]) -> dict[str, dict]:
     """Per sibling group: ``{"rank": {id: position}, "score": {id: quality} | None, "pairs": produced pairs}``."""
     out = {}
-    if cfg.evol_instruct.backend == "arith":
-        lo, hi = cfg.arith.min_steps, cfg.arith.max_steps
+    world = world_for(cfg)
+    if programmatic_judge(cfg, world):
         for gid, siblings in groups.items():
-            scores = [arith_quality(r, lo, hi) for r in siblings]
+            scores = [world.sibling_quality(cfg, r) for r in siblings]
             levels = sorted(set(scores), reverse=True)  # equal quality, equal rank: no preference between them
             out[gid] = {"rank": {r["id"]: levels.index(s) + 1 for r, s in zip(siblings, scores)},
                         "score": dict(zip((r["id"] for r in siblings), scores)),

@@ -4,7 +4,7 @@ A fan-out (``evolution.fanout.run_fanout``) evolves one instruction into k varia
 A judge ranks each sibling set on definition (clear and complete), precision (solvable, unambiguous)
 and integrity (consistent, no leaked template text); a ranking of k becomes k·(k-1)/2 pairs.
 
-On the arithmetic world the judge is programmatic (``arith_quality``): the evolver records the
+On a programmatic world (the arithmetic one) the judge is the world's ``sibling_quality``: the evolver records the
 defect it injected, so quality is known exactly — the CPU demo gets real labels without an endpoint.
 Variants of equal quality give no pair (there is no preference to learn between them).
 """
@@ -12,26 +12,9 @@ Variants of equal quality give no pair (there is no preference to learn between 
 from __future__ import annotations
 
 from itertools import combinations
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from rleif_kit.core.reward_math import balance_pairs
-
-# Weights of the arithmetic judge: garbled text or a refusal is worst, then leaked template wording or
-# an unchanged copy (integrity), then an unsolvable or ambiguous problem, then one outside the
-# configured complexity range. Eliminated variants take part: they are the clearest negatives.
-FORMED, NO_LEAK, SOLVABLE, IN_RANGE = 8, 4, 2, 1
-
-
-def arith_quality(record: dict, min_steps: int = 1, max_steps: int = 5) -> int:
-    """Quality score of one arithmetic variant (higher is better), from what the evolver recorded."""
-    defect = record.get("defect")
-    problem = record.get("problem")
-    well_formed = problem is not None and defect not in ("malformed", "refusal")
-    steps = len(problem["ops"]) if problem else 0
-    return (FORMED * well_formed + NO_LEAK * (defect not in ("leaked_template", "no_change"))
-            + SOLVABLE * (record.get("answer") is not None and defect not in ("unsolvable", "ambiguous"))
-            + IN_RANGE * (min_steps <= steps <= max_steps))
-
 
 def pairs_from_scores(siblings: Sequence[dict], scores: Sequence[float]) -> list[dict]:
     """Every (better, worse) pair of a sibling set; ties give no pair."""
@@ -46,13 +29,19 @@ def pairs_from_scores(siblings: Sequence[dict], scores: Sequence[float]) -> list
     return pairs
 
 
-def arith_irm_pairs(fanout: Sequence[dict], min_steps: int = 1, max_steps: int = 5, seed: int = 0) -> list[dict]:
-    """Pairs from every sibling group of a fan-out, deduplicated and balanced across operators."""
+def programmatic_judge(cfg: Any, world: Any) -> bool:
+    """Whether the IRM's sibling rankings come from the world's own judge (its evolver made them offline)."""
+    return world.programmatic and cfg.evol_instruct.backend == "world"
+
+
+def quality_pairs(fanout: Sequence[dict], quality: Callable[[dict], float], seed: int = 0) -> list[dict]:
+    """Pairs from every sibling group of a fan-out, by a programmatic judge's ``quality`` of each sibling,
+    deduplicated and balanced across operators."""
     groups: dict[str, list[dict]] = {}
     for r in fanout:
         groups.setdefault(r["sibling_group"], []).append(r)
     pairs = []
     for siblings in groups.values():
         siblings = sorted(siblings, key=lambda r: r["id"])
-        pairs += pairs_from_scores(siblings, [arith_quality(r, min_steps, max_steps) for r in siblings])
+        pairs += pairs_from_scores(siblings, [quality(r) for r in siblings])
     return balance_pairs(pairs, key="operator", seed=seed)

@@ -31,14 +31,12 @@ from rleif_kit.models.loading import load_merged
 from rleif_kit.models.refs import model_ref
 from rleif_kit.reward_scoring.heldout import split_by_question
 from rleif_kit.reward_scoring.load import load_rm
-from rleif_kit.reward_scoring.prm import StepLabelCollator, encode, solution_step_ends, step_scores
+from rleif_kit.reward_scoring.prm import StepLabelCollator, encode, step_scores
 from rleif_kit.rewards.launched import launch_training
 from rleif_kit.rewards.rm_cards import prm_card, readme
 from rleif_kit.rewards.rm_datasets import save_rows, step_rows
 from rleif_kit.rewards.rm_training import loss_log, save_rm, start_training, timed_train, trainer_kwargs
-from rleif_kit.worlds import step_labels
-from rleif_kit.worlds.arith import problems as arith
-from rleif_kit.worlds.prompts import math_prompt
+from rleif_kit.worlds import world_for
 
 # ------------------------------------------------------------------------------ data
 
@@ -85,12 +83,13 @@ def sample_solutions(cfg: RunConfig, paths: RunPaths, instructions: Sequence[dic
         done = done[:start]
         write_jsonl(out_path, done)
     model, tokenizer = load_merged(paths.sft_model)
+    world = world_for(cfg)
     bar = Bar(len(picks), "sampling solutions", REWARD_MODELS, initial=start, disable=not progress)
     with JsonlWriter(out_path, fsync_every=batch) as writer:
         for b in range(start, len(picks), batch):
             torch.manual_seed(cfg.base.seed + b)
             chunk = picks[b:b + batch]
-            texts = generate(model, tokenizer, [math_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in chunk],
+            texts = generate(model, tokenizer, [world.train_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in chunk],
                              cfg.eval.max_new_tokens, batch_size=batch, do_sample=True,
                              temperature=cfg.reward_model.prm_sample_temperature, progress=False)
             for j, (r, text) in enumerate(zip(chunk, texts)):
@@ -103,13 +102,12 @@ def sample_solutions(cfg: RunConfig, paths: RunPaths, instructions: Sequence[dic
     return done
 
 
-def verifier_examples(samples: Sequence[dict]) -> tuple[list[dict], int]:
-    """Step labels from the arithmetic verifier; (examples, solutions flagged for having no steps)."""
+def verifier_examples(samples: Sequence[dict], world: Any) -> tuple[list[dict], int]:
+    """Step labels from the world's step verifier; (examples, solutions flagged for having no steps)."""
     out, flagged = [], 0
     for s in samples:
-        gold = arith.Problem.from_record(s["problem"]).answer() if s.get("problem") else None
-        labels = step_labels.verifier_labels(s["question"], s["solution"], gold) if gold is not None else []
-        if len(labels) != len(solution_step_ends(s["solution"])) or not labels:
+        labels = world.step_labels(s, s["solution"]) or []
+        if len(labels) != len(world.steps.char_ends(s["solution"])) or not labels:
             flagged += 1
             continue
         out.append({"id": s["id"], "instruction_id": s.get("instruction_id"), "question": s["question"],
@@ -159,8 +157,9 @@ def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tupl
         raise ValueError("no PRM training examples: every sampled solution was flagged or none were sampled")
     save_rows(paths, "prm", step_rows(train, heldout))  # the dataset beside the model (rm_datasets.py)
     base, bf16, model, tokenizer = start_training(cfg, paths, rm.prm_base, "[reward_model] prm_base", "token")
-    rows = [r for r in (encode(tokenizer, e["question"], e["solution"], e["labels"], rm.rm_max_len) for e in train)
-            if r is not None]
+    world = world_for(cfg)
+    rows = [r for r in (encode(tokenizer, e["question"], e["solution"], e["labels"], rm.rm_max_len, world)
+                        for e in train) if r is not None]
     args = TrainingArguments(**trainer_kwargs(cfg, out_dir, len(rows), bf16), remove_unused_columns=False,
                              warmup_steps=0.05)
     trainer = Trainer(model=model, args=args, train_dataset=[{k: r[k] for k in ("input_ids", "labels")} for r in rows],

@@ -25,7 +25,8 @@ from rleif_kit.models.cards import (
 from rleif_kit.reward_scoring.load import PRM_LABELS, RM_INFO
 from rleif_kit.reward_scoring.prm import solution_step_ends
 from rleif_kit.rewards.rm_datasets import PAIR_FIELDS, STEP_FIELDS, fields_markdown, solution_steps
-from rleif_kit.worlds.prompts import MATH_PROMPT_COT
+from rleif_kit.rewards.irm_data import programmatic_judge
+from rleif_kit.worlds import world_for
 
 
 def _metadata(cfg: RunConfig, base_name: str, base_location: str, kind: str, pipeline: str) -> dict[str, Any]:
@@ -67,8 +68,9 @@ def irm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_l
     """The IRM's card for ``result`` (an ``IRMResult``); draws its loss curve into the model folder."""
     rm, folder = cfg.reward_model, paths.irm_model
     example = next((p["chosen_text"] for p in pairs), "Tom has 3 pens. He buys 2 more. How many pens does he have?")
-    judge = ("the arithmetic world's programmatic judge (the defect each variant was given)"
-             if cfg.evol_instruct.backend == "arith" else "the IRM judge (`settings.models.irm_judge`)")
+    world = world_for(cfg)
+    judge = (f"the {world.name} world's programmatic judge (`World.sibling_quality`)"
+             if programmatic_judge(cfg, world) else "the IRM judge (`settings.models.irm_judge`)")
     figures = {"training_loss": plot_loss_curve(result.log, "IRM training loss")} if result.log else {}
     return ModelCard(
         title="Instruction reward model (IRM, RLEIF stage 04)",
@@ -121,7 +123,7 @@ def prm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_l
         figures["heldout_step_scores"] = plot_split_histogram(
             result.heldout_scores, result.heldout_labels, ("correct step", "wrong step"),
             "PRM step scores by label (held out)")
-    labeller = ("the arithmetic verifier" if rm.prm_step_label == "verifier"
+    labeller = (f"the {cfg.base.world} world's step verifier" if rm.prm_step_label == "verifier"
                 else "the PRM judge (`settings.models.prm_judge`)")
     question, steps = snippet_steps(examples)
     return ModelCard(
@@ -134,10 +136,10 @@ def prm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_l
                  + "; a step after the first wrong one is wrong too. Trained with `transformers.Trainer` and a "
                  "collator that puts each label on its step's last token (-100 elsewhere)."),
         metadata=_metadata(cfg, rm.prm_base, base_location, "process-reward-model", "token-classification"),
-        usage=prm_usage(MATH_PROMPT_COT, question, steps, PRM_LABELS, base_ref if rm.rm_finetune != "full" else None),
+        usage=prm_usage(world_for(cfg).train_template(cot=True), question, steps, PRM_LABELS, base_ref if rm.rm_finetune != "full" else None),
         prompt=("The WizardMath / Alpaca prompt with the chain-of-thought opener, the question as `{instruction}`, "
                 "then one space and the solution, exactly as the policy writes it:\n\n"
-                f"```text\n{MATH_PROMPT_COT}\n```\n\nSteps are `Step k:` segments (or one per line); the last step "
+                f"```text\n{world_for(cfg).train_template(cot=True)}\n```\n\nSteps are `Step k:` segments (or one per line); the last step "
                 "runs through its `The answer is: X` line, so its label sees the answer. A step's label is read at "
                 "the token covering its last character."),
         training={**_training(cfg, base_ref, rm.prm_base), "step labels": rm.prm_step_label,

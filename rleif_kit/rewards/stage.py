@@ -5,7 +5,7 @@ the judges' answers are append-only JSONL (``evolution.fanout.run_fanout``, ``ju
 solutions are written per batch (``prm.sample_solutions``).
 
 Who judges: with the arithmetic evolver (``[evol_instruct].backend = "arith"``) the IRM rankings come
-from the world's programmatic judge (``irm_data.arith_quality``); otherwise from
+from the world's programmatic judge (``World.sibling_quality``); otherwise from
 ``settings.models.irm_judge``. PRM step labels follow ``[reward_model].prm_step_label``: the step
 verifier (arithmetic world) or ``settings.models.prm_judge``; ``prm_data`` adds PRM800K-style labels.
 """
@@ -27,8 +27,9 @@ from rleif_kit.reward_scoring.heldout import split_by_question
 from rleif_kit.reward_scoring.irm import irm_score
 from rleif_kit.reward_scoring.prm import answer_scores, solution_step_ends
 from rleif_kit.rewards import prm
-from rleif_kit.rewards.irm_data import arith_irm_pairs
+from rleif_kit.rewards.irm_data import programmatic_judge, quality_pairs
 from rleif_kit.rewards.judge_labels import judge_irm_rankings, judge_prm_labels, report_path
+from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import instruction_pool
 
 SCORE_SAMPLE = 100  # instructions and solutions scored for the distribution checks (reward-health check 1)
@@ -58,9 +59,10 @@ def build_irm_pairs(cfg: RunConfig, paths: RunPaths, settings: Any = None, progr
     groups: dict[str, list[dict]] = {}
     for r in fanout:
         groups.setdefault(r["sibling_group"], []).append(r)
-    if cfg.evol_instruct.backend == "arith":
-        pairs = arith_irm_pairs(fanout, cfg.arith.min_steps, cfg.arith.max_steps, seed=cfg.base.seed)
-        return IRMData(pairs, len(groups), len(fanout), "arith")
+    world = world_for(cfg)
+    if programmatic_judge(cfg, world):
+        pairs = quality_pairs(fanout, lambda r: world.sibling_quality(cfg, r), seed=cfg.base.seed)
+        return IRMData(pairs, len(groups), len(fanout), world.name)
 
     out = paths.irm_rankings
     pairs = judge_irm_rankings(cfg, settings, [sorted(g, key=lambda r: r["id"]) for g in groups.values()], out,
@@ -86,13 +88,13 @@ def build_prm_examples(cfg: RunConfig, paths: RunPaths, settings: Any = None, pr
     samples = prm.sample_solutions(cfg, paths, instruction_pool(cfg, paths), rm.prm_samples,
                                    paths.prm_samples, progress) if rm.prm_samples else []
     if rm.prm_step_label == "verifier":
-        examples, flagged = prm.verifier_examples(samples)
+        examples, flagged = prm.verifier_examples(samples, world_for(cfg))
         labeller = "verifier"
     else:
         items = []
         for s in samples:
             text = s["solution"]
-            ends = solution_step_ends(text)
+            ends = solution_step_ends(text, world_for(cfg))
             starts = [0] + ends[:-1]
             items.append({**s, "steps": [text[a:b].strip() for a, b in zip(starts, ends)]})
         judged = judge_prm_labels(cfg, settings, items, paths.prm_judged, progress=progress)
@@ -129,7 +131,7 @@ def score_sample(cfg: RunConfig, paths: RunPaths, irm: tuple[Any, Any], prm_mode
     heldout = _sample(split_by_question(prm_examples, rm.rm_heldout_share, cfg.base.seed)[1], SCORE_SAMPLE,
                       cfg.base.seed + 2)
     ra = answer_scores(prm_model[0], prm_model[1], [(e["question"], e["solution"]) for e in heldout],
-                       rm.prm_aggregate, max_len=rm.rm_max_len)
+                       rm.prm_aggregate, max_len=rm.rm_max_len, world=world_for(cfg))
     kept = [(a, all(e["labels"])) for a, e in zip(ra, heldout) if a is not None]
     answer, correct = [a for a, _ in kept], [c for _, c in kept]
     verdicts = [check_score_distribution("IRM", irm_scores, dcfg, f"{paths.rel(paths.irm_model)} on {len(texts)} instructions"),

@@ -12,7 +12,7 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.plots import plot_accuracy_bars, plot_loss_curve
 from rleif_kit.models.cards import TAGS, ModelCard, base_license, generation_usage, hub_id, save_figures, write_card
 from rleif_kit.models.loading import SFT_INFO
-from rleif_kit.worlds.prompts import MATH_PROMPT, MATH_PROMPT_COT
+from rleif_kit.worlds import world_for
 
 EXAMPLE = "Tom has 3 pens. He buys 2 more pens. How many pens does he have now?"  # when the data has none
 
@@ -42,7 +42,7 @@ def _training(cfg: RunConfig, base_ref: str, examples: int, steps: int) -> dict[
 
 
 def _prompt(cfg: RunConfig) -> str:
-    template = MATH_PROMPT_COT if cfg.eval.cot_prompt else MATH_PROMPT
+    template = world_for(cfg).train_template(cot=cfg.eval.cot_prompt)
     opener = " with the chain-of-thought opener" if cfg.eval.cot_prompt else ""
     return (f"Every example is the WizardMath / Alpaca prompt{opener} (`{{instruction}}` filled in), then one space "
             "and the step-by-step response (`Step 1: ... The answer is: X`), then EOS. The evaluation prompts the "
@@ -63,7 +63,7 @@ def build_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base
     adapter = cfg.sft.finetune != "full"
     instruction = next((e["instruction"] for e in examples if e.get("source") != "open_domain" and "instruction" in e),
                        EXAMPLE)
-    template = MATH_PROMPT_COT if cfg.eval.cot_prompt else MATH_PROMPT
+    template = world_for(cfg).train_template(cot=cfg.eval.cot_prompt)
     data = os.path.relpath(paths.sft_data, folder)
     by_source: dict[str, int] = {}
     for e in examples:

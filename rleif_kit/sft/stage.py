@@ -37,8 +37,9 @@ from rleif_kit.models.loading import (
 from rleif_kit.models.refs import model_ref, relink_adapter
 from rleif_kit.sft.card import write_sft_card
 from rleif_kit.sft.examples import build_sft_examples
-from rleif_kit.worlds.arith.bench import evaluate_arith
+from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import heldout_problems
+from rleif_kit.worlds.heldout_eval import evaluate_heldout
 from rleif_kit.worlds.tiny_corpus import ensure_base_model
 
 
@@ -133,11 +134,10 @@ def save_model(trainer: Any, tokenizer: Any, out_dir: Path, info: dict) -> None:
         relink_adapter(out_dir, info["base_model"])
 
 
-def _arith_accuracy(cfg: RunConfig, paths: RunPaths, model: Any, tokenizer: Any, tag: str) -> float:
+def _heldout_accuracy(cfg: RunConfig, paths: RunPaths, model: Any, tokenizer: Any, tag: str) -> float:
     problems = heldout_problems(cfg, paths)[: cfg.sft.eval_samples]
-    result = evaluate_arith(model, tokenizer, problems, cot=cfg.eval.cot_prompt,
-                            max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size,
-                            out_path=paths.sft_heldout(tag), desc=f"held-out ({tag})")
+    result = evaluate_heldout(world_for(cfg), model, tokenizer, problems, cfg.eval, out_path=paths.sft_heldout(tag),
+                              desc=f"held-out ({tag})")
     return result["accuracy"]
 
 
@@ -150,13 +150,13 @@ def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
         examples = build_sft_examples(cfg, paths) if dist.is_main() else list(read_jsonl(paths.sft_data))
     verdicts = [check_step_format([e["completion"] for e in examples if e["source"] != "open_domain"],
                                   cfg.diagnostics, seed=cfg.base.seed, source=paths.rel(paths.sft_data))]
-    measure = cfg.base.world == "arith" and cfg.sft.eval_samples > 0 and dist.is_main()  # rank 0, held-out set
+    measure = bool(world_for(cfg).heldout_benchmark) and cfg.sft.eval_samples > 0 and dist.is_main()  # rank 0
     acc_before = acc_after = None
     if measure:
         from transformers import AutoModelForCausalLM  # heavy: loaded on first use
 
         base = AutoModelForCausalLM.from_pretrained(base_path)
-        acc_before = _arith_accuracy(cfg, paths, base, load_tokenizer(base_path), "before")
+        acc_before = _heldout_accuracy(cfg, paths, base, load_tokenizer(base_path), "before")
         del base
     start = time.perf_counter()
     trainer, tokenizer, _ = train_sft(cfg, paths, examples, base_path)
@@ -166,10 +166,10 @@ def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
                {"finetune": cfg.sft.finetune, "base_model": base_ref, "steps": trainer.state.global_step})
     dist.barrier()  # the saved model is complete
     if measure and dist.world_size() > 1:  # the saved copy: DeepSpeed ZeRO-3 holds only shards in memory
-        acc_after = _arith_accuracy(cfg, paths, *load_merged(paths.sft_model, inference=True), "after")
+        acc_after = _heldout_accuracy(cfg, paths, *load_merged(paths.sft_model, inference=True), "after")
     elif measure:
         model = trainer.model.merge_and_unload() if cfg.sft.finetune != "full" else trainer.model
-        acc_after = _arith_accuracy(cfg, paths, model, tokenizer, "after")
+        acc_after = _heldout_accuracy(cfg, paths, model, tokenizer, "after")
     if acc_before is not None and acc_after is not None:
         verdicts.append(check_sft_learning(acc_before, acc_after, cfg.diagnostics,
                                            source=paths.rel(paths.sft_heldout("after"))))

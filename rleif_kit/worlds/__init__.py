@@ -1,1 +1,60 @@
-"""One module family per domain (arith, math): prompt formats, answer extraction and equivalence, step format, the arith verifier, and the data stages hand each other (seeds, held-out split, instruction pool, SFT rows)."""
+"""One package per domain behind the ``World`` interface (``worlds/base.py``): ``arith/``, ``math/``, ``code/``.
+
+The registry below is the one lookup by name the kit has: ``[base] world`` names a world here, or a module
+path (``"my_pkg.my_world"``, a module defining ``WORLD``) for a world kept outside the kit. Adding a world is its
+folder, its prompt files under ``params/prompts/<name>/`` and one line here (docs/worlds.md walks through it).
+Shared by the worlds: the step format (``steps.py``), the published prompt formats (``prompts.py``), numbers as
+people write them, the counterfactual edits of the probes, the data the stages hand each other (``data.py``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from rleif_kit.core.config import ConfigError
+from rleif_kit.core.moved import moved_module
+from rleif_kit.worlds.base import terms_problems
+
+WORLDS = {  # name -> the module that defines WORLD
+    "arith": "rleif_kit.worlds.arith.world",
+    "math": "rleif_kit.worlds.math.world",
+    "code": "rleif_kit.worlds.code.world",
+}
+
+
+class UnknownWorld(ValueError):
+    pass
+
+
+def get_world(name: str) -> Any:
+    """The world ``name`` names: a registered one, else a module path whose module defines ``WORLD``."""
+    module = WORLDS.get(name)
+    if module is None and "." not in name:
+        raise UnknownWorld(f"[base] world = {name!r}: unknown world (worlds: {', '.join(WORLDS)}; or a module path "
+                           "whose module defines WORLD)")
+    try:
+        world = importlib.import_module(module or name).WORLD
+    except (ImportError, AttributeError) as e:
+        raise UnknownWorld(f"[base] world = {name!r}: cannot load it ({e})") from None
+    return world
+
+
+def world_for(cfg: Any) -> Any:
+    """The run's world, with what it cannot do of what ``cfg`` asks raised as one ConfigError."""
+    try:
+        world = get_world(cfg.base.world)
+    except UnknownWorld as e:
+        raise ConfigError([f"{cfg.source or '<config>'}: {e}"]) from None
+    problems = world.config_problems(cfg) + terms_problems(world, cfg)
+    if problems:
+        raise ConfigError([f"{cfg.source or '<config>'}: {p}" for p in problems])
+    return world
+
+
+def all_worlds() -> list[Any]:
+    return [get_world(name) for name in WORLDS]
+
+
+def __getattr__(name: str):
+    moved_module(__name__, name)  # an old `from rleif_kit.worlds import arith_evolver` names the new module

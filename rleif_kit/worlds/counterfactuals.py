@@ -26,7 +26,7 @@ import re
 from fractions import Fraction
 from typing import Callable
 
-from rleif_kit.worlds.arith import problems as arith
+from rleif_kit.worlds.steps import STEPWISE
 
 NUMBER = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?(?![\w])")
 ANSWER_LINE = re.compile(r"The answer is:\s*", re.I)
@@ -52,7 +52,7 @@ def _answer_number(solution: str) -> re.Match | None:
 
 def _steps(solution: str) -> list[tuple[int, int]]:
     """(start, end) of each 'Step k:' segment, the answer line excluded."""
-    marks = list(arith.STEP_MARK.finditer(solution))
+    marks = list(STEPWISE.marker.finditer(solution))
     answer = list(ANSWER_LINE.finditer(solution))
     stop = answer[-1].start() if answer else len(solution)
     bounds = [m.start() for m in marks[1:]] + [stop]

@@ -31,6 +31,7 @@ from rleif_kit.worlds.arith.words import (
     SHE_NAMES,
     TOPICS,
 )
+from rleif_kit.worlds.steps import STEPWISE
 
 MAX_VALUE = 999  # every intermediate result stays in [0, MAX_VALUE] so answers stay short
 SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
@@ -219,8 +220,8 @@ def generate_splits(train_n: int, heldout_n: int, seed: int, min_steps: int = 1,
 # ---------------------------------------------------------------------- parsing / checking
 
 NUM = r"-?\d+(?:,\d{3})*"
-STEP_MARK = re.compile(r"Step\s*\d+\s*:", re.I)
-ANSWER_MARK = re.compile(r"The answer is:", re.I)
+STEP_MARK = STEPWISE.marker  # the shared step format (worlds/steps.py)
+ANSWER_MARK = STEPWISE.answer
 STEP_RE = re.compile(rf"^(?:Step\s*\d+\s*:)?\s*({NUM})\s*([-+*/])\s*({NUM})\s*=\s*({NUM})\s*\.?$",
                      re.I)
 
@@ -236,10 +237,7 @@ def parse_steps(solution: str) -> list[str]:
     Text before the first marker and the trailing ``The answer is:`` part are dropped.
     Returns [] when there are no step markers.
     """
-    marks = list(STEP_MARK.finditer(solution))
-    ends = [m.start() for m in marks[1:]] + [len(solution)]
-    segs = [solution[m.start():end] for m, end in zip(marks, ends)]
-    return [ANSWER_MARK.split(s)[0].strip() for s in segs]
+    return STEPWISE.segments(solution)
 
 
 def _normalise(token: str) -> str:

@@ -148,7 +148,7 @@ def rewrite_to_steps(cfg: RunConfig, settings: Any, items: list[dict]) -> dict[s
     rewrite failed, could not be normalised, or changed the final answer (the rewrite must not
     change the result, only its layout).
     """
-    template = (cfg.resolve(cfg.evol_instruct.prompts_dir).parent / "rewrite_steps.txt").read_text(encoding="utf-8")
+    template = (cfg.resolve(cfg.evol_instruct.prompts_dir) / "math" / "rewrite_steps.txt").read_text(encoding="utf-8")
     backend = make_llm_backend(cfg, settings)
 
     async def one(item: dict) -> tuple[str, str | None]:

@@ -1,0 +1,259 @@
+"""The ``World`` interface: everything a stage asks of a domain, in one place.
+
+A world is one package under ``rleif_kit/worlds/<name>/`` plus its prompt files under
+``params/prompts/<name>/`` (operator templates in ``evol/``, the answer template ``answer.txt``), and one
+line in the registry (``rleif_kit/worlds/__init__.py``). Stages never test which world runs: they ask the
+configured one (``world_for(cfg)``) for
+
+- the **prompts**: the training prompt (SFT, PPO, GRPO, the PRM's input) and, per benchmark, the evaluation
+  prompt (they differ for code); the completion a response is trained as;
+- the **answers**: the answer template for evolved tasks, how an answer is extracted, truth against a gold
+  answer (``is_correct``), the verifier on a response (``verify``: the reward term rV) and the format term rF;
+- the **steps**: a :class:`~rleif_kit.worlds.steps.StepFormat` (one shared step module that worlds configure);
+- the **benchmarks** and their loaders (:class:`Benchmark`);
+- the **evolution**: its operators with up/down directions and weights, and — when the world can evolve and
+  judge offline (``programmatic``) — its own evolver, sibling ranking and step labels;
+- the **data**: seeds, the SFT rows, the held-out split, the probe sets, the items decontamination removes.
+
+The defaults below are the step-by-step answer format the arithmetic and math worlds share; a world overrides
+what differs. Nothing here imports torch: the pure tests and the CLI stay fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from rleif_kit.core.reward_math import parse_reward_formula
+from rleif_kit.worlds.prompts import MATH_PROMPT, MATH_PROMPT_COT, math_prompt, sft_completion
+from rleif_kit.worlds.steps import STEPWISE, StepFormat
+
+
+class WorldError(ValueError):
+    """A world cannot do what the config asks of it (one line naming the key)."""
+
+
+@dataclass(frozen=True)
+class Operator:
+    """An Evol-Instruct operator: its template is ``params/prompts/<world>/evol/<name>.txt``; ``direction`` "up"
+    makes an instruction harder, "down" easier; ``weight`` its share among the operators of its direction."""
+
+    name: str
+    direction: str  # "up" or "down"
+    weight: float = 1.0
+    method: str = ""  # which of the original Evol-Instruct methods it implements, for the docs and the record
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One evaluation set: where its items come from, the exact prompt, and how a response is scored.
+
+    ``load(path, cfg, paths)`` -> items ``{"id", "question", "gold", ...}`` (``path`` None: the default source);
+    ``prompt(item, ev)`` the model input under the ``[eval]`` section ``ev``; ``check(item, response, ev)`` one
+    row for an answer benchmark; a code benchmark (``runs_code``) is scored in the sandbox instead, its response
+    cut by ``extract``. ``summary`` names extra row keys a summary reports as shares (``{"steps_ok": ...}``);
+    ``meta(ev)`` the ``[eval]`` values that decide a verdict besides the shared ones."""
+
+    name: str
+    load: Callable[[Path | None, Any, Any], list[dict]]
+    prompt: Callable[[dict, Any], str]
+    check: Callable[[Mapping[str, Any], str, Any], dict] | None = None
+    runs_code: bool = False
+    extract: Callable[[str], str] | None = None
+    summary: tuple[str, ...] = ()
+    meta: Callable[[Any], dict] = field(default=lambda ev: {})
+    task_id: Callable[[Any], Any] = field(default=lambda task: task)  # a sample file's task id, normalised
+    task_example: str = ""  # a task id as the error for an unknown one shows it
+    raw_completion: Callable[[str], bool] = field(default=lambda text: False)  # a 'completion' that is model text
+    missing_data: str = ""  # what to pass when there is no default source
+    default_source: str = "hub"  # where items come from without a path: "hub", "run" (the run's own split), a package
+
+    @property
+    def role(self) -> str:
+        """The settings.json endpoint role a served model of this benchmark is asked under."""
+        return "code_eval" if self.runs_code else "math_eval"
+
+
+REWARD_TERMS = {"rI": "the IRM's score of the instruction", "rA": "the PRM's (or step verifier's) score of the answer",
+                "rV": "the world's verifier on the response", "rF": "the format term (steps and answer line present)"}
+
+
+class World:
+    """The defaults: an Alpaca-format step-by-step world (``Step k: ... The answer is: X``) without a verifier."""
+
+    name = ""
+    about = ""
+    prompts = ""  # the folder under params/prompts/ (default: the world's name)
+    steps: StepFormat = STEPWISE
+    operators: tuple[Operator, ...] = ()
+    benchmarks: tuple[Benchmark, ...] = ()
+    heldout_benchmark = ""  # the benchmark SFT and PPO measure on, when the world has its own held-out split
+    programmatic = False  # evolves and judges offline: [evol_instruct] backend = "world"
+
+    # ------------------------------------------------------------------ prompts
+
+    def train_prompt(self, instruction: str, cot: bool = True, input: str = "") -> str:
+        """The prompt a response is trained under (SFT, PPO, GRPO, the PRM's input)."""
+        return math_prompt(instruction if not input else f"{instruction}\n\n{input}", cot=cot)
+
+    def train_template(self, cot: bool = True) -> str:
+        """The training prompt with ``{instruction}`` unfilled (the model cards quote it)."""
+        return MATH_PROMPT_COT if cot else MATH_PROMPT
+
+    def completion(self, response: str) -> str:
+        """The trained completion of a response (the loss is on it only)."""
+        return sft_completion(response)
+
+    def prm_prompt(self, question: str) -> str:
+        """The PRM's input prompt: always the chain-of-thought form, in training and scoring alike, whatever
+        prompt the policy was given (the PRM's input format is its own, and one form keeps it consistent)."""
+        return self.train_prompt(question, cot=True)
+
+    # ------------------------------------------------------------------ answers
+
+    def prompt_folder(self, root: Path) -> Path:
+        return Path(root) / (self.prompts or self.name)
+
+    def evol_templates(self, root: Path) -> dict[str, str]:
+        """Operator name -> template text (with ``{instruction}``), from ``<root>/<world>/evol/<name>.txt``."""
+        folder = self.prompt_folder(root) / "evol"
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: no operator templates ([evol_instruct] prompts_dir names the prompts "
+                                    f"root, ./params/prompts, whose {self.name}/evol/ holds one .txt per operator)")
+        out = {}
+        for op in self.operators:
+            path = folder / f"{op.name}.txt"
+            if not path.exists():
+                raise FileNotFoundError(f"{path}: template for operator '{op.name}' not found")
+            text = path.read_text(encoding="utf-8")
+            if "{instruction}" not in text:
+                raise ValueError(f"{path}: template has no {{instruction}} placeholder")
+            out[op.name] = text
+        return out
+
+    def answer_template(self, root: Path) -> str:
+        """What the evolve model is asked to answer an evolved task with (``<root>/<world>/answer.txt``)."""
+        return (self.prompt_folder(root) / "answer.txt").read_text(encoding="utf-8")
+
+    def extract_answer(self, response: str) -> str | None:
+        """The final answer a response states, or None."""
+        parts = self.steps.answer.split(response)
+        return parts[-1].strip().splitlines()[0].strip() if len(parts) > 1 and parts[-1].strip() else None
+
+    def is_correct(self, record: Mapping[str, Any], response: str) -> bool | None:
+        """Truth: True / False when the record carries what decides the answer (a gold answer, a problem),
+        else None (no verifier: a check then says so instead of guessing)."""
+        return None
+
+    def verify(self, record: Mapping[str, Any], response: str) -> float | None:
+        """rV in [0, 1]: the world's verifier on the response; None where the record cannot be verified."""
+        truth = self.is_correct(record, response)
+        return None if truth is None else float(truth)
+
+    def format_score(self, response: str) -> float:
+        """rF: 1 when the response has steps and a final answer line no step follows, else 0."""
+        return float(self.steps.well_formed(response))
+
+    def step_labels(self, record: Mapping[str, Any], solution: str) -> list[bool] | None:
+        """One verdict per step from the world's step verifier ([] without steps); None: no step verifier."""
+        return None
+
+    def normalise_answer(self, answer: str) -> str:
+        """An evolved answer in the world's training format; raise ValueError (with ``reason``) when it cannot be."""
+        return answer
+
+    def rewrite_answers(self, cfg: Any, settings: Any, items: list[dict]) -> dict[str, str | None]:
+        """Answers the rules could not normalise, rewritten by the evolve model: id -> text (None: failed)."""
+        return {}
+
+    # ------------------------------------------------------------------ evolution (programmatic worlds)
+
+    def evolve(self, cfg: Any, parent: Mapping[str, Any], operator: Operator, rng: Any) -> dict:
+        """A programmatic evolution: ``{"text", "answer", "finish_reason", "extra": {...}}``."""
+        raise WorldError(f"the {self.name} world has no programmatic evolver: [evol_instruct] backend = 'openai' or "
+                         "'hf'")
+
+    def check_seeds(self, seeds: list[dict]) -> None:
+        """Raise ValueError when the seeds are not the world's own problems (what its evolver edits)."""
+
+    def sibling_quality(self, cfg: Any, record: Mapping[str, Any]) -> float:
+        """A programmatic world's judge: the quality of one evolved sibling (higher is better)."""
+        raise WorldError(f"the {self.name} world has no programmatic judge")
+
+    # ------------------------------------------------------------------ data
+
+    def generated_size(self, spec: str) -> int | None:
+        """N for a ``"<world>:N"`` data spec (N generated problems), None for a file path."""
+        return None
+
+    def seeds(self, cfg: Any, paths: Any, n: int) -> list[dict]:
+        raise WorldError(f"the {self.name} world generates no seeds: [evol_instruct] seeds = <JSONL file>")
+
+    def sft_rows(self, cfg: Any, paths: Any, settings: Any = None) -> list[dict] | None:
+        """The generated step-by-step rows for ``[sft] dataset``; None: the dataset is a file."""
+        return None
+
+    def training_problems(self, cfg: Any) -> list[dict]:
+        """The world's public training problems ``{"id", "question", "solution", "gold", "source"}`` the data step
+        builds seeds and the SFT set from ([] when it has none)."""
+        return []
+
+    def build_sft_dataset(self, cfg: Any, settings: Any = None) -> dict | None:
+        """Build a missing ``[sft] dataset`` file from the world's public data; None: the world cannot."""
+        return None
+
+    def solution_sample(self, cfg: Any, k: int) -> list[str]:
+        """``k`` solutions of the world's generated data (``"<world>:N"``), made in memory, for the format check."""
+        return []
+
+    def heldout(self, cfg: Any, paths: Any) -> list[dict]:
+        """The run's fixed held-out problems ``{"id", "question", "solution", "answer", ...}`` ([] without one)."""
+        return []
+
+    def decontamination_items(self, cfg: Any, paths: Any) -> list[tuple[str, str]]:
+        """(id, text) of the run's own evaluation items the training data must not contain."""
+        return [(p["id"], p["question"]) for p in self.heldout(cfg, paths)]
+
+    def probe_solutions(self, cfg: Any, paths: Any) -> list[dict]:
+        """Right step-format solutions the reward models never trained on: ``{"id", "text", "solution", ...}``."""
+        return []
+
+    def instruction_probe_pairs(self, cfg: Any, paths: Any) -> dict[str, list[tuple[str, str]]]:
+        """(clean, edited) instruction pairs per edit that must lower rI."""
+        return {}
+
+    def answer_edits(self, cfg: Any, paths: Any, n: int = 300) -> dict[str, list[tuple[str, str]]]:
+        """(question, solution) three ways — ``complete``, ``early``, ``wrong`` — telling whether a PRM reads
+        the answer ({} when the world has no such set)."""
+        return {}
+
+    def config_problems(self, cfg: Any) -> list[str]:
+        """What the world cannot do of what ``cfg`` asks (one line each, naming the key)."""
+        return []
+
+    def describe(self) -> dict[str, Any]:
+        return {"world": self.name, "about": self.about, "operators": [op.name for op in self.operators],
+                "benchmarks": [b.name for b in self.benchmarks], "programmatic": self.programmatic}
+
+
+def terms_problems(world: World, cfg: Any) -> list[str]:
+    """What ``cfg`` asks of the world that it cannot do: a reward term, the step verifier, its own evolver."""
+    out = []
+    used = parse_reward_formula(cfg.ppo.reward_formula).terms
+    no_verifier = type(world).verify is World.verify and type(world).is_correct is World.is_correct
+    if "rV" in used and no_verifier:
+        out.append(f"[ppo] reward_formula = {cfg.ppo.reward_formula!r}: rV needs the world's verifier, and the "
+                   f"{world.name} world has none")
+    rm = cfg.reward_model
+    for key in ("prm_step_label", "answer_reward"):
+        if getattr(rm, key) == "verifier" and type(world).step_labels is World.step_labels:
+            out.append(f"[reward_model] {key} = 'verifier': the {world.name} world has no step verifier (the "
+                       "arithmetic world has one: [base] world = 'arith')")
+    if cfg.evol_instruct.backend == "world" and not world.programmatic:
+        out.append(f"[evol_instruct] backend = 'world': the {world.name} world has no programmatic evolver "
+                   "('openai' or 'hf' evolve through a model)")
+    return out
+
+
+STEP_BY_STEP = World()  # the shared step-by-step format (prompt, completion, steps) of the arith and math worlds
