@@ -106,8 +106,8 @@ BAD = [
      ["[tiny]", "heads = 3", "a divisor of hidden_size (128)"]),
     ("heads_zero", BASE + "[tiny]\nheads = 0\n", ["[tiny]", "heads = 0", "a value > 0"]),  # was a ZeroDivisionError
     ("top_p_zero", BASE + "[evol_instruct]\ntop_p = 0.0\n", ["[evol_instruct]", "top_p = 0.0", "a value in (0, 1]"]),
-    ("unknown_benchmark", BASE + '[eval]\nbenchmarks = ["gsm8k", "mmlu"]\n',
-     ["[eval]", "benchmarks = ['gsm8k', 'mmlu']", "unknown: mmlu"]),
+    ("benchmark_not_a_name", BASE + '[eval]\nbenchmarks = ["gsm8k", "mm lu"]\n',
+     ["[eval]", "benchmarks = ['gsm8k', 'mm lu']", "a list of names"]),
 ]
 
 

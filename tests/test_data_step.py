@@ -74,7 +74,10 @@ def test_rleif_data_then_evolve_dry_run_on_the_7b_preset(tmp_path, raw, capsys, 
     assert "sft dataset  built" in out and "open domain  exists" in out
     assert "lengths are in characters" in out  # no Llama-2 tokenizer on this machine
     report = json.loads((run / "00_setup" / "data_report.json").read_text())
-    assert {a["name"]: a["records"] for a in report["artifacts"]} == {"seeds": 32, "sft dataset": 32, "open domain": 1}
+    assert {a["name"]: a["records"] for a in report["artifacts"]} == {"seeds": 32, "sft dataset": 32, "open domain": 1,
+                                                                       "probe set": 3}  # the GSM8k test items
+    probes = [json.loads(line) for line in (run / "00_setup" / "probe_set.jsonl").read_text().splitlines()]
+    assert all(p["solution"].startswith("Step 1:") and "The answer is:" in p["solution"] for p in probes)
     sft = next(a for a in report["artifacts"] if a["name"] == "sft dataset")
     assert sft["rejected"][CONTAMINATED] == 1  # the SFT set is cleaned too
 

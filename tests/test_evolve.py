@@ -375,3 +375,74 @@ def test_a_changed_evol_instruct_moves_the_old_records_aside_and_evolves_again(t
     assert again.kept + again.eliminated == 20  # evolved again from the seeds (one round)
     assert json.loads(paths.evolve_meta.read_text())["evol_instruct"]["defect_rate"] == 0.5
     assert first.kept + first.eliminated == 20
+
+
+# ------------------------------------------------------------------ Evol-Instruct's other methods
+
+def test_in_breadth_and_complicate_input_are_off_unless_named():
+    """Weight 0 in every preset (no published recipe used them); named, they are drawn, the same per lineage."""
+    from rleif_kit.evolution.operators import reweighted
+    from rleif_kit.worlds.base import BREADTH_OPERATORS
+
+    ops = get_world("math").operators
+    assert {op.name for op in reweighted(ops)} == {op.name for op in MATH_OPERATORS}  # the six of WizardMath
+    assert all(op.method for op in ops)  # each says which original method it implements
+    on = reweighted(ops, ["in_breadth=1", "complicate_input=0.5"])
+    draws = [choose_operator(f"seed-{i}", 1, on, 0.7).name for i in range(4000)]
+    assert draws == [choose_operator(f"seed-{i}", 1, on, 0.7).name for i in range(4000)]  # per lineage, repeatable
+    # in_breadth competes in both directions with weight 1 among 4 up (+0.5) and 2 down: it is drawn often
+    counts = Counter(draws)
+    assert counts["in_breadth"] > 400 and counts["complicate_input"] > 100
+    assert {op.name for op in BREADTH_OPERATORS} <= {op.name for op in get_world("code").operators}
+    with pytest.raises(ValueError, match="names deepen_more: not an operator of this world"):
+        reweighted(ops, ["deepen_more=1"])
+    fan = distinct_operators("seed-1", 1, on, 8, 0.7)  # all eight distinct operators of the math world
+    assert sorted(op.name for op in fan) == sorted(op.name for op in on)
+
+
+def test_an_operator_weight_the_world_lacks_is_a_config_error(tmp_path):
+    from rleif_kit.core.config import ConfigError
+    from rleif_kit.worlds import world_for
+
+    cfg, _ = _setup(tmp_path, 'evol_instruct.operator_weights=["in_breadth=1"]')  # arith: its evolver has six
+    with pytest.raises(ConfigError, match="operator_weights names in_breadth: not an operator of the arith world"):
+        world_for(cfg)
+    with pytest.raises(ConfigError, match="'operator=weight' entries"):
+        _setup(tmp_path, 'evol_instruct.operator_weights=["in_breadth"]')
+
+
+@pytest.mark.parametrize("answer, reason", [
+    ("Step 1: 43 * 2 = 86. The answer is: 86", None),
+    ("I'm sorry, but I can't solve this problem.", "answer_refusal"),
+    ("86.", "answer_too_short"),
+    ("... ?! the of and", "answer_empty"),
+    ("```\n```", "answer_empty"),
+])
+def test_the_evolved_response_has_elimination_rules_of_its_own(answer, reason):
+    from rleif_kit.evolution.elimination import answer_elimination_reason
+
+    assert answer_elimination_reason(answer) == reason
+
+
+def test_an_instruction_whose_answer_is_a_refusal_is_eliminated_with_the_reason(tmp_path):
+    import asyncio
+
+    from rleif_kit.evolution.evolvers import LLMEvolver, Task
+    from rleif_kit.llm.base import ChatResult
+    from rleif_kit.worlds import world_for
+
+    class Stub:
+        model, stopped_reason = "stub", None
+
+        async def acomplete(self, request):
+            answer = request.key.endswith("#answer")
+            text = "I'm sorry, but I cannot help with that." if answer else "Raj has 43 plums and doubles them. How many?"
+            return ChatResult(request.key, text, None, "stop", 10, 10, "stub", 0.0)
+
+    cfg, _ = _setup(tmp_path, 'evol_instruct.backend="openai"', "evol_instruct.equality_judge=false")
+    world = world_for(cfg)
+    evolver = LLMEvolver(cfg, Stub(), world.evol_templates(cfg.resolve(cfg.evol_instruct.prompts_dir)), judge=False)
+    outcome = asyncio.run(evolver.evolve(Task("s-r1", {"id": "s", "text": "Raj has 43 plums. How many?"}, 1,
+                                              world.operators[0])))
+    assert outcome.kind == "eliminated" and outcome.record["reason"] == "answer_refusal"
+    assert outcome.record["answer"].startswith("I'm sorry")  # kept with the record: the reason can be read

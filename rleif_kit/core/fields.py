@@ -3,8 +3,8 @@ the range checks themselves, each returning None when a value is fine, else what
 
 from __future__ import annotations
 
+import math
 import re
-
 from dataclasses import field
 from typing import Any, Callable
 
@@ -76,10 +76,12 @@ def world_name(v):
     return None if re.fullmatch(r"[A-Za-z_][\w.]*", v) else "a world's name ('math', 'arith', 'code') or a module path"
 
 
+RENAMED_BACKENDS = {"arith": "'world' (renamed: the world's own programmatic evolver; [base] world = 'arith' names "
+                                      "the world)"}
+
+
 def evol_backend(v):
-    if v == "arith":
-        return "'world' (renamed: the world's own programmatic evolver; [base] world = 'arith' names the world)"
-    return one_of("openai", "hf", "world")(v)
+    return RENAMED_BACKENDS.get(v) or one_of("openai", "hf", "world")(v)
 
 
 def prompts_root(v):
@@ -87,3 +89,26 @@ def prompts_root(v):
         return (f"the prompts root, e.g. {v.rstrip('/')[:-len('/evol')]!r} (the templates moved to "
                 "<root>/<world>/evol/<operator>.txt)")
     return nonempty(v)
+
+
+def name_weights(values):
+    """``["in_breadth=1", "complicate_input=0.5"]``: names with non-negative weights (the world checks the names)."""
+    for v in values:
+        name, sep, weight = v.partition("=")
+        try:
+            ok = bool(sep and name.strip()) and float(weight) >= 0 and math.isfinite(float(weight))
+        except ValueError:
+            ok = False
+        if not ok:
+            return f"'operator=weight' entries with a weight >= 0 (got {v!r})"
+    return None
+
+
+def in_unit(v):
+    return None if 0 < v <= 1 else "a value in (0, 1]"
+
+
+def names(values):
+    """A list of plain names (benchmarks: the worlds say which exist, ``rleif_kit.worlds.world_for``)."""
+    bad = [v for v in values if not re.fullmatch(r"[A-Za-z_][\w.-]*", v)]
+    return f"a list of names (got {', '.join(map(repr, bad))})" if bad else None

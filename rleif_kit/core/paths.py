@@ -105,6 +105,12 @@ class RunPaths:
         return self.stage_dir(SETUP) / "data_report.json"
 
     @property
+    def probe_set(self) -> Path:
+        """Held-out evaluation items with their gold solutions in the step format: what a world without its own
+        held-out split (math) gives the counterfactual probes. Written by the data step."""
+        return self.stage_dir(SETUP) / "probe_set.jsonl"
+
+    @property
     def seeds_rejected(self) -> Path:
         """Training questions the data step did not make seeds, each with its reason."""
         return self.stage_dir(SETUP) / "seeds_rejected.jsonl"

@@ -14,6 +14,9 @@ from rleif_kit.core.fields import (
     at_least,
     between,
     evol_backend,
+    in_unit,
+    name_weights,
+    names,
     formula,
     non_negative,
     nonempty,
@@ -151,18 +154,18 @@ class EvolInstructConfig(_Section):
     evolve_down_ratio: float = opt(0.3, "share of downward operators (simpler / new topic)", unit)
     evolve_up_ratio: float = opt(0.7, "share of upward operators (constraints / concretize / reasoning)", unit)
     temperature: float = opt(0.9, "sampling temperature of the evolver", non_negative)
-    top_p: float = opt(0.95, "nucleus sampling", lambda v: None if 0 < v <= 1 else "a value in (0, 1]")
+    top_p: float = opt(0.95, "nucleus sampling", in_unit)
     max_new_tokens: int = opt(1024, "longest evolved instruction", MAX_TOKENS)
-    dedup_threshold: float = opt(0.85, "cosine similarity at or above which an instruction is a duplicate",
-                                 lambda v: None if 0 < v <= 1 else "a value in (0, 1]")
+    dedup_threshold: float = opt(0.85, "cosine similarity at or above which an instruction is a duplicate", in_unit)
     backend: str = opt("openai", "evolver: 'openai' (settings.json, role evolve), 'hf' (local model at hf_model) "
                                  "or 'world' (the world's own programmatic evolver and judges)", evol_backend)
     seeds: str = opt("./data/seeds.jsonl", "seed instructions: JSONL with 'instruction' (or 'question', 'text'), or "
                                           "'arith:N' for N arithmetic-world problems", nonempty)
     max_seeds: int = opt(0, "use only the first N seeds; 0 = all", non_negative)
+    operator_weights: list[str] = opt([], "'operator=weight' entries that reweigh the world's operators (in_breadth, "
+                                          "complicate_input: 0 unless named)", name_weights)
     with_answers: bool = opt(True, "also ask the evolver for a step-by-step answer to each kept instruction")
-    equality_judge: bool = opt(True, "ask the endpoint whether a child brings new information (openai backend; "
-                                     "the cheap lexical check always runs)")
+    equality_judge: bool = opt(True, "ask the endpoint whether a child is new (openai; the lexical check always runs)")
     hf_model: str = opt("", "local model path for backend = 'hf'")
     prompts_dir: str = opt("./params/prompts", "templates: <world>/evol/<op>.txt, <world>/answer.txt", prompts_root)
     concurrency: int = opt(16, "requests in flight (openai backend)", positive)
@@ -276,10 +279,8 @@ STOP_LISTS = {"wizardmath-96dae6b": WIZARDMATH_STOP,
 
 @dataclass(frozen=True)
 class EvalConfig(_Section):
-    benchmarks: list[str] = opt(["gsm8k", "math"], "benchmarks to run ('mbpp': the original tasks with "
-                                                   "WizardCoder's mbpp_gen.py prompt; 'mbppplus': the EvalPlus-style "
-                                                   "prompts of WizardCoder-33B-V1.1)",
-                                subset_of("gsm8k", "math", "humaneval", "mbpp", "mbppplus", "arith"))
+    benchmarks: list[str] = opt(["gsm8k", "math"], "benchmarks to run, any world's ('mbpp': WizardCoder's mbpp_gen.py "
+                                                   "prompt; 'mbppplus': its EvalPlus-style one)", names)
     models: list[str] = opt(["sft", "ppo"], "models to evaluate: 'sft' (03_sft/model) and 'ppo' (05_ppo/model), "
                                             "each skipped with a note when missing; 'base' ([base].model_name); "
                                             "'served' (settings.json models.math_eval / code_eval)",
@@ -289,10 +290,8 @@ class EvalConfig(_Section):
     cot_prompt: bool = opt(True, "append \"Let's think step by step.\" to the Alpaca response header")
     max_new_tokens: int = opt(512, "longest generated answer", MAX_TOKENS)
     batch_size: int = opt(16, "prompts per generation batch (local models)", positive)
-    temperature: float = opt(0.0, "sampling temperature; 0 = greedy, as the published numbers were made",
-                             non_negative)
-    top_p: float = opt(0.95, "nucleus sampling when temperature > 0",
-                       lambda v: None if 0 < v <= 1 else "a value in (0, 1]")
+    temperature: float = opt(0.0, "sampling temperature; 0 = greedy, as the published numbers were made", non_negative)
+    top_p: float = opt(0.95, "nucleus sampling when temperature > 0", in_unit)
     n_samples: int = opt(1, "HumanEval / MBPP completions per problem; pass@k is reported for k = 1, 10, 100 up to it",
                          positive)
     stop_list: str = opt("wizardmath-96dae6b", "stop strings of math generation, named by the commit of WizardMath's "

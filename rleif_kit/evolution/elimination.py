@@ -15,6 +15,10 @@ Reasons, checked in this order (the first that applies wins)::
     no_new_information  the same text as the parent up to case/whitespace/punctuation, or
                         only a few stop words differ (lexically_same)
 
+The evolved *response* (the answer the evolver writes to a kept instruction) has rules of its own
+(:func:`answer_elimination_reason`), the original method's: a refusal, too short, or nothing but
+punctuation and stop words. A reply cut at ``max_tokens`` is not eliminated: it is a failure, retried.
+
 Pure standard library; an optional LLM equality judge lives in the engine, not here.
 """
 from __future__ import annotations
@@ -22,6 +26,8 @@ from __future__ import annotations
 import re
 
 REASONS = ("empty", "leaked_template", "refusal", "no_new_information", "unparseable")
+ANSWER_REASONS = ("answer_empty", "answer_refusal", "answer_too_short")
+MIN_ANSWER_WORDS = 3  # "The answer is: 7" is four; "7." alone is no worked answer
 
 # Wording of the evolution prompts (WizardLM / WizardMath templates) that a model sometimes
 # copies into its answer. Matched case-insensitively anywhere in the *cleaned* text; a leading
@@ -189,6 +195,21 @@ def elimination_reason(parent: str, child: str, *, finish_reason: str | None = N
         return "refusal"
     if lexically_same(parent, text, same_threshold):
         return "no_new_information"
+    return None
+
+
+def answer_elimination_reason(answer: str) -> str | None:
+    """None when the evolved response is an answer, else one of ANSWER_REASONS: nothing but punctuation and stop
+    words (``answer_empty``), a refusal (``answer_refusal``), fewer than MIN_ANSWER_WORDS words and numbers
+    (``answer_too_short``). The caller has already turned a reply cut at ``max_tokens`` into a failure."""
+    text = clean_evolved_text(answer)
+    tokens = _tokens(text)
+    if not _skeleton(tokens):
+        return "answer_empty"
+    if _is_refusal(text):
+        return "answer_refusal"
+    if len(tokens) < MIN_ANSWER_WORDS:
+        return "answer_too_short"
     return None
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rleif_kit.core.config import RunConfig
-from rleif_kit.evolution.elimination import clean_evolved_text, elimination_reason, parse_equality
+from rleif_kit.evolution.elimination import (answer_elimination_reason, clean_evolved_text, elimination_reason,
+                                             parse_equality)
 from rleif_kit.evolution.operators import seeded_rng
 from rleif_kit.llm import ChatRequest
 from rleif_kit.llm.base import cut_off, cut_off_reason
@@ -133,6 +134,9 @@ class LLMEvolver:
                 return self._failure(task, answer)
             usage.update(prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens)
             record["answer"] = answer.text.strip()
+            reason = answer_elimination_reason(answer.text)
+            if reason:  # the response-level rules: the instruction is fine, its answer is not one
+                return Outcome("eliminated", {**record, "reason": reason, "usage": dict(usage)})
         return Outcome("kept", {**record, "usage": dict(usage)})
 
     def _failure(self, task: Task, result: Any) -> Outcome:
@@ -157,7 +161,7 @@ def make_evolver(cfg: RunConfig, settings: Any = None) -> Any:
     """The evolver chosen by ``[evol_instruct].backend`` (a plain ``if``, no registry)."""
     ev = cfg.evol_instruct
     world = world_for(cfg)
-    if ev.backend == "world":  # the world's own evolver; run_evolve checks the seeds are the world's problems
+    if world.evolves_offline(cfg):  # the world's own evolver; run_evolve checks the seeds are the world's problems
         return WorldEvolver(cfg, world)
     templates = world.evol_templates(cfg.resolve(ev.prompts_dir))
     if ev.backend == "hf":

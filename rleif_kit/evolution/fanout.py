@@ -16,7 +16,7 @@ from rleif_kit.core.progress import Bar
 from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.core.records import write_json_atomic
 from rleif_kit.evolution.evolvers import Outcome, Task, make_evolver
-from rleif_kit.evolution.operators import distinct_operators
+from rleif_kit.evolution.operators import distinct_operators, reweighted
 from rleif_kit.worlds import world_for
 from rleif_kit.llm import run_sync
 from rleif_kit.llm.base import merge_usage
@@ -25,7 +25,8 @@ from rleif_kit.llm.tasks import run_bounded
 
 def fanout_tasks(parents: list[dict], k: int, cfg: RunConfig) -> list[Task]:
     """k sibling evolutions per parent, each with a different operator (ids ``<root>-f<round>-<op>``)."""
-    ev, operators, tasks = cfg.evol_instruct, world_for(cfg).operators, []
+    ev, tasks = cfg.evol_instruct, []
+    operators = reweighted(world_for(cfg).operators, ev.operator_weights)
     for parent in parents:
         round_ = parent.get("round", 0) + 1
         root = parent.get("root_id", parent["id"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from dataclasses import replace
 
 from rleif_kit.worlds.base import Operator
 
@@ -19,12 +20,34 @@ def seeded_rng(*parts: object) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
+def reweighted(operators: tuple[Operator, ...], entries: list[str] | tuple[str, ...] = ()) -> tuple[Operator, ...]:
+    """The operators drawn from: ``[evol_instruct] operator_weights`` (``"in_breadth=1"``) applied, weight-0 ones
+    dropped (in-breadth evolving and complicating the input are 0 unless named: neither WizardMath's nor
+    WizardCoder's recipe used them). A name the world lacks is an error naming the world's operators."""
+    weights = {}
+    for entry in entries:
+        name, _, weight = entry.partition("=")
+        weights[name.strip()] = float(weight)
+    unknown = set(weights) - {op.name for op in operators}
+    if unknown:
+        raise ValueError(f"[evol_instruct] operator_weights names {', '.join(sorted(unknown))}: not an operator of "
+                         f"this world ({', '.join(op.name for op in operators)})")
+    out = tuple(replace(op, weight=weights.get(op.name, op.weight)) for op in operators)
+    return tuple(op for op in out if op.weight > 0)
+
+
+def _pool(operators, direction: str, chosen=()) -> list[Operator]:
+    """The operators of ``direction`` (in-breadth ones count for both), else any, none already chosen."""
+    pool = [op for op in operators if op.direction in (direction, "breadth") and op not in chosen]
+    return pool or [op for op in operators if op not in chosen]
+
+
 def choose_operator(root_id: str, round_: int, operators: tuple[Operator, ...], up_ratio: float,
                     seed: int = 0) -> Operator:
     """One operator for ``root_id`` in ``round_``: up with probability ``up_ratio``, then by weight."""
     rng = seeded_rng(seed, root_id, round_, "operator")
     direction = "up" if rng.random() < up_ratio else "down"
-    pool = [op for op in operators if op.direction == direction] or list(operators)
+    pool = _pool(operators, direction)
     return rng.choices(pool, weights=[op.weight for op in pool])[0]
 
 
@@ -37,8 +60,7 @@ def distinct_operators(root_id: str, round_: int, operators: tuple[Operator, ...
     chosen: list[Operator] = []
     while len(chosen) < k:
         direction = "up" if rng.random() < up_ratio else "down"
-        pool = [op for op in operators if op.direction == direction and op not in chosen]
-        pool = pool or [op for op in operators if op not in chosen]
+        pool = _pool(operators, direction, chosen)
         chosen.append(rng.choices(pool, weights=[op.weight for op in pool])[0])
     return chosen
 

@@ -32,7 +32,7 @@ from rleif_kit.core.run_setup import setup
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import EVOLVE
 from rleif_kit.evolution.evolvers import Outcome, Task, WorldEvolver, child_record, make_evolver
-from rleif_kit.evolution.operators import child_id, choose_operator
+from rleif_kit.evolution.operators import child_id, choose_operator, reweighted
 from rleif_kit.llm import ChatRequest, run_sync
 from rleif_kit.core.exits import EXIT_STOPPED, REJECTED_PREFIX, rejected_error
 from rleif_kit.llm.base import merge_usage
@@ -201,7 +201,7 @@ async def run_evolve_async(cfg: RunConfig, paths: RunPaths, settings: Any = None
     ev = cfg.evol_instruct
     evolver = evolver or make_evolver(cfg, settings)
     world = world_for(cfg)
-    operators = world.operators
+    operators = reweighted(world.operators, ev.operator_weights)
     claim_records(paths, json.loads(json.dumps(evolution_meta(cfg, evolver))))  # stale records moved aside
     files = EvolveFiles(paths, ev.checkpoint_every)
     lineages = {s["root_id"]: s for s in load_seeds(cfg, paths)}
@@ -283,7 +283,7 @@ def estimate_evolve(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> di
     ev = cfg.evol_instruct
     seeds = list(load_seeds(cfg, paths))
     world = world_for(cfg)
-    if world.programmatic and ev.backend == "world":
+    if world.evolves_offline(cfg):
         return {"requests": 0, "prompt_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "seeds": len(seeds),
                 "rounds": ev.rounds, "note": f"the {world.name} world's evolver is programmatic: it sends no request"}
     templates = world.evol_templates(cfg.resolve(ev.prompts_dir))

@@ -24,12 +24,12 @@ BUILDS = f"{SETUP} (`rleif data`, or the first stage of `rleif run`) builds it"
 def _raw(cfg: Any) -> tuple[list[Verdict], bool]:
     """Rows for ``[sft] gsm8k_train`` / ``math_train``, and whether at least one source is usable."""
     rows, usable = [], False
-    for name, key, spec, loader in (("gsm8k", "[sft] gsm8k_train", cfg.sft.gsm8k_train, load_gsm8k),
-                                    ("math", "[sft] math_train", cfg.sft.math_train, load_math)):
+    for name, key, spec, loader, hub in (
+            ("gsm8k", "[sft] gsm8k_train", cfg.sft.gsm8k_train, load_gsm8k, cfg.sft.gsm8k_hub),
+            ("math", "[sft] math_train", cfg.sft.math_train, load_math, cfg.sft.math_hub)):
         if not spec:
             continue
         if spec == "hub":
-            hub = cfg.sft.gsm8k_hub if name == "gsm8k" else cfg.sft.math_hub
             rows.append(Verdict(f"data_{name}_train", "warn", {"hub": hub}, source=key,
                                 advice=f"loaded through datasets at {SETUP}; not checked here (offline it stops "
                                        "there: point the key at a local file)"))

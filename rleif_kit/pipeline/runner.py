@@ -15,6 +15,8 @@ status for the report (``run_status.py``).
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import sys
 import time
@@ -33,6 +35,7 @@ from rleif_kit.pipeline import resume
 from rleif_kit.pipeline.loop import iteration_dir, iteration_overrides, plan_steps, summarize_loop
 from rleif_kit.pipeline.report import write_report
 from rleif_kit.pipeline.run_status import RunStatus, StageStream
+from rleif_kit.worlds import world_for
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 
@@ -109,14 +112,28 @@ def _kernel_config():
     return Config({"KernelManager": {"transport_encryption": "required"}}) if zmq.has("curve") else Config()
 
 
-def run_stage(stage: str, params_path: str, overrides: list[str], report_dir: Path, workdir: Path,
-              settings_path: str | None) -> StageRun:
+@dataclass(frozen=True)
+class RunContext:
+    """What every stage of one ``rleif run`` is run with: the params file and its overrides (an iteration of the
+    outer loop adds its own), the settings file, the directory relative paths resolve against, ``--force``."""
+
+    params_path: str
+    overrides: tuple[str, ...] = ()
+    settings_path: str | None = None
+    workdir: Path = Path(".")
+    force: bool = False
+
+    def with_overrides(self, overrides: list[str] | tuple[str, ...]) -> "RunContext":
+        return dataclasses.replace(self, overrides=tuple(overrides))
+
+
+def run_stage(stage: str, ctx: RunContext, report_dir: Path) -> StageRun:
     import papermill as pm  # heavy: loaded on first use
 
     source = notebook_dir() / f"{stage}.ipynb"
     output = report_dir / f"{stage}.ipynb"
-    parameters = {"params_path": str(params_path), "overrides": list(overrides), "report_dir": str(report_dir),
-                  "workdir": str(workdir), "settings_path": settings_path or ""}
+    parameters = {"params_path": str(ctx.params_path), "overrides": list(ctx.overrides), "report_dir": str(report_dir),
+                  "workdir": str(ctx.workdir), "settings_path": ctx.settings_path or ""}
     log = stage_log(report_dir, stage)
     stream = StageStream(log)
     stream.write(f"\n===== {stage} · {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n")
@@ -124,7 +141,7 @@ def run_stage(stage: str, params_path: str, overrides: list[str], report_dir: Pa
     previous = os.environ.get(PROGRESS_ENV)
     os.environ[PROGRESS_ENV] = "1"  # the kernel inherits it: the stage prints progress lines (core/progress.py)
     try:
-        pm.execute_notebook(str(source), str(output), parameters=parameters, cwd=str(workdir), progress_bar=False,
+        pm.execute_notebook(str(source), str(output), parameters=parameters, cwd=str(ctx.workdir), progress_bar=False,
                             kernel_name="python3", log_output=False, stdout_file=stream, stderr_file=stream,
                             config=_kernel_config())
     except Exception as err:  # papermill's PapermillExecutionError and kernel deaths alike
@@ -157,14 +174,13 @@ def _decide(cfg, stage: str, notebook: Path, force: bool, reran: str | None) -> 
     return True, f"{reran} reran before it" if reran and why != "not run yet" else why
 
 
-def _execute(cfg, stage: str, params_path: str, overrides: list[str], out_dir: Path, workdir: Path,
-             settings_path: str | None, later: list[tuple[Path, str]], tag: str) -> StageRun:
+def _execute(cfg, stage: str, ctx: RunContext, out_dir: Path, later: list[tuple[Path, str]], tag: str) -> StageRun:
     """Run one stage; until it finishes it and every ``later`` (output_dir, stage) are stale."""
     for output_dir, name in later:
         resume.invalidate(output_dir, name)
     out_dir.mkdir(parents=True, exist_ok=True)
     _clear_metrics(out_dir, stage)
-    run = run_stage(stage, params_path, overrides, out_dir, workdir, settings_path)
+    run = run_stage(stage, ctx, out_dir)
     incomplete = resume.incomplete_reason(cfg, stage, read_records(out_dir / "metrics.json").get(stage, {}))
     if incomplete:  # later stages would run on part of the data: stop here
         raise StageStopped(f"{stage}: {incomplete}; not marked complete, later stages not run: rerun to continue")
@@ -182,6 +198,7 @@ def run_pipeline(params_path: str, stages: str | None = None, overrides: list[st
     overrides = list(overrides or [])
     workdir = Path.cwd()
     cfg = load_config(params_path, overrides, workdir=workdir)  # ConfigError before any work
+    world_for(cfg)  # and what the run's world cannot do (a reward term, a benchmark), before any work too
     resolve_model_name(cfg.base.model_name, cfg)  # ModelNotFound before any work
     if settings_path:
         load_settings(settings_path)
@@ -189,7 +206,8 @@ def run_pipeline(params_path: str, stages: str | None = None, overrides: list[st
     steps = plan_steps(select_stages(stages), n)
     run_lock.acquire(cfg.output_dir, "rleif run " + " ".join([params_path, *(f"--set {o}" for o in overrides)]))
     try:
-        return _run_steps(cfg, params_path, overrides, settings_path, report_dir, force, workdir, n, steps)
+        ctx = RunContext(params_path, tuple(overrides), settings_path, workdir, force)
+        return _run_steps(cfg, ctx, report_dir, n, steps)
     finally:
         run_lock.release(cfg.output_dir)
 
@@ -221,13 +239,12 @@ def _not_current(status: RunStatus, earlier: list) -> str:
     return ""
 
 
-def _run_steps(cfg: RunConfig, params_path: str, overrides: list[str], settings_path: str | None,
-               report_dir: str | None, force: bool, workdir: Path, n: int, steps: list) -> list[StageRun]:
+def _run_steps(cfg: RunConfig, ctx: RunContext, report_dir: str | None, n: int, steps: list) -> list[StageRun]:
     every_step = plan_steps(available_stages(), n)  # what a rerun makes stale, selected or not
-    reports = (Path(report_dir) if report_dir else workdir / "reports" / cfg.run_name).resolve()
+    reports = (Path(report_dir) if report_dir else ctx.workdir / "reports" / cfg.run_name).resolve()
     reports.mkdir(parents=True, exist_ok=True)
-    status = RunStatus(reports, _status_header(cfg, params_path, overrides, reports))
-    runs, reran, iteration = [], None, {1: (cfg, overrides)}
+    status = RunStatus(reports, _status_header(cfg, ctx.params_path, list(ctx.overrides), reports))
+    runs, reran, iteration = [], None, {1: (cfg, ctx)}
     try:
         for i, (k, stage) in enumerate(steps, 1):
             tag = f"[{i}/{len(steps)}]" + (f" iteration {k}/{n}" if n > 1 else "")
@@ -235,10 +252,11 @@ def _run_steps(cfg: RunConfig, params_path: str, overrides: list[str], settings_
             if k not in iteration:  # seeded from iteration k - 1, now that it has run
                 extra, notes = iteration_overrides(cfg.output_dir, k)
                 print("\n".join(notes), flush=True)
-                iteration[k] = (load_config(params_path, overrides + extra, workdir=workdir), overrides + extra)
-            run_cfg, run_overrides = iteration[k]
+                more = ctx.with_overrides([*ctx.overrides, *extra])
+                iteration[k] = (load_config(ctx.params_path, list(more.overrides), workdir=ctx.workdir), more)
+            run_cfg, run_ctx = iteration[k]
             out_dir = iteration_dir(reports, k)
-            run_it, why = _decide(run_cfg, stage, out_dir / f"{stage}.ipynb", force, reran)
+            run_it, why = _decide(run_cfg, stage, out_dir / f"{stage}.ipynb", ctx.force, reran)
             if not run_it:
                 print(f"{tag} {stage} skipped (unchanged): {why}; --force reruns it", flush=True)
                 seconds = None if "seconds" in status.get(key) else resume.recorded_seconds(run_cfg.output_dir, stage)
@@ -252,8 +270,7 @@ def _run_steps(cfg: RunConfig, params_path: str, overrides: list[str], settings_
             status.set(key, "running", why, log=stage_log(out_dir, stage))
             start = time.perf_counter()
             try:
-                runs.append(_execute(run_cfg, stage, params_path, run_overrides, out_dir, workdir, settings_path,
-                                     later, tag))
+                runs.append(_execute(run_cfg, stage, run_ctx, out_dir, later, tag))
             except StageStopped as err:
                 status.set(key, "stopped", str(err), seconds=time.perf_counter() - start)
                 raise

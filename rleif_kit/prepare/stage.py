@@ -248,6 +248,15 @@ def run_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataRepor
         report.artifacts.append(Artifact("open domain", "[sft] open_domain_path", "exists", str(path), len(pool),
                                          _lengths([r["instruction"] + " " + r["response"] for r in pool], measure),
                                          note=f"{min(k, len(pool))} drawn into SFT"))
+    # the probe set: held-out test items with step-format gold solutions (a world with its own split keeps that)
+    probes = world.build_probe_set(cfg, paths, settings)
+    if probes is not None:
+        items, notes = probes
+        report.notes += notes
+        write_jsonl(paths.probe_set, items)
+        report.artifacts.append(Artifact("probe set", "settings.json eval paths", "built" if items else "off",
+                                         str(paths.probe_set), len(items), _lengths([r["solution"] for r in items], measure),
+                                         note="the counterfactual probes of the reward models edit these"))
     for a in report.artifacts:  # a file built from other inputs is not rebuilt by itself: say so
         old = before.get(a.name)
         if a.status == "exists" and old and old != inputs:

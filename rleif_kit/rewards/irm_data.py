@@ -31,7 +31,7 @@ def pairs_from_scores(siblings: Sequence[dict], scores: Sequence[float]) -> list
 
 def programmatic_judge(cfg: Any, world: Any) -> bool:
     """Whether the IRM's sibling rankings come from the world's own judge (its evolver made them offline)."""
-    return world.programmatic and cfg.evol_instruct.backend == "world"
+    return world.evolves_offline(cfg)
 
 
 def quality_pairs(fanout: Sequence[dict], quality: Callable[[dict], float], seed: int = 0) -> list[dict]:

@@ -27,16 +27,21 @@ class UnknownWorld(ValueError):
     pass
 
 
+_OUTSIDE: dict[str, Any] = {}  # worlds loaded by module path, so their benchmarks can be looked up by name too
+
+
 def get_world(name: str) -> Any:
-    """The world ``name`` names: a registered one, else a module path whose module defines ``WORLD``."""
-    module = WORLDS.get(name)
-    if module is None and "." not in name:
-        raise UnknownWorld(f"[base] world = {name!r}: unknown world (worlds: {', '.join(WORLDS)}; or a module path "
-                           "whose module defines WORLD)")
+    """The world ``name`` names: a registered one, else a module (path) that defines ``WORLD``."""
+    if name in _OUTSIDE:
+        return _OUTSIDE[name]
     try:
-        world = importlib.import_module(module or name).WORLD
-    except (ImportError, AttributeError) as e:
-        raise UnknownWorld(f"[base] world = {name!r}: cannot load it ({e})") from None
+        world = importlib.import_module(WORLDS.get(name, name)).WORLD
+    except (ImportError, AttributeError, ValueError, TypeError) as e:
+        known = ", ".join(WORLDS)
+        raise UnknownWorld(f"[base] world = {name!r}: unknown world (worlds: {known}; or a module path whose module "
+                           f"defines WORLD: {e})") from None
+    if name not in WORLDS:
+        _OUTSIDE[name] = world
     return world
 
 
@@ -47,13 +52,19 @@ def world_for(cfg: Any) -> Any:
     except UnknownWorld as e:
         raise ConfigError([f"{cfg.source or '<config>'}: {e}"]) from None
     problems = world.config_problems(cfg) + terms_problems(world, cfg)
+    known = [b.name for w in all_worlds() for b in w.benchmarks]
+    unknown = [b for b in cfg.eval.benchmarks if b not in known]
+    if unknown:
+        problems.append(f"[eval] benchmarks = {list(cfg.eval.benchmarks)!r}: unknown {', '.join(unknown)} "
+                        f"(benchmarks: {', '.join(known)})")
     if problems:
         raise ConfigError([f"{cfg.source or '<config>'}: {p}" for p in problems])
     return world
 
 
 def all_worlds() -> list[Any]:
-    return [get_world(name) for name in WORLDS]
+    """The registered worlds, then those loaded by module path in this process."""
+    return [get_world(name) for name in WORLDS] + list(_OUTSIDE.values())
 
 
 def __getattr__(name: str):

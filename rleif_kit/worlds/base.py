@@ -45,6 +45,14 @@ class Operator:
     method: str = ""  # which of the original Evol-Instruct methods it implements, for the docs and the record
 
 
+# Evol-Instruct's methods no published RLEIF recipe used, for any world whose prompts folder has their templates:
+# off (weight 0) unless [evol_instruct] operator_weights names them.
+BREADTH_OPERATORS = (
+    Operator("in_breadth", "breadth", weight=0.0, method="in-breadth evolving (a new, rarer task of the same domain)"),
+    Operator("complicate_input", "up", weight=0.0, method="complicate input (add a table, code or data to work on)"),
+)
+
+
 @dataclass(frozen=True)
 class Benchmark:
     """One evaluation set: where its items come from, the exact prompt, and how a response is scored.
@@ -174,6 +182,11 @@ class World:
         raise WorldError(f"the {self.name} world has no programmatic evolver: [evol_instruct] backend = 'openai' or "
                          "'hf'")
 
+    def evolves_offline(self, cfg: Any) -> bool:
+        """Whether this run's evolution and IRM rankings come from the world itself (``[evol_instruct] backend =
+        "world"`` on a programmatic world), with no endpoint."""
+        return self.programmatic and cfg.evol_instruct.backend == "world"
+
     def check_seeds(self, seeds: list[dict]) -> None:
         """Raise ValueError when the seeds are not the world's own problems (what its evolver edits)."""
 
@@ -215,6 +228,10 @@ class World:
         """(id, text) of the run's own evaluation items the training data must not contain."""
         return [(p["id"], p["question"]) for p in self.heldout(cfg, paths)]
 
+    def build_probe_set(self, cfg: Any, paths: Any, settings: Any = None) -> tuple[list[dict], list[str]] | None:
+        """(records, notes) the data step writes to ``paths.probe_set``; None: the world keeps its own (arith)."""
+        return None
+
     def probe_solutions(self, cfg: Any, paths: Any) -> list[dict]:
         """Right step-format solutions the reward models never trained on: ``{"id", "text", "solution", ...}``."""
         return []
@@ -250,6 +267,11 @@ def terms_problems(world: World, cfg: Any) -> list[str]:
         if getattr(rm, key) == "verifier" and type(world).step_labels is World.step_labels:
             out.append(f"[reward_model] {key} = 'verifier': the {world.name} world has no step verifier (the "
                        "arithmetic world has one: [base] world = 'arith')")
+    names = {op.name for op in world.operators}
+    unknown = sorted({e.partition("=")[0].strip() for e in cfg.evol_instruct.operator_weights} - names)
+    if unknown:
+        out.append(f"[evol_instruct] operator_weights names {', '.join(unknown)}: not an operator of the {world.name} "
+                   f"world ({', '.join(sorted(names))})")
     if cfg.evol_instruct.backend == "world" and not world.programmatic:
         out.append(f"[evol_instruct] backend = 'world': the {world.name} world has no programmatic evolver "
                    "('openai' or 'hf' evolve through a model)")

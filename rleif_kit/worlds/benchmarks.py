@@ -28,14 +28,19 @@ from typing import Any
 from rleif_kit.worlds import all_worlds
 from rleif_kit.worlds.base import Benchmark
 
-_BY_NAME: dict[str, Benchmark] = {b.name: b for w in all_worlds() for b in w.benchmarks}
-BENCHMARKS = tuple(_BY_NAME)
+def _by_name() -> dict[str, Benchmark]:
+    """Every benchmark of the registered worlds and of a world loaded by module path (a run's own world)."""
+    return {b.name: b for w in all_worlds() for b in w.benchmarks}
+
+
+BENCHMARKS = tuple(_by_name())  # the registered worlds' benchmarks (the CLI's `rleif eval <benchmark>`)
 
 
 def benchmark(name: str) -> Benchmark:
-    if name not in _BY_NAME:
-        raise ValueError(f"unknown benchmark {name!r}; benchmarks are {', '.join(BENCHMARKS)}")
-    return _BY_NAME[name]
+    table = _by_name()
+    if name not in table:
+        raise ValueError(f"unknown benchmark {name!r}; benchmarks are {', '.join(table)}")
+    return table[name]
 
 
 def prompt_for(name: str, item: dict, ev: Any) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rleif_kit.worlds.base import Benchmark, Operator, World
+from rleif_kit.worlds.base import BREADTH_OPERATORS, Benchmark, Operator, World
 from rleif_kit.worlds.code import mbpp
 from rleif_kit.worlds.code.postprocess import POSTPROCESS, looks_generated
 from rleif_kit.worlds.prompts import code_prompt
@@ -24,6 +24,7 @@ CODE_OPERATORS = (
     Operator("complexity", "up", weight=0.25, method="higher time or space complexity (rarely, as in WizardCoder)"),
     Operator("simplify", "down", method="downward evolution (easier)"),
     Operator("new_topic", "down", method="downward evolution (another topic)"),
+    *BREADTH_OPERATORS,  # off unless [evol_instruct] operator_weights names them (the templates are code's own)
 )
 
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from rleif_kit.worlds.base import Benchmark, Operator, World
+from rleif_kit.core.jsonl import read_jsonl
+from rleif_kit.worlds.base import BREADTH_OPERATORS, Benchmark, Operator, World
 from rleif_kit.worlds.math.answers import check_gsm8k, check_math, math_gold
 from rleif_kit.worlds.math.data import hub_source, load_gsm8k, load_hub_dataset, load_math
+from rleif_kit.worlds.math.probes import number_removed_pairs, probe_items
 from rleif_kit.worlds.math.sft import build_sft_dataset, load_training_problems, rewrite_to_steps
 from rleif_kit.worlds.math.stepwise import NormaliseError, normalise_solution
 
@@ -24,6 +26,7 @@ MATH_OPERATORS = (
     Operator("simplify", "down", method="downward evolution (easier)"),
     Operator("new_topic", "down", method="downward evolution (another topic)"),
 )
+
 
 
 def _hub(name: str, cfg: Any = None) -> list[dict]:
@@ -58,7 +61,7 @@ def check_math_item(item: Mapping[str, Any], response: str, ev: Any) -> dict:
 class MathWorld(World):
     name = "math"
     about = "GSM8k and MATH: WizardMath's prompt, its step format and strict answer checkers"
-    operators = MATH_OPERATORS
+    operators = MATH_OPERATORS + BREADTH_OPERATORS
 
     def __init__(self) -> None:
         prompt = lambda item, ev: self.train_prompt(item["question"], cot=ev.cot_prompt)  # noqa: E731
@@ -86,6 +89,37 @@ class MathWorld(World):
 
     def rewrite_answers(self, cfg: Any, settings: Any, items: list[dict]) -> dict[str, str | None]:
         return rewrite_to_steps(cfg, settings, items)
+
+    def build_probe_set(self, cfg: Any, paths: Any, settings: Any = None) -> tuple[list[dict], list[str]]:
+        """(probe records, notes) from the GSM8k / MATH test files at hand (``settings.json`` eval paths)."""
+        items, notes = [], []
+        for bench in ("gsm8k", "math"):
+            raw = getattr(settings.eval, f"{bench}_path", None) if settings is not None else None
+            if not raw:
+                continue
+            path = cfg.resolve(raw)
+            if not path.exists():
+                notes.append(f"probe set: eval.{bench}_path = {raw!r} not found")
+                continue
+            try:
+                got, skipped = probe_items(bench, path, seed=cfg.base.seed)
+            except (ValueError, OSError) as e:  # 06 reports a bad test file; the data step goes on without it
+                notes.append(f"probe set: eval.{bench}_path not read ({e})")
+                continue
+            items += got
+            if skipped:
+                notes.append(f"probe set: {skipped} {bench} test items have no step structure the rules read; "
+                             "left out")
+        if not items:
+            notes.append("probe set: no GSM8k / MATH test file in settings.json (eval.gsm8k_path, eval.math_path): "
+                         "the reward models' probes are skipped")
+        return items, notes
+
+    def probe_solutions(self, cfg: Any, paths: Any) -> list[dict]:
+        return list(read_jsonl(paths.probe_set)) if paths.probe_set.exists() else []
+
+    def instruction_probe_pairs(self, cfg: Any, paths: Any) -> dict[str, list[tuple[str, str]]]:
+        return number_removed_pairs(self.probe_solutions(cfg, paths))
 
     def training_problems(self, cfg: Any) -> list[dict]:
         return load_training_problems(cfg)
