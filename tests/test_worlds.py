@@ -21,11 +21,11 @@ NAMES = set(WORLDS) | set(BENCHMARKS) | {"world"}  # a comparison with one of th
 SUBJECTS = {"world", "domain", "benchmark", "bench"}  # ... and so is one of these compared with any string
 
 
-def _branches(path: Path, root: Path = ROOT) -> list[str]:
+def _branches(path: Path, root: Path = ROOT, source: str | None = None) -> list[str]:
     """``file:line`` of every comparison that asks which world, domain or benchmark runs, and every
     ``.startswith("<world>")``."""
     out = []
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = ast.parse(source if source is not None else path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
             parts = [node.left, *node.comparators]
@@ -46,6 +46,18 @@ def test_no_world_branch_outside_worlds():
     found = [hit for path in sorted(package.rglob("*.py"))
              if not path.is_relative_to(package / "worlds") and not path.is_relative_to(package / "testing")
              for hit in _branches(path)]
+    assert found == []
+
+
+def test_no_world_branch_in_the_notebooks():
+    """The notebooks hold calls, not logic: their code cells ask the world too."""
+    import json
+
+    found = []
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for i, cell in enumerate(json.loads(nb.read_text())["cells"]):
+            if cell["cell_type"] == "code":
+                found += [f"cell {i}: {hit}" for hit in _branches(nb, ROOT, "".join(cell["source"]))]
     assert found == []
 
 

@@ -416,9 +416,9 @@ last checkpoint."""),
                "and the response's KL to the reference. The PPO loop saves them (`algorithm = \"grpo\"` does not)."),
         ("code", "from rleif_kit.ppo.samples import rollout_table\n\nrollout_table(paths)"),
         ("md", "## SFT vs PPO on held-out problems\nGreedy, the same items for both; the verdict uses a paired "
-               "bootstrap interval of the gain (arithmetic world)."),
-        ("code", "from rleif_kit.core.plots import plot_gain\nfrom rleif_kit.ppo.stage import heldout_ab\n\n"
-                 "ab = heldout_ab(cfg, paths, policy) if cfg.base.world == \"arith\" and cfg.ppo.eval_samples else None\n"
+               "bootstrap interval of the gain (a world with its own held-out split: the arithmetic one)."),
+        ("code", "from rleif_kit.core.plots import plot_gain\nfrom rleif_kit.ppo.stage import heldout_ab\nfrom rleif_kit.worlds import world_for\n\n"
+                 "ab = heldout_ab(cfg, paths, policy) if world_for(cfg).heldout_benchmark and cfg.ppo.eval_samples else None\n"
                  "if ab:\n"
                  '    print(f"SFT {ab[\'sft_accuracy\']:.1%}, PPO {ab[\'ppo_accuracy\']:.1%} on {ab[\'n\']} problems (greedy)")\n'
                  '    save_figure(plot_gain({"held-out": ab["verdict"].numbers}, cfg.diagnostics.ab_min_gain),\n'
