@@ -170,3 +170,15 @@ def test_the_ppo_scorer_counts_what_the_verifier_cannot_judge():
     assert terms == {"rV": [1.0, 0.0, 0.0], "rV_missing": [False, False, True], "rF": [1.0, 1.0, 1.0]}
     # r = rI * rA * rV + 0.5 * rF with rI = 0.8, rA = 0.5: 0.4 + 0.5, 0 + 0.5, 0 + 0.5
     assert scorer.combine([0.8] * 3, [0.5] * 3, terms) == pytest.approx([0.9, 0.5, 0.5])
+
+
+def test_the_terms_check_says_when_rv_is_mostly_its_fallback():
+    from rleif_kit.checks.verdicts import check_reward_terms
+
+    assert check_reward_terms({"rI": [0.5], "rA": [1.0]}) is None  # the formula names neither term
+    fine = check_reward_terms({"rV": [1.0, 0.0, 1.0, 0.0], "rV_missing": [False] * 4, "rF": [1.0, 1.0, 0.0, 1.0]})
+    assert fine.status == "ok" and fine.numbers == {"rV_mean": 0.5, "rF_mean": 0.75, "rV_missing_share": 0.0}
+    gaps = check_reward_terms({"rV": [0.0, 0.0, 1.0], "rV_missing": [True, True, False]})
+    assert gaps.status == "warn" and "could not judge 67%" in gaps.advice  # 2 of 3 scored 0 by the fallback
+    flat = check_reward_terms({"rF": [1.0, 1.0]})
+    assert flat.status == "warn" and "rF is 1 for every response" in flat.advice

@@ -334,3 +334,30 @@ def ab_verdict(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str
     if not pairs:
         return None
     return check_ab([p[0] for p in pairs], [p[1] for p in pairs], diagnostics, source, seed=seed)
+
+
+def check_reward_terms(terms: Mapping[str, Sequence], source: str = "") -> Verdict | None:
+    """The verifiable terms of the reward (``rV``, ``rF``; None when the formula names neither): each one's mean,
+    and the share of records the verifier could not judge, which PPO scores rV = 0. Warns when most could not
+    be judged (rV is then mostly its fallback: the reward reads the data's gaps, not the answers), and when a
+    term is the same for every response (it then adds nothing PPO can climb)."""
+    if not terms.get("rV") and not terms.get("rF"):
+        return None
+    numbers: dict[str, Any] = {}
+    advice = []
+    for name in ("rV", "rF"):
+        values = list(terms.get(name) or [])
+        if values:
+            numbers[f"{name}_mean"] = sum(values) / len(values)
+            if len(set(values)) == 1:
+                advice.append(f"{name} is {values[0]:g} for every response: it adds nothing to climb")
+    missing = list(terms.get("rV_missing") or [])
+    if missing:
+        numbers["rV_missing_share"] = sum(missing) / len(missing)
+        if numbers["rV_missing_share"] > 0.5:
+            advice.append(f"the verifier could not judge {numbers['rV_missing_share']:.0%} of the records (no gold "
+                          "answer: evolved tasks), which get rV = 0")
+    status = "warn" if advice else "ok"
+    text = "; ".join(advice)
+    return Verdict("reward_terms", status, numbers, {"rV_missing_share": "<= 0.5"},
+                   text[:1].upper() + text[1:] + ("." if text else ""), source)

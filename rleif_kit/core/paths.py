@@ -125,10 +125,13 @@ class RunPaths:
     def loop_summary(self) -> Path:
         return self._reports / "loop_summary.json"
 
-    # the arithmetic world's fixed splits
+    # a world's own files (its fixed splits): <output_dir>/<world>/
+    def world_dir(self, name: str) -> Path:
+        return self.output_dir / name
+
     @property
     def arith_heldout(self) -> Path:
-        return self.output_dir / "arith" / "heldout.jsonl"
+        return self.world_dir("arith") / "heldout.jsonl"
 
     # 01_evolve
     @property

@@ -249,6 +249,7 @@ def check_reward_models(cfg: RunConfig, paths: RunPaths, health: Health, score: 
         answer = [a for a in scored.heldout.ra if a is not None]
         health.scores["PRM rA (sampled solutions)"] = answer
         health.verdicts.append(dg.check_score_distribution("PRM", answer, d, scored.heldout.source))
+        _reward_terms(cfg, scored.heldout, health)
         in_use = rm.answer_reward == "prm"
         health.verdicts += prm_probes(prm, solutions, d, f"{paths.rel(paths.prm_model)} on {probe_src}"
                                       + ("" if in_use else f" (PPO's rA is the {rm.answer_reward})"), seed,
@@ -262,6 +263,21 @@ def check_reward_models(cfg: RunConfig, paths: RunPaths, health: Health, score: 
     if not solutions:
         health.skipped.append(f"probes: {NO_PROBE_SET}")
     return scored
+
+
+def _reward_terms(cfg: RunConfig, held: HeldOut, health: Health) -> None:
+    """rV and rF on the held-out samples, where the formula names them: their distributions and coverage."""
+    formula, world = parse_reward_formula(cfg.ppo.reward_formula), world_for(cfg)
+    terms: dict[str, list] = {}
+    if "rV" in formula.terms:
+        raw = [world.verify(r, s) for r, s in zip(held.records, held.solutions)]
+        terms.update(rV=[v or 0.0 for v in raw], rV_missing=[v is None for v in raw])
+    if "rF" in formula.terms:
+        terms["rF"] = [world.format_score(s) for s in held.solutions]
+    verdict = dg.check_reward_terms(terms, held.source)
+    if verdict is not None:
+        health.verdicts.append(verdict)
+        health.scores.update({f"{k} (sampled solutions)": v for k, v in terms.items() if k in ("rV", "rF")})
 
 
 # ------------------------------------------------------------------------------ 05: PPO log

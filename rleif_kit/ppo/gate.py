@@ -9,7 +9,7 @@ from typing import Sequence
 
 from rleif_kit.checks.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
 from rleif_kit.checks.probes import check_reward_truth, irm_probes, prm_probes
-from rleif_kit.checks.verdicts import check_low_ra_share, check_score_distribution
+from rleif_kit.checks.verdicts import check_low_ra_share, check_reward_terms, check_score_distribution
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.stages import PPO
@@ -25,7 +25,8 @@ def reward_gate(cfg: RunConfig, paths: RunPaths, policy: Policy, scorer: RewardS
                 pool: Sequence[dict]) -> list[Verdict]:
     """Reward-health checks on ``gate_samples`` responses of the SFT policy (adapter off), then what the reward
     reads: check 1 (distributions), check 2 (share of rA < 0.5), reward against truth on those responses where
-    a verifier judges them, and the counterfactual probes of rA and rI on the run's held-out problems.
+    a verifier judges them, the verifiable terms' coverage (rV, rF, where the formula names them), and the
+    counterfactual probes of the whole reward r and of rI on the world's held-out problems.
 
     With rA from the step verifier (``answer_reward = "verifier"``) there is no PRM to check: rA is 0 or 1
     and its distribution is the policy's accuracy, so check 1 covers the IRM alone (the probes still run: they
@@ -33,7 +34,8 @@ def reward_gate(cfg: RunConfig, paths: RunPaths, policy: Policy, scorer: RewardS
     d = cfg.diagnostics
     sample = random.Random(cfg.base.seed + 7).sample(list(pool), min(cfg.ppo.gate_samples, len(pool)))
     with policy.model.disable_adapter():
-        roll = generate_rollout(policy, [scorer.world.train_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in sample], cfg)
+        prompts = [scorer.world.train_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in sample]
+        roll = generate_rollout(policy, prompts, cfg)
     scores = scorer(sample, roll.responses)
     src = f"{STAGE} gate: {len(sample)} SFT responses"
     answer = cfg.reward_model.answer_reward
@@ -41,6 +43,8 @@ def reward_gate(cfg: RunConfig, paths: RunPaths, policy: Policy, scorer: RewardS
     if answer == "prm":
         verdicts.append(check_score_distribution("PRM", scores["rA"], d, src))
     verdicts.append(check_low_ra_share(scores["rA"], d, f"{src}, rA from the {answer}"))
+    terms = check_reward_terms(scores, f"{src}, r = {cfg.ppo.reward_formula}")
+    verdicts += [terms] if terms is not None else []
     if any(c is not None for c in scores["correct"]):
         verdicts.append(check_reward_truth(scores["correct"], scores["reward"], scores["rA"], d,
                                            f"{src}, judged by the verifier", "On the SFT policy's samples"))
