@@ -360,4 +360,4 @@ def check_reward_terms(terms: Mapping[str, Sequence], source: str = "") -> Verdi
     status = "warn" if advice else "ok"
     text = "; ".join(advice)
     return Verdict("reward_terms", status, numbers, {"rV_missing_share": "<= 0.5"},
-                   text[:1].upper() + text[1:] + ("." if text else ""), source)
+                   text + ("." if text else ""), source)
