@@ -110,7 +110,8 @@ def test_the_verifier_term_per_world():
     a = get_world("arith")
     assert a.verify(record, problem["solution"]) == 1.0
     wrong = problem["solution"].rsplit("The answer is:", 1)[0] + "The answer is: 999"
-    assert a.verify(record, wrong) == 0.0 and a.verify(record, "no steps at all") is None
+    assert a.verify(record, wrong) == 0.0 and a.verify(record, "no steps at all") == 0.0  # verifiable: wrong
+    assert a.verify({"text": problem["question"]}, problem["solution"]) is None  # no problem to verify against
     m = get_world("math")
     assert m.verify({"text": "q", "gold": "12"}, "Step 1: 5 + 7 = 12. The answer is: 12") == 1.0
     assert m.verify({"text": "q", "gold": "12"}, "Step 1: 5 + 7 = 13. The answer is: 13") == 0.0

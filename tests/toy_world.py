@@ -120,6 +120,9 @@ class SumWorld(World):
         return [{"id": p["id"], "instruction": p["question"], "response": p["solution"]}
                 for p in self._draw(random.Random(cfg.base.seed), n, held, "toy-train")]
 
+    def probe_source(self, paths):
+        return f"held-out problems ({paths.rel(paths.world_dir(self.name))}/heldout.jsonl)"
+
     def probe_solutions(self, cfg, paths):
         return [{"id": p["id"], "text": p["question"], "solution": p["solution"], "problem": p["problem"]}
                 for p in self.heldout(cfg, paths)]

@@ -50,7 +50,8 @@ def _compile(node: ast.AST) -> Callable[[dict[str, float]], float]:
             raise FormulaError(f"{node.func.id}() takes two or more plain arguments")
         func, args = _FUNCS[node.func.id], [_compile(a) for a in node.args]
         return lambda env: func(a(env) for a in args)
-    raise FormulaError(f"'{ast.unparse(node)}' is not allowed (numbers, rI, rA, rV, rF, + - * /, min, max, parentheses)")
+    raise FormulaError(f"'{ast.unparse(node)}' is not allowed (numbers, rI, rA, rV, rF, + - * /, min, max, "
+                       "parentheses)")
 
 
 class Formula:

@@ -1,6 +1,7 @@
 """``02_dedup/sft.jsonl``: the step-by-step data, the kept evolved instructions and the open-domain sample.
 
-Evolved answers are normalised to the world's format (``World.normalise_answer``; math: ``worlds/math/stepwise.py``); those without a clear step
+Evolved answers are normalised to the world's format (``World.normalise_answer``; math: ``worlds/math/stepwise.py``);
+those without a clear step
 structure are rewritten into steps by the evolve model when an endpoint is configured.
 """
 
@@ -15,6 +16,7 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.models.loading import load_tokenizer
 from rleif_kit.worlds.data import open_domain_sample, stepwise_rows
 from rleif_kit.worlds import world_for
+from rleif_kit.worlds.base import AnswerRejected
 from rleif_kit.worlds.tiny_corpus import ensure_base_model
 
 
@@ -33,10 +35,9 @@ def evolved_rows(cfg: RunConfig, instructions: list[dict], settings=None) -> tup
             continue
         try:
             rows.append({"id": r["id"], "instruction": r["text"], "response": world.normalise_answer(r["answer"])})
-        except ValueError as e:
-            reason = getattr(e, "reason", str(e))
-            item = {"id": r["id"], "instruction": r["text"], "response": r["answer"], "reason": reason}
-            (unstructured if reason == "no step structure" else rejected).append(item)
+        except AnswerRejected as e:
+            item = {"id": r["id"], "instruction": r["text"], "response": r["answer"], "reason": e.reason}
+            (unstructured if e.reason == "no step structure" else rejected).append(item)
     if unstructured and settings is not None and cfg.evol_instruct.backend == "openai":
         rewritten = world.rewrite_answers(cfg, settings, unstructured)
         rows += [{**i, "response": rewritten[i["id"]]} for i in unstructured if rewritten.get(i["id"])]

@@ -46,7 +46,7 @@ from rleif_kit.reward_scoring.scorers import (
     prm_scorer,
     step_verifier_scorer,
 )
-from rleif_kit.worlds.benchmarks import BENCHMARKS, benchmark as get_benchmark
+from rleif_kit.worlds.benchmarks import benchmark as get_benchmark, benchmark_names
 from rleif_kit.checks.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
 from rleif_kit.worlds import world_for
 
@@ -140,7 +140,7 @@ def eval_cot(cfg: RunConfig, paths: RunPaths) -> tuple[bool, str]:
     """The CoT setting evaluation used (its result files' meta), else the one it will use ([eval])."""
     for meta in sorted(paths.eval_dir.glob("*/*.meta.json")):
         data = json.loads(meta.read_text())
-        if data.get("benchmark") in BENCHMARKS and not get_benchmark(data["benchmark"]).runs_code:
+        if data.get("benchmark") in benchmark_names() and not get_benchmark(data["benchmark"]).runs_code:
             return bool(data["cot"]), paths.rel(meta)
     return cfg.eval.cot_prompt, "[eval] cot_prompt"
 
@@ -161,7 +161,7 @@ def check_sft_data(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
     health.verdicts.append(dg.check_step_format(responses, cfg.diagnostics, seed=cfg.base.seed, source=source))
     if not prompts:
         health.skipped.append(f"prompt_consistency: {paths.rel(train)} not found (run {SFT})")
-    elif not any(b in BENCHMARKS and not get_benchmark(b).runs_code for b in cfg.eval.benchmarks):
+    elif not any(b in benchmark_names() and not get_benchmark(b).runs_code for b in cfg.eval.benchmarks):
         health.skipped.append("prompt_consistency: no benchmark in [eval] benchmarks is asked in the training prompt")
     else:
         cot, where = eval_cot(cfg, paths)
@@ -233,7 +233,7 @@ def check_reward_models(cfg: RunConfig, paths: RunPaths, health: Health, score: 
         health.skipped.append("irm_distribution, prm_distribution, probes: scoring switched off")
         return scored
     solutions, pairs = probe_solutions(cfg, paths), instruction_probe_pairs(cfg, paths)
-    probe_src = f"held-out problems ({paths.rel(paths.arith_heldout)})"
+    probe_src = world_for(cfg).probe_source(paths)
     if (paths.irm_model / RM_INFO).exists():
         scored.irm = irm_scorer(*_load_rm(cfg, paths, "irm"), max_length=rm.rm_max_len)
         scores, source = score_instructions(cfg, paths, scored.irm)
@@ -258,7 +258,8 @@ def check_reward_models(cfg: RunConfig, paths: RunPaths, health: Health, score: 
         health.skipped.append(f"prm_distribution, prm probes: {paths.rel(paths.prm_model)} or "
                               f"{paths.prm_samples.name} not found (run {REWARD_MODELS})")
     if rm.answer_reward == "verifier":
-        health.verdicts += prm_probes(step_verifier_scorer(world_for(cfg)), solutions, d, f"the step verifier on {probe_src}", seed,
+        health.verdicts += prm_probes(step_verifier_scorer(world_for(cfg)), solutions, d,
+                                      f"the step verifier on {probe_src}", seed,
                                       model="verifier")
     if not solutions:
         health.skipped.append(f"probes: {NO_PROBE_SET}")
@@ -309,7 +310,8 @@ def check_ppo_log(cfg: RunConfig, paths: RunPaths, health: Health, scored: Score
             formula, world = parse_reward_formula(cfg.ppo.reward_formula), world_for(cfg)
             rv = [world.verify(r, t) or 0.0 for r, t in zip(held.records, held.solutions)]
             rf = [world.format_score(t) for t in held.solutions]
-            reward = [formula(i, a, v, f) for i, a, v, f in zip(scored.irm([r["text"] for r in held.records]), ra, rv, rf)]
+            ri = scored.irm([r["text"] for r in held.records])
+            reward = [formula(i, a, v, f) for i, a, v, f in zip(ri, ra, rv, rf)]
         truth = check_reward_truth(held.correct, reward, ra, cfg.diagnostics, held.source + ", judged by the "
                                    "verifier", "On held-out samples of the SFT model")
     if truth is not None:
@@ -326,7 +328,7 @@ def check_sft_vs_ppo(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
                      if not p.name.endswith(".stale.jsonl") and paths.eval_items("ppo", p.stem).exists())
     pairs = [(f"sft_vs_ppo_{b}", b, paths.eval_items("sft", b), paths.eval_items("ppo", b)) for b in benches]
     if not pairs and paths.ppo_heldout("ppo").exists():
-        pairs = [("sft_vs_ppo", "arith", paths.ppo_heldout("sft"), paths.ppo_heldout("ppo"))]
+        pairs = [("sft_vs_ppo", world_for(cfg).heldout_benchmark, paths.ppo_heldout("sft"), paths.ppo_heldout("ppo"))]
     if not pairs:
         health.skipped.append(f"sft_vs_ppo: no SFT and PPO results on the same benchmark (run {EVAL})")
     for check, bench, a, b in pairs:

@@ -61,7 +61,8 @@ class EvolveResult:
 # [evol_instruct] keys that decide a record's text (rounds only extends the lineages; concurrency, caching,
 # budgets and retries decide how, not what; the dedup keys are 02's)
 RECORD_KEYS = ("evolve_up_ratio", "evolve_down_ratio", "temperature", "top_p", "max_new_tokens", "backend",
-               "seeds", "max_seeds", "with_answers", "equality_judge", "hf_model", "prompts_dir", "defect_rate")
+               "seeds", "max_seeds", "with_answers", "equality_judge", "hf_model", "prompts_dir", "defect_rate",
+               "operator_weights")
 
 
 def evolution_meta(cfg: RunConfig, evolver: Any) -> dict:
@@ -70,7 +71,9 @@ def evolution_meta(cfg: RunConfig, evolver: Any) -> dict:
     prompts = {}
     if not isinstance(evolver, WorldEvolver):  # a programmatic evolver reads no template
         folder = cfg.resolve(ev.prompts_dir)
-        texts = {**world.evol_templates(folder), "equality": (folder / "evol" / "equality.txt").read_text(encoding="utf-8")}
+        drawn = {op.name for op in reweighted(world.operators, ev.operator_weights)}
+        texts = {name: text for name, text in world.evol_templates(folder).items() if name in drawn}
+        texts["equality"] = (folder / "evol" / "equality.txt").read_text(encoding="utf-8")
         if ev.with_answers:
             texts["answer"] = world.answer_template(folder)
         prompts = {name: hashlib.sha256(text.encode()).hexdigest()[:16] for name, text in sorted(texts.items())}

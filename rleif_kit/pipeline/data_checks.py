@@ -14,7 +14,7 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import SETUP
 from rleif_kit.core.verdict import Verdict
-from rleif_kit.worlds.benchmarks import BENCHMARKS, benchmark as get_benchmark
+from rleif_kit.worlds.benchmarks import benchmark as get_benchmark, benchmark_names
 from rleif_kit.worlds.data import DataError, generated_size, load_instructions, load_seeds
 from rleif_kit.worlds.math.data import load_gsm8k, load_math
 
@@ -75,7 +75,7 @@ def _eval_sets(cfg: Any, settings_path: str | None) -> list[Verdict]:
             settings = None
     rows = []
     for bench in cfg.eval.benchmarks:
-        if bench not in BENCHMARKS or get_benchmark(bench).default_source == "run":
+        if bench not in benchmark_names() or get_benchmark(bench).default_source == "run":
             continue  # unknown (the config says so) or the run's own held-out split
         raw = getattr(settings.eval, f"{bench}_path", None) if settings is not None else None
         if raw:
@@ -84,7 +84,8 @@ def _eval_sets(cfg: Any, settings_path: str | None) -> list[Verdict]:
                                 source=f"settings.json: eval.{bench}_path",
                                 advice="" if path.exists() else f"file not found: {path}"))
         elif get_benchmark(bench).default_source != "hub":
-            rows.append(Verdict(f"eval_{bench}", "ok", {"source": get_benchmark(bench).default_source}, source="[eval]"))
+            rows.append(Verdict(f"eval_{bench}", "ok", {"source": get_benchmark(bench).default_source},
+                                source="[eval]"))
         else:
             rows.append(Verdict(f"eval_{bench}", "warn", {"source": "hub"}, source="[eval] benchmarks",
                                 advice=f"no eval.{bench}_path in settings.json: 06_eval loads the test set from the "
@@ -96,12 +97,12 @@ def check_data(cfg: Any, settings_path: str | None = None) -> list[Verdict]:
     """The data rows, in the order the stages read them (none for the arithmetic world's generated data)."""
     rows, buildable = _raw(cfg)
     ev = cfg.evol_instruct
-    if generated_size(cfg, ev.seeds) is None:
+    if generated_size(cfg, ev.seeds, "[evol_instruct] seeds") is None:
         every = dataclasses.replace(cfg, evol_instruct=dataclasses.replace(ev, max_seeds=0))
         paths = RunPaths(output_dir=cfg.output_dir)  # read only: 01's own reader, its checks (ids, text) included
         rows.append(_built_file(cfg, "data_seeds", "[evol_instruct] seeds", ev.seeds,
                                 lambda p: sum(1 for _ in load_seeds(every, paths)), buildable))
-    if generated_size(cfg, cfg.sft.dataset) is None:
+    if generated_size(cfg, cfg.sft.dataset, "[sft] dataset") is None:
         rows.append(_built_file(cfg, "data_sft", "[sft] dataset", cfg.sft.dataset,
                                 lambda p: len(load_instructions(p, "[sft] dataset")), buildable))
     if cfg.sft.open_domain_samples:

@@ -26,7 +26,7 @@ from rleif_kit.pipeline.check_api import check_endpoint
 from rleif_kit.pipeline.data_checks import check_data
 from rleif_kit.rewards.irm_data import programmatic_judge
 from rleif_kit.worlds import world_for
-from rleif_kit.worlds.benchmarks import BENCHMARKS, benchmark as get_benchmark
+from rleif_kit.worlds.benchmarks import benchmark as get_benchmark, benchmark_names
 from rleif_kit.worlds.data import DataError, generated_size, load_instructions
 
 
@@ -35,14 +35,15 @@ def needed_roles(cfg: Any) -> list[str]:
     ev, rm = cfg.evol_instruct, cfg.reward_model
     roles = []
     world = world_for(cfg)
-    if ev.backend == "openai" or cfg.sft.build == "regenerate" and generated_size(cfg, cfg.sft.dataset) is None:
+    regenerated = cfg.sft.build == "regenerate" and generated_size(cfg, cfg.sft.dataset, "[sft] dataset") is None
+    if ev.backend == "openai" or regenerated:
         roles.append("evolve")
     if not programmatic_judge(cfg, world):  # a programmatic world (arith) ranks IRM siblings itself
         roles.append("irm_judge")
     if rm.prm_step_label == "chatgpt_judged":
         roles.append("prm_judge")
     if "served" in cfg.eval.models:
-        roles += sorted({get_benchmark(b).role for b in cfg.eval.benchmarks if b in BENCHMARKS},
+        roles += sorted({get_benchmark(b).role for b in cfg.eval.benchmarks if b in benchmark_names()},
                         key=["math_eval", "code_eval"].index)
     return roles
 
@@ -102,7 +103,7 @@ def step_format_sample(cfg: Any) -> Verdict | str:
     """The step-format check on a sample of ``[sft].dataset`` before SFT has run (a note when it cannot)."""
     d = cfg.diagnostics
     k = d.step_marker_sample or 10
-    if generated_size(cfg, cfg.sft.dataset) is not None:
+    if generated_size(cfg, cfg.sft.dataset, "[sft] dataset") is not None:
         return dg.check_step_format(world_for(cfg).solution_sample(cfg, k), d, seed=cfg.base.seed,
                                     source=f"[sft] dataset = {cfg.sft.dataset}")
     try:
@@ -120,6 +121,7 @@ def run_doctor(params_path: str, overrides: list[str] | tuple = (), settings_pat
     report = Health()
     try:
         cfg = load_config(params_path, list(overrides), workdir=wd)
+        world_for(cfg)  # what the run's world cannot do is a config error too
     except (ConfigError, FileNotFoundError) as e:
         report.verdicts.append(Verdict("config", "fail", advice="; ".join(str(e).splitlines()), source=params_path))
         return report

@@ -261,7 +261,8 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
     for step in range(start, ppo.total_steps):
         torch.manual_seed(cfg.base.seed * 7919 + step)
         batch = dist.shard(_batch_for_step(pool, step, ppo.rollout_batch, cfg.base.seed))  # this rank's slice
-        roll = generate_rollout(policy, [scorer.world.train_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in batch], cfg)
+        prompts = [scorer.world.train_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in batch]
+        roll = generate_rollout(policy, prompts, cfg)
         score_rollout(policy, roll, ppo.mini_batch)
         scores = scorer(batch, roll.responses)
         update = ppo_step(policy, optimizer, roll, scores, cfg, kl_ctl.coef)

@@ -175,11 +175,12 @@ def run_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataRepor
     # the evolution seeds
     ev = cfg.evol_instruct
     world = world_for(cfg)
-    seeds_path = cfg.resolve(ev.seeds) if generated_size(cfg, ev.seeds) is None else None
+    seeds_path = cfg.resolve(ev.seeds) if generated_size(cfg, ev.seeds, "[evol_instruct] seeds") is None else None
     if seeds_path is None:
         report.artifacts.append(Artifact("seeds", "[evol_instruct] seeds", "generated", note=f"{ev.seeds}: "
                                          f"the {world.name} world's problems, drawn in 01 (never a held-out one)"))
-    elif seeds_path.exists() or seeds_path == cfg.resolve(cfg.sft.dataset) and not generated_size(cfg, cfg.sft.dataset):
+    elif seeds_path.exists() or seeds_path == cfg.resolve(cfg.sft.dataset) and not generated_size(
+            cfg, cfg.sft.dataset, "[sft] dataset"):
         report.artifacts.append(Artifact("seeds", "[evol_instruct] seeds", "exists", str(seeds_path)))
     elif cfg.sft.gsm8k_train or cfg.sft.math_train:
         seeds, rejected = build_seeds(training(), eval_items(), n=cfg.dedup.decontam_ngram)
@@ -193,7 +194,7 @@ def run_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataRepor
                         f"from: {RAW_HINT}")
 
     # the step-by-step SFT set
-    n = generated_size(cfg, cfg.sft.dataset)
+    n = generated_size(cfg, cfg.sft.dataset, "[sft] dataset")
     sft_path = cfg.resolve(cfg.sft.dataset)
     if n is not None:
         report.artifacts.append(Artifact("sft dataset", "[sft] dataset", "generated", note=f"{cfg.sft.dataset}: "
@@ -255,7 +256,8 @@ def run_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataRepor
         report.notes += notes
         write_jsonl(paths.probe_set, items)
         report.artifacts.append(Artifact("probe set", "settings.json eval paths", "built" if items else "off",
-                                         str(paths.probe_set), len(items), _lengths([r["solution"] for r in items], measure),
+                                         str(paths.probe_set), len(items),
+                                         _lengths([r["solution"] for r in items], measure),
                                          note="the counterfactual probes of the reward models edit these"))
     for a in report.artifacts:  # a file built from other inputs is not rebuilt by itself: say so
         old = before.get(a.name)

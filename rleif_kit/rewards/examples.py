@@ -154,12 +154,15 @@ def prm_step_table(cfg: RunConfig, model: Any, tokenizer: Any, examples: Sequenc
     coloured red (wrong) to green (right), beside the step labels it learned from."""
     rm = cfg.reward_model
     heldout = split_by_question(examples, rm.rm_heldout_share, cfg.base.seed)[1]  # all of them, as train_prm splits
-    usable = [e for e in heldout if e.get("labels") and len(solution_step_ends(e["solution"])) == len(e["labels"])]
+    world = world_for(cfg)
+    usable = [e for e in heldout
+              if e.get("labels") and len(solution_step_ends(e["solution"], world)) == len(e["labels"])]
     if not usable:
         return Note(f"No held-out solution with findable steps among the {len(examples)} PRM examples: nothing to "
                     "show.")
     picked = _pick(usable, n)
-    scores = step_scores(model, tokenizer, [(e["question"], e["solution"]) for e in picked], max_len=rm.rm_max_len)
+    scores = step_scores(model, tokenizer, [(e["question"], e["solution"]) for e in picked], max_len=rm.rm_max_len,
+                         world=world)
     rows = [row for e, s in zip(picked, scores) if s is not None for row in step_rows(e, s, rm.prm_aggregate)]
     if not rows:
         return Note(f"The PRM could not score the picked solutions (cut at rm_max_len = {rm.rm_max_len}).")

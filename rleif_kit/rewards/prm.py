@@ -37,6 +37,7 @@ from rleif_kit.rewards.rm_cards import prm_card, readme
 from rleif_kit.rewards.rm_datasets import save_rows, step_rows
 from rleif_kit.rewards.rm_training import loss_log, save_rm, start_training, timed_train, trainer_kwargs
 from rleif_kit.worlds import world_for
+from rleif_kit.worlds.base import STEP_BY_STEP
 
 # ------------------------------------------------------------------------------ data
 
@@ -133,9 +134,11 @@ class PRMResult:
     heldout_labels: list[bool] = field(default_factory=list)
 
 
-def evaluate_prm(model: Any, tokenizer: Any, examples: Sequence[dict], max_len: int) -> tuple[list[bool], list[float]]:
+def evaluate_prm(model: Any, tokenizer: Any, examples: Sequence[dict], max_len: int,
+                 world: Any = STEP_BY_STEP) -> tuple[list[bool], list[float]]:
     """Flattened (step label, step score) over ``examples``, skipping flagged solutions."""
-    scores = step_scores(model, tokenizer, [(e["question"], e["solution"]) for e in examples], max_len=max_len)
+    scores = step_scores(model, tokenizer, [(e["question"], e["solution"]) for e in examples], max_len=max_len,
+                         world=world)
     labels, flat = [], []
     for e, s in zip(examples, scores):
         if s is not None:
@@ -166,7 +169,7 @@ def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tupl
                       data_collator=StepLabelCollator(tokenizer.pad_token_id),
                       callbacks=trainer_logs.callbacks(cfg, paths, "prm"))
     runtime = timed_train(trainer)
-    labels, scores = evaluate_prm(trainer.model, tokenizer, heldout, rm.rm_max_len)
+    labels, scores = evaluate_prm(trainer.model, tokenizer, heldout, rm.rm_max_len, world)
     train_labels = [label for e in train for label in e["labels"]]
     result = PRMResult(out_dir, len(train), len(heldout), len(train_labels), len(labels),
                        sum(train_labels) / max(1, len(train_labels)), threshold_accuracy(labels, scores),

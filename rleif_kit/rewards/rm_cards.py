@@ -126,6 +126,7 @@ def prm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_l
     labeller = (f"the {cfg.base.world} world's step verifier" if rm.prm_step_label == "verifier"
                 else "the PRM judge (`settings.models.prm_judge`)")
     question, steps = snippet_steps(examples)
+    template = world_for(cfg).train_template(cot=True)  # the PRM reads the chain-of-thought form
     return ModelCard(
         title="Process reward model (PRM, RLEIF stage 04)",
         summary=("Says whether each step of a solution is right: a token classifier read at the last token of each "
@@ -136,10 +137,10 @@ def prm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_l
                  + "; a step after the first wrong one is wrong too. Trained with `transformers.Trainer` and a "
                  "collator that puts each label on its step's last token (-100 elsewhere)."),
         metadata=_metadata(cfg, rm.prm_base, base_location, "process-reward-model", "token-classification"),
-        usage=prm_usage(world_for(cfg).train_template(cot=True), question, steps, PRM_LABELS, base_ref if rm.rm_finetune != "full" else None),
+        usage=prm_usage(template, question, steps, PRM_LABELS, base_ref if rm.rm_finetune != "full" else None),
         prompt=("The WizardMath / Alpaca prompt with the chain-of-thought opener, the question as `{instruction}`, "
                 "then one space and the solution, exactly as the policy writes it:\n\n"
-                f"```text\n{world_for(cfg).train_template(cot=True)}\n```\n\nSteps are `Step k:` segments (or one per line); the last step "
+                f"```text\n{template}\n```\n\nSteps are `Step k:` segments (or one per line); the last step "
                 "runs through its `The answer is: X` line, so its label sees the answer. A step's label is read at "
                 "the token covering its last character."),
         training={**_training(cfg, base_ref, rm.prm_base), "step labels": rm.prm_step_label,

@@ -4,10 +4,10 @@ Each step reads and writes files under ``04_reward_models/`` and resumes from th
 the judges' answers are append-only JSONL (``evolution.fanout.run_fanout``, ``judge_labels``), the sampled
 solutions are written per batch (``prm.sample_solutions``).
 
-Who judges: with the arithmetic evolver (``[evol_instruct].backend = "arith"``) the IRM rankings come
+Who judges: with the world's own evolver (``[evol_instruct].backend = "world"``, arith) the IRM rankings come
 from the world's programmatic judge (``World.sibling_quality``); otherwise from
-``settings.models.irm_judge``. PRM step labels follow ``[reward_model].prm_step_label``: the step
-verifier (arithmetic world) or ``settings.models.prm_judge``; ``prm_data`` adds PRM800K-style labels.
+``settings.models.irm_judge``. PRM step labels follow ``[reward_model].prm_step_label``: the world's step
+verifier (``World.step_labels``, arith) or ``settings.models.prm_judge``; ``prm_data`` adds PRM800K-style labels.
 """
 
 from __future__ import annotations

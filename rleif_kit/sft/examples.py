@@ -1,5 +1,6 @@
 """The SFT examples: every one a ``prompt`` (the Alpaca / WizardMath prompt the evaluation uses) and a
-``completion`` (the response), both in the world's training format (``World.train_prompt``), so the trainer puts the loss on the response only; ``instruction`` is kept beside
+``completion`` (the response), both in the world's training format (``World.train_prompt``), so the trainer puts
+the loss on the response only; ``instruction`` is kept beside
 the prompt for readers (the model card's example)."""
 
 from __future__ import annotations

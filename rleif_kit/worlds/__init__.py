@@ -32,17 +32,24 @@ _OUTSIDE: dict[str, Any] = {}  # worlds loaded by module path, so their benchmar
 
 def get_world(name: str) -> Any:
     """The world ``name`` names: a registered one, else a module (path) that defines ``WORLD``."""
+    if name in WORLDS:  # the kit's own: an error inside one is a bug to see whole, not an unknown name
+        return importlib.import_module(WORLDS[name]).WORLD
     if name in _OUTSIDE:
         return _OUTSIDE[name]
     try:
-        world = importlib.import_module(WORLDS.get(name, name)).WORLD
-    except (ImportError, AttributeError, ValueError, TypeError) as e:
-        known = ", ".join(WORLDS)
-        raise UnknownWorld(f"[base] world = {name!r}: unknown world (worlds: {known}; or a module path whose module "
-                           f"defines WORLD: {e})") from None
-    if name not in WORLDS:
-        _OUTSIDE[name] = world
-    return world
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name is None or not name.startswith(e.name):  # a module the world itself imports is missing
+            raise
+        raise UnknownWorld(f"[base] world = {name!r}: unknown world (worlds: {', '.join(WORLDS)}; or a module path "
+                           f"whose module defines WORLD: {e})") from None
+    except ValueError as e:  # importlib's own word on a malformed name
+        raise UnknownWorld(f"[base] world = {name!r}: not a world's name nor a module path ({e})") from None
+    if not hasattr(module, "WORLD"):
+        raise UnknownWorld(f"[base] world = {name!r}: module {module.__name__} defines no WORLD (worlds: "
+                           f"{', '.join(WORLDS)})")
+    _OUTSIDE[name] = module.WORLD
+    return module.WORLD
 
 
 def world_for(cfg: Any) -> Any:

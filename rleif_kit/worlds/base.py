@@ -34,6 +34,14 @@ class WorldError(ValueError):
     """A world cannot do what the config asks of it (one line naming the key)."""
 
 
+class AnswerRejected(ValueError):
+    """An answer the world cannot put in its training format; ``reason`` is a short fixed phrase."""
+
+    def __init__(self, reason: str, text: str = ""):
+        super().__init__(f"{reason}: {text[:80]!r}" if text else reason)
+        self.reason = reason
+
+
 @dataclass(frozen=True)
 class Operator:
     """An Evol-Instruct operator: its template is ``params/prompts/<world>/evol/<name>.txt``; ``direction`` "up"
@@ -168,7 +176,7 @@ class World:
         return None
 
     def normalise_answer(self, answer: str) -> str:
-        """An evolved answer in the world's training format; raise ValueError (with ``reason``) when it cannot be."""
+        """An evolved answer in the world's training format; raise :class:`AnswerRejected` when it cannot be."""
         return answer
 
     def rewrite_answers(self, cfg: Any, settings: Any, items: list[dict]) -> dict[str, str | None]:
@@ -239,6 +247,10 @@ class World:
     def instruction_probe_pairs(self, cfg: Any, paths: Any) -> dict[str, list[tuple[str, str]]]:
         """(clean, edited) instruction pairs per edit that must lower rI."""
         return {}
+
+    def probe_source(self, paths: Any) -> str:
+        """Where the probe sets come from, as a verdict's source names it."""
+        return f"held-out test items ({paths.rel(paths.probe_set)})"
 
     def answer_edits(self, cfg: Any, paths: Any, n: int = 300) -> dict[str, list[tuple[str, str]]]:
         """(question, solution) three ways — ``complete``, ``early``, ``wrong`` — telling whether a PRM reads

@@ -36,6 +36,11 @@ def _by_name() -> dict[str, Benchmark]:
 BENCHMARKS = tuple(_by_name())  # the registered worlds' benchmarks (the CLI's `rleif eval <benchmark>`)
 
 
+def benchmark_names() -> tuple[str, ...]:
+    """Every benchmark known now: the registered worlds' and those of a world loaded by module path."""
+    return tuple(_by_name())
+
+
 def benchmark(name: str) -> Benchmark:
     table = _by_name()
     if name not in table:

@@ -58,9 +58,10 @@ class ArithWorld(World):
         return answer is not None and answer == str(arith.Problem.from_record(problem).answer())
 
     def verify(self, record: Mapping[str, Any], response: str) -> float | None:
-        """rV = the step verifier: 1 when every step and the answer are right, else 0; None without steps."""
+        """rV = the step verifier: 1 when every step and the answer are right, else 0 (a response without steps
+        too); None for a record without its problem (nothing to verify against)."""
         labels = self.step_labels(record, response)
-        return float(all(labels)) if labels else None
+        return None if labels is None else float(bool(labels) and all(labels))
 
     def step_labels(self, record: Mapping[str, Any], solution: str) -> list[bool] | None:
         problem = record.get("problem")
@@ -180,6 +181,9 @@ class ArithWorld(World):
             if dropped is not None:
                 out["number_removed"].append((p["question"], dropped))
         return out
+
+    def probe_source(self, paths: Any) -> str:
+        return f"held-out problems ({paths.rel(paths.arith_heldout)})"
 
     def answer_edits(self, cfg: Any, paths: Any, n: int = 300) -> dict[str, list[tuple[str, str]]]:
         """The first ``n`` held-out 3-step problems: gold, stopped one step early (the tiny teacher's error), and

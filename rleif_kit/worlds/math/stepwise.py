@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from rleif_kit.worlds.base import AnswerRejected
+
 __all__ = ["ParsedSolution", "parse_solution", "final_answer", "NormaliseError", "normalise_solution",
            "normalise_gsm8k", "answers_equal", "last_boxed"]
 
@@ -46,12 +48,8 @@ class ParsedSolution:
     style: str  # "step_markers" | "numbered" | "lines" | "single"
 
 
-class NormaliseError(ValueError):
+class NormaliseError(AnswerRejected):
     """A solution the rules cannot put in canonical form; ``reason`` is a short fixed phrase."""
-
-    def __init__(self, reason: str, text: str = ""):
-        super().__init__(f"{reason}: {text[:80]!r}" if text else reason)
-        self.reason = reason
 
 
 # ------------------------------------------------------------------------------ answers
