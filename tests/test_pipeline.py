@@ -284,6 +284,7 @@ def test_the_broken_reward_gallery_is_caught(tiny_run, tmp_path, monkeypatch):
     from rleif_kit.rewards.prm import train_prm, verifier_examples
     from rleif_kit.worlds import steps as step_labels
     from rleif_kit.checks.probe_sets import instruction_probe_pairs, probe_solutions
+    from rleif_kit.worlds import world_for
 
     monkeypatch.chdir(ROOT)
     _copy_inputs(tiny_run, tmp_path / "run")
@@ -292,7 +293,7 @@ def test_the_broken_reward_gallery_is_caught(tiny_run, tmp_path, monkeypatch):
     d, solutions = cfg.diagnostics, probe_solutions(cfg, paths)
 
     monkeypatch.setattr(step_labels, "LABEL_AFTER_ANSWER", False)
-    examples, _ = verifier_examples(list(read_jsonl(paths.prm_samples)))
+    examples, _ = verifier_examples(list(read_jsonl(paths.prm_samples)), world_for(cfg))
     model, tok, result = train_prm(cfg, paths, examples)
     assert result.step_auc >= 0.7  # by its own held-out step AUC it looks like a fine PRM
     blind = {v.check: v for v in prm_probes(prm_scorer(model, tok, "min", max_len=cfg.reward_model.rm_max_len),
