@@ -15,8 +15,8 @@ pytestmark = pytest.mark.slow
 
 SMALL = [  # the tiny preset cut to a couple of minutes: what matters is that every stage runs on the world
     'base.world="toy_world"', 'sft.dataset="toy:3000"', 'evol_instruct.seeds="toy:60"', "evol_instruct.rounds=2",
-    "sft.max_steps=80", "sft.eval_samples=100", "dedup.min_kept=10", "reward_model.irm_groups=40",
-    "reward_model.prm_samples=200", "reward_model.rm_epochs=1", "ppo.total_steps=4", "ppo.rollout_batch=16",
+    "sft.max_steps=250", "sft.eval_samples=100", "dedup.min_kept=10", "reward_model.irm_groups=40",
+    "reward_model.prm_samples=200", "reward_model.irm_samples_per_instruction=2", "reward_model.rm_epochs=1", "ppo.total_steps=4", "ppo.rollout_batch=16",
     "ppo.mini_batch=8", "ppo.gen_batch=16", "ppo.gate_samples=16", "ppo.eval_samples=100", "ppo.save_every=2",
     'eval.benchmarks=["toy_sums"]', "eval.limit=100",
 ]

@@ -144,6 +144,8 @@ def test_a_term_the_world_cannot_compute_is_one_config_error(tmp_path):
         world_for(_cfg(tmp_path, 'reward_model.answer_reward="verifier"'))
     with pytest.raises(ConfigError, match="backend = 'world': the math world has no programmatic evolver"):
         world_for(_cfg(tmp_path, 'evol_instruct.backend="world"'))
+    with pytest.raises(ConfigError, match="irm_samples_per_instruction = 7: .* the math world draws from 6"):
+        world_for(_cfg(tmp_path, "reward_model.irm_samples_per_instruction=7"))
     with pytest.raises(ConfigError, match="unknown world"):
         world_for(_cfg(tmp_path, 'base.world="chemistry"'))
     with pytest.raises(ConfigError, match=r"\[eval\] benchmarks = \['gsm8k', 'mmlu'\]: unknown mmlu \(benchmarks: arith, gsm8k"):

@@ -347,6 +347,7 @@ def check_sft_vs_ppo(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
 
 def run_diagnostics(cfg: RunConfig, paths: RunPaths, score: bool = True) -> Health:
     """Every check whose artifacts exist, in pipeline order; ``score=False`` skips loading the reward models."""
+    world_for(cfg)  # the run's world: its benchmarks and probe sets are asked below
     health = Health()
     check_evolve(cfg, paths, health)
     check_dedup(cfg, paths, health)

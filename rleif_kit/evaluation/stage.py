@@ -35,6 +35,7 @@ from rleif_kit.models.loading import SFT_INFO
 from rleif_kit.models.refs import model_ref
 from rleif_kit.sandbox.runner import describe_sandbox
 from rleif_kit.core.sections import STOP_LISTS
+from rleif_kit.worlds import world_for
 from rleif_kit.worlds.benchmarks import benchmark as get_benchmark, load_items, prompt_for
 from rleif_kit.worlds.tiny_corpus import ensure_base_model
 
@@ -208,6 +209,7 @@ def model_sources(cfg: RunConfig, paths: RunPaths,
 def run_eval(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True,
              sources: list[tuple[str, Callable]] | None = None) -> EvalResult:
     """Every model on every benchmark (resumable), then the summary and the SFT-vs-PPO A/B."""
+    world_for(cfg)  # the run's world (its benchmarks are looked up by name below) and what it cannot do
     ev, result = cfg.eval, EvalResult()
     if sources is None:
         sources, result.notes = model_sources(cfg, paths, settings)

@@ -284,6 +284,12 @@ def terms_problems(world: World, cfg: Any) -> list[str]:
     if unknown:
         out.append(f"[evol_instruct] operator_weights names {', '.join(unknown)}: not an operator of the {world.name} "
                    f"world ({', '.join(sorted(names))})")
+    weights = {e.partition("=")[0].strip(): e.partition("=")[2] for e in cfg.evol_instruct.operator_weights}
+    drawn = [op for op in world.operators if float(weights.get(op.name, op.weight)) > 0] if not unknown else []
+    k = cfg.reward_model.irm_samples_per_instruction
+    if drawn and k > len(drawn):
+        out.append(f"[reward_model] irm_samples_per_instruction = {k}: the IRM's fan-out evolves each instruction with "
+                   f"{k} distinct operators, and the {world.name} world draws from {len(drawn)}")
     if cfg.evol_instruct.backend == "world" and not world.programmatic:
         out.append(f"[evol_instruct] backend = 'world': the {world.name} world has no programmatic evolver "
                    "('openai' or 'hf' evolve through a model)")
