@@ -91,10 +91,6 @@ class Benchmark:
         return "code_eval" if self.runs_code else "math_eval"
 
 
-REWARD_TERMS = {"rI": "the IRM's score of the instruction", "rA": "the PRM's (or step verifier's) score of the answer",
-                "rV": "the world's verifier on the response", "rF": "the format term (steps and answer line present)"}
-
-
 class World:
     """The defaults: an Alpaca-format step-by-step world (``Step k: ... The answer is: X``) without a verifier."""
 
@@ -260,10 +256,6 @@ class World:
     def config_problems(self, cfg: Any) -> list[str]:
         """What the world cannot do of what ``cfg`` asks (one line each, naming the key)."""
         return []
-
-    def describe(self) -> dict[str, Any]:
-        return {"world": self.name, "about": self.about, "operators": [op.name for op in self.operators],
-                "benchmarks": [b.name for b in self.benchmarks], "programmatic": self.programmatic}
 
 
 def terms_problems(world: World, cfg: Any) -> list[str]:
