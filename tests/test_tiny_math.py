@@ -85,3 +85,18 @@ def test_evolution_eliminated_the_teachers_leftover_notes(math_run):
     assert any("In this modified version" in t or "I hope this helps" in t for t in leaked)
     kept = _jsonl(root / "run" / "01_evolve" / "evolved.jsonl")
     assert not any(t in r["text"] for r in kept for t in ("Here's", "**", "New Prompt:", "#Rewritten"))
+
+
+def test_the_gate_probed_the_learned_reward_on_the_held_out_test_items(math_run):
+    """The math world's probe set (00_setup/probe_set.jsonl: GSM8k test items with step-format gold solutions)
+    reaches the gate: the PRM's edits and the IRM's number_removed ran there, and what failed was forced past."""
+    root, _ = math_run
+    run = root / "run"
+    probes = _jsonl(run / "00_setup" / "probe_set.jsonl")
+    assert probes and all(p["solution"].startswith("Step 1:") and p["source"] == "gsm8k" for p in probes)
+    gate = {v["check"]: v for v in json.loads((run / "05_ppo" / "gate.json").read_text())}
+    edits = {"prm_probe_wrong_answer", "prm_probe_cut_answer", "prm_probe_early_stop", "irm_probe_number_removed"}
+    assert edits <= set(gate)
+    assert all("probe_set.jsonl" in gate[k]["source"] for k in ("prm_probe_cut_answer", "irm_probe_number_removed"))
+    assert any(v["status"] == "fail" for v in gate.values())  # the tiny learned PRM fails them: PPO ran forced
+    assert read_records(root / "reports" / "metrics.json")["05_ppo"]["steps"] == 16

@@ -48,7 +48,7 @@ def reward_gate(cfg: RunConfig, paths: RunPaths, policy: Policy, scorer: RewardS
     if any(c is not None for c in scores["correct"]):
         verdicts.append(check_reward_truth(scores["correct"], scores["reward"], scores["rA"], d,
                                            f"{src}, judged by the verifier", "On the SFT policy's samples"))
-    held = f"{STAGE} gate: held-out problems"
+    held = f"{STAGE} gate: {scorer.world.probe_source(paths)}"
     solutions = probe_solutions(cfg, paths)
     if not solutions:
         return verdicts + [Verdict("probes", "warn", {}, {}, f"Not probed: {NO_PROBE_SET}.", held)]
