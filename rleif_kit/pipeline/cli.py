@@ -34,6 +34,7 @@ from rleif_kit.models.generation import VLLMMissing
 from rleif_kit.models.loading import ModelNotFound
 from rleif_kit.models.planner import format_fitting_presets, format_plan, plan
 from rleif_kit.models.shapes import ShapeError, resolve_shapes
+from rleif_kit.worlds import world_for
 
 # The handlers below import the pipeline and stage modules they run only when they run: those bring
 # papermill, torch, transformers, the openai client or matplotlib, which `rleif config`, `rleif plan` and
@@ -224,7 +225,9 @@ def _build_tiny(args) -> int:
 
 
 def _config(args) -> int:
-    print(to_toml(load_config(args.params, args.overrides)), end="")
+    cfg = load_config(args.params, args.overrides)
+    world_for(cfg)  # what the run's world cannot do is a config error too (one line each)
+    print(to_toml(cfg), end="")
     return 0
 
 
