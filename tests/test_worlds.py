@@ -185,3 +185,17 @@ def test_the_terms_check_says_when_rv_is_mostly_its_fallback():
     assert gaps.status == "warn" and "could not judge 67%" in gaps.advice  # 2 of 3 scored 0 by the fallback
     flat = check_reward_terms({"rF": [1.0, 1.0]})
     assert flat.status == "warn" and "rF is 1 for every response" in flat.advice
+
+
+def test_the_math_probe_set_is_the_test_items_in_the_step_format(tmp_path):
+    from rleif_kit.worlds.math.probes import number_removed_pairs, probe_items
+
+    test = tmp_path / "gsm8k_test.jsonl"
+    test.write_text('{"question": "Ann has 3 pens and buys 4. How many?", "answer": "3 + 4 = <<3+4=7>>7\\n#### 7"}\n'
+                    '{"question": "What is it?", "answer": "#### 5"}\n')  # no step to normalise: left out, counted
+    items, skipped = probe_items("gsm8k", test)
+    assert skipped == 1 and items == [{"id": "gsm8k:gsm8k-00000", "text": "Ann has 3 pens and buys 4. How many?",
+                                       "solution": "Step 1: 3 + 4 = 7. The answer is: 7", "gold": "7",
+                                       "source": "gsm8k"}]
+    assert number_removed_pairs(items) == {"number_removed": [("Ann has 3 pens and buys 4. How many?",
+                                                               "Ann has pens and buys 4. How many?")]}
