@@ -199,3 +199,19 @@ def test_the_math_probe_set_is_the_test_items_in_the_step_format(tmp_path):
                                        "source": "gsm8k"}]
     assert number_removed_pairs(items) == {"number_removed": [("Ann has 3 pens and buys 4. How many?",
                                                                "Ann has pens and buys 4. How many?")]}
+
+
+def test_grpo_logs_one_column_per_term():
+    from rleif_kit.ppo.grpo import RLEIFReward
+
+    class Scorer:
+        def __call__(self, records, responses):
+            return {"rI": [0.5, 1.0], "rA": [0.25, 0.75], "rV": [1.0, 0.0], "rV_missing": [False, True],
+                    "rF": [1.0, 1.0], "reward": [0.125, 0.0]}
+
+    reward = RLEIFReward(Scorer(), {"p1": {"id": "a"}, "p2": {"id": "b"}})
+    assert reward(["p1", "p2"], ["x", "y"]) == [0.125, 0.0]
+    logged = reward.drain()
+    assert logged == {"rI_mean": 0.75, "rA_mean": 0.5, "low_rA_share": 0.5, "rV_mean": 0.5, "rV_missing_share": 0.5,
+                      "rF_mean": 1.0}
+    assert reward.drain() == {}  # drained

@@ -24,7 +24,7 @@ from rleif_kit.ppo.rewards import term_log_fields
 
 
 class RLEIFReward:
-    """The callable TRL calls with (prompts, completions); keeps rI / rA statistics for the log."""
+    """The callable TRL calls with (prompts, completions); keeps each reward term's statistics for the log."""
 
     __name__ = "rleif_reward"  # TRL names the logged reward column after the function
 
