@@ -45,6 +45,7 @@ from rleif_kit.reward_scoring.scorers import (
     irm_scorer,
     prm_scorer,
     step_verifier_scorer,
+    verifiable_terms,
 )
 from rleif_kit.worlds.benchmarks import benchmark as get_benchmark, benchmark_names
 from rleif_kit.checks.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
@@ -268,13 +269,8 @@ def check_reward_models(cfg: RunConfig, paths: RunPaths, health: Health, score: 
 
 def _reward_terms(cfg: RunConfig, held: HeldOut, health: Health) -> None:
     """rV and rF on the held-out samples, where the formula names them: their distributions and coverage."""
-    formula, world = parse_reward_formula(cfg.ppo.reward_formula), world_for(cfg)
-    terms: dict[str, list] = {}
-    if "rV" in formula.terms:
-        raw = [world.verify(r, s) for r, s in zip(held.records, held.solutions)]
-        terms.update(rV=[v or 0.0 for v in raw], rV_missing=[v is None for v in raw])
-    if "rF" in formula.terms:
-        terms["rF"] = [world.format_score(s) for s in held.solutions]
+    terms = verifiable_terms(world_for(cfg), parse_reward_formula(cfg.ppo.reward_formula).terms, held.records,
+                             held.solutions)
     verdict = dg.check_reward_terms(terms, held.source)
     if verdict is not None:
         health.verdicts.append(verdict)
@@ -307,11 +303,12 @@ def check_ppo_log(cfg: RunConfig, paths: RunPaths, health: Health, scored: Score
         ra = [0.0 if a is None else a for a in raw]
         reward = ra
         if scored.irm is not None:
-            formula, world = parse_reward_formula(cfg.ppo.reward_formula), world_for(cfg)
-            rv = [world.verify(r, t) or 0.0 for r, t in zip(held.records, held.solutions)]
-            rf = [world.format_score(t) for t in held.solutions]
+            formula = parse_reward_formula(cfg.ppo.reward_formula)
+            terms = verifiable_terms(world_for(cfg), formula.terms, held.records, held.solutions)
+            n = len(ra)
             ri = scored.irm([r["text"] for r in held.records])
-            reward = [formula(i, a, v, f) for i, a, v, f in zip(ri, ra, rv, rf)]
+            reward = [formula(i, a, v, f) for i, a, v, f in zip(ri, ra, terms.get("rV", [0.0] * n),
+                                                                 terms.get("rF", [0.0] * n))]
         truth = check_reward_truth(held.correct, reward, ra, cfg.diagnostics, held.source + ", judged by the "
                                    "verifier", "On held-out samples of the SFT model")
     if truth is not None:

@@ -9,31 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import replace
 
-from rleif_kit.worlds.base import Operator
+from rleif_kit.worlds.base import Operator, reweighted  # noqa: F401 - the stages draw from reweighted()
 
 
 def seeded_rng(*parts: object) -> random.Random:
     """A Random seeded from the parts' text, stable across processes (unlike ``hash()``)."""
     digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
     return random.Random(int.from_bytes(digest[:8], "big"))
-
-
-def reweighted(operators: tuple[Operator, ...], entries: list[str] | tuple[str, ...] = ()) -> tuple[Operator, ...]:
-    """The operators drawn from: ``[evol_instruct] operator_weights`` (``"in_breadth=1"``) applied, weight-0 ones
-    dropped (in-breadth evolving and complicating the input are 0 unless named: neither WizardMath's nor
-    WizardCoder's recipe used them). A name the world lacks is an error naming the world's operators."""
-    weights = {}
-    for entry in entries:
-        name, _, weight = entry.partition("=")
-        weights[name.strip()] = float(weight)
-    unknown = set(weights) - {op.name for op in operators}
-    if unknown:
-        raise ValueError(f"[evol_instruct] operator_weights names {', '.join(sorted(unknown))}: not an operator of "
-                         f"this world ({', '.join(op.name for op in operators)})")
-    out = tuple(replace(op, weight=weights.get(op.name, op.weight)) for op in operators)
-    return tuple(op for op in out if op.weight > 0)
 
 
 def _pool(operators, direction: str, chosen=()) -> list[Operator]:

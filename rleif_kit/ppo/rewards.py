@@ -19,8 +19,7 @@ from rleif_kit.core.reward_math import parse_reward_formula
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.reward_scoring.irm import irm_score
 from rleif_kit.reward_scoring.load import load_rm
-from rleif_kit.reward_scoring.scorers import (format_scorer, irm_scorer, prm_scorer, step_verifier_scorer,
-                                              verifier_scorer)
+from rleif_kit.reward_scoring.scorers import irm_scorer, prm_scorer, step_verifier_scorer, verifiable_terms
 from rleif_kit.worlds import world_for
 
 
@@ -94,13 +93,7 @@ class RewardScorer:
 
     def verifiable_terms(self, instructions: Sequence[dict], responses: Sequence[str]) -> dict[str, list]:
         """rV and rF where the formula uses them: ``{"rV": [...], "rV_missing": [...], "rF": [...]}``."""
-        out: dict[str, list] = {}
-        if "rV" in self.formula.terms:
-            raw = verifier_scorer(self.world)(instructions, responses)
-            out["rV"], out["rV_missing"] = [0.0 if v is None else v for v in raw], [v is None for v in raw]
-        if "rF" in self.formula.terms:
-            out["rF"] = format_scorer(self.world)(instructions, responses)
-        return out
+        return verifiable_terms(self.world, self.formula.terms, instructions, responses)
 
     def combine(self, ri: Sequence[float], ra: Sequence[float], terms: dict[str, list]) -> list[float]:
         """r per response from its terms by ``[ppo] reward_formula``."""

@@ -47,6 +47,18 @@ def verifier_scorer(world: Any) -> AnswerScorer:
     return score
 
 
+def verifiable_terms(world: Any, terms: Any, records: Sequence[dict], solutions: Sequence[str]) -> dict[str, list]:
+    """rV and rF of each response where ``terms`` (a formula's) names them: ``{"rV", "rV_missing", "rF"}``; a
+    record the verifier cannot judge gets rV = 0 and is marked missing. PPO, GRPO, the gate and 07 all use this."""
+    out: dict[str, list] = {}
+    if "rV" in terms:
+        raw = verifier_scorer(world)(records, solutions)
+        out["rV"], out["rV_missing"] = [0.0 if v is None else v for v in raw], [v is None for v in raw]
+    if "rF" in terms:
+        out["rF"] = format_scorer(world)(records, solutions)
+    return out
+
+
 def format_scorer(world: Any) -> AnswerScorer:
     """rF: the world's format term on each response (steps found and a final answer line)."""
     def score(records: Sequence[dict], solutions: Sequence[str]) -> list:

@@ -21,7 +21,7 @@ what differs. Nothing here imports torch: the pure tests and the CLI stay fast.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -59,6 +59,23 @@ BREADTH_OPERATORS = (
     Operator("in_breadth", "breadth", weight=0.0, method="in-breadth evolving (a new, rarer task of the same domain)"),
     Operator("complicate_input", "up", weight=0.0, method="complicate input (add a table, code or data to work on)"),
 )
+
+
+def reweighted(operators: tuple[Operator, ...], entries: list[str] | tuple[str, ...] = (),
+               owner: str = "this world") -> tuple[Operator, ...]:
+    """The operators drawn from: ``[evol_instruct] operator_weights`` (``"in_breadth=1"``) applied, weight-0 ones
+    dropped (in-breadth evolving and complicating the input are 0 unless named: neither WizardMath's nor
+    WizardCoder's recipe used them). A name the world lacks is an error naming the world's operators."""
+    weights = {}
+    for entry in entries:
+        name, _, weight = entry.partition("=")
+        weights[name.strip()] = float(weight)
+    unknown = set(weights) - {op.name for op in operators}
+    if unknown:
+        raise ValueError(f"[evol_instruct] operator_weights names {', '.join(sorted(unknown))}: not an operator of "
+                         f"{owner} ({', '.join(op.name for op in operators)})")
+    out = tuple(replace(op, weight=weights.get(op.name, op.weight)) for op in operators)
+    return tuple(op for op in out if op.weight > 0)
 
 
 @dataclass(frozen=True)
@@ -271,13 +288,11 @@ def terms_problems(world: World, cfg: Any) -> list[str]:
         if getattr(rm, key) == "verifier" and type(world).step_labels is World.step_labels:
             out.append(f"[reward_model] {key} = 'verifier': the {world.name} world has no step verifier (the "
                        "arithmetic world has one: [base] world = 'arith')")
-    names = {op.name for op in world.operators}
-    unknown = sorted({e.partition("=")[0].strip() for e in cfg.evol_instruct.operator_weights} - names)
-    if unknown:
-        out.append(f"[evol_instruct] operator_weights names {', '.join(unknown)}: not an operator of the {world.name} "
-                   f"world ({', '.join(sorted(names))})")
-    weights = {e.partition("=")[0].strip(): e.partition("=")[2] for e in cfg.evol_instruct.operator_weights}
-    drawn = [op for op in world.operators if float(weights.get(op.name, op.weight)) > 0] if not unknown else []
+    try:
+        drawn = reweighted(world.operators, cfg.evol_instruct.operator_weights, f"the {world.name} world")
+    except ValueError as e:
+        out.append(str(e))
+        drawn = ()
     k = cfg.reward_model.irm_samples_per_instruction
     if drawn and k > len(drawn):
         out.append(f"[reward_model] irm_samples_per_instruction = {k}: the IRM's fan-out evolves each instruction with "

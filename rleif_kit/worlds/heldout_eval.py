@@ -3,10 +3,10 @@ on, checked by the world's own checker (the arithmetic world's: exact answer and
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from rleif_kit.core.jsonl import write_jsonl
 from rleif_kit.models.generation import generate
 from rleif_kit.worlds.benchmarks import benchmark
 
@@ -22,10 +22,7 @@ def evaluate_heldout(world: Any, model: Any, tokenizer: Any, problems: Sequence[
              **check({"id": p["id"], "question": p["question"], "gold": str(p["answer"])}, response, ev)}
             for p, response in zip(problems, responses)]
     if out_path is not None:
-        Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-        with open(out_path, "w", encoding="utf-8") as f:
-            for row in rows:
-                f.write(json.dumps(row) + "\n")
+        write_jsonl(Path(out_path), rows)
     n = len(rows)
     correct = sum(bool(r["correct"]) for r in rows)
     return {"n": n, "correct": correct, "accuracy": correct / n if n else 0.0,
