@@ -35,6 +35,7 @@ MODULES = {
     "rleif_kit.evaluation.prompts": "rleif_kit.worlds.prompts",
     "rleif_kit.evaluation.sandbox": "rleif_kit.sandbox.runner",
     "rleif_kit.evaluation.sandbox_launcher": "rleif_kit.sandbox.launcher",
+    "rleif_kit.evaluation.value_tests": "rleif_kit.worlds.code.value_tests",
     "rleif_kit.evolvers": "rleif_kit.evolution.evolvers",
     "rleif_kit.fake_openai": "rleif_kit.testing.fake_openai",
     "rleif_kit.grpo": "rleif_kit.ppo.grpo",

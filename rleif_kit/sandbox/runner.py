@@ -126,14 +126,20 @@ def describe_sandbox() -> str:
     return text + ("" if not plan.notes else " (not used: " + "; ".join(plan.notes) + ")")
 
 
-def run_python(source: str, timeout: float = 10.0, limits: Limits = Limits(), slot: int = 0,
+def run_python(source: str, timeout: float = 10.0, limits: Limits = Limits(), slot: int | None = None,
                files: dict[str, str] | None = None) -> RunResult:
     """Run one Python program in the sandbox; never raises for anything the program does.
 
-    ``slot`` selects the unprivileged uid (parallel callers must use different slots); ``files`` are written
-    beside the program (name -> text) for it to read.
+    ``slot`` selects the unprivileged uid (default: a free one of the process's pool; an explicit slot must not
+    be in use by a parallel run); ``files`` are written beside the program (name -> text) for it to read.
     """
-    return _run(sandbox_plan(), source, timeout, limits, slot, files)
+    if slot is not None:
+        return _run(sandbox_plan(), source, timeout, limits, slot, files)
+    slot = _acquire_slot()
+    try:
+        return _run(sandbox_plan(), source, timeout, limits, slot, files)
+    finally:
+        _release_slot(slot)
 
 
 def run_many(sources, timeout: float = 10.0, limits: Limits = Limits(), workers: int | None = None,
@@ -141,31 +147,52 @@ def run_many(sources, timeout: float = 10.0, limits: Limits = Limits(), workers:
     """Run many programs on ``workers`` parallel slots (default: one per CPU); results in input order.
 
     ``on_done(result)`` is called as each finishes (for a progress bar); ``files[i]`` (name -> text, or None)
-    is written beside program ``i``.
+    is written beside program ``i``. Slots come from one pool per process, so calls from several threads at
+    once (PPO's scorer and an evolution's test check, say) never share a uid.
     """
-    import queue
     from concurrent.futures import ThreadPoolExecutor
 
     plan = sandbox_plan()
     workers = max(1, workers or os.cpu_count() or 1)
-    slots: queue.SimpleQueue[int] = queue.SimpleQueue()
-    for i in range(workers):
-        slots.put(i)
 
     def one(job: tuple[str, dict | None]) -> RunResult:
-        slot = slots.get()
+        slot = _acquire_slot()
         try:
             result = _run(plan, job[0], timeout, limits, slot, job[1])
         finally:
-            slots.put(slot)
+            _release_slot(slot)
         if on_done is not None:
             on_done(result)
         return result
 
     sources = list(sources)
     jobs = list(zip(sources, files if files is not None else [None] * len(sources)))
+    if len(jobs) == 1 or workers == 1:
+        return [one(job) for job in jobs]
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(one, jobs))
+
+
+_free_slots: set[int] = set()
+_slot_count = 0
+_SLOT_LOCK = threading.Lock()
+
+
+def _acquire_slot() -> int:
+    """The lowest slot no run of this process holds (a new one when all are busy)."""
+    global _slot_count
+    with _SLOT_LOCK:
+        if _free_slots:
+            slot = min(_free_slots)
+            _free_slots.discard(slot)
+            return slot
+        _slot_count += 1
+        return _slot_count - 1
+
+
+def _release_slot(slot: int) -> None:
+    with _SLOT_LOCK:
+        _free_slots.add(slot)
 
 
 _slot_uids: dict[int, int] = {}

