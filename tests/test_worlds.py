@@ -135,10 +135,14 @@ def _cfg(tmp_path, *overrides, text=""):
     return load_config(path, list(overrides), workdir=ROOT)
 
 
-def test_a_term_the_world_cannot_compute_is_one_config_error(tmp_path):
-    cfg = _cfg(tmp_path, 'base.world="code"', 'ppo.reward_formula="rI * rV"')
-    with pytest.raises(ConfigError, match="rV needs the world's verifier, and the code world has none"):
+def test_a_term_the_world_cannot_compute_is_one_config_error(tmp_path, monkeypatch):
+    (tmp_path / "plain_world.py").write_text("from rleif_kit.worlds.base import World\n\n\nclass Plain(World):\n"
+                                             "    name = 'plain'\n\n\nWORLD = Plain()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = _cfg(tmp_path, 'base.world="plain_world"', 'ppo.reward_formula="rI * rV"')
+    with pytest.raises(ConfigError, match="rV needs the world's verifier, and the plain world has none"):
         world_for(cfg)
+    assert world_for(_cfg(tmp_path, 'base.world="code"', 'ppo.reward_formula="rI * rV"')).name == "code"  # its tests
     assert world_for(_cfg(tmp_path, 'ppo.reward_formula="rI * rA * rV"')).name == "math"  # gold answers
     with pytest.raises(ConfigError, match="answer_reward = 'verifier': the math world has no step verifier"):
         world_for(_cfg(tmp_path, 'reward_model.answer_reward="verifier"'))

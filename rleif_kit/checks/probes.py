@@ -109,14 +109,16 @@ InstructionScorer = Callable[[Sequence[str]], Sequence[float]]  # instruction te
 
 
 def prm_probes(score: AnswerScorer, items: Sequence[dict], cfg: DiagnosticsConfig, source: str = "",
-               seed: int = 0, model: str = "PRM", cap: str | None = None) -> list[Verdict]:
+               seed: int = 0, model: str = "PRM", cap: str | None = None,
+               edits: dict | None = None) -> list[Verdict]:
     """One verdict per solution edit, named ``<model>_probe_<edit>``. ``items``: right solutions, each
     ``{"text": question, "solution": ...}`` plus whatever the scorer needs (the arithmetic world's ``problem``);
-    ``score(records, solutions)`` gives rA. ``cap="warn"`` reports a fail as warn (a PRM the run does not use)."""
+    ``score(records, solutions)`` gives rA. ``cap="warn"`` reports a fail as warn (a PRM the run does not use).
+    ``edits``: the world's (``World.solution_edits``; default the step format's)."""
     sample = _sample(items, cfg.probe_pairs, seed)
     base = list(score(sample, [r["solution"] for r in sample]))
     out = []
-    for name, (edit, direction) in cf.SOLUTION_EDITS.items():
+    for name, (edit, direction) in (edits if edits is not None else cf.SOLUTION_EDITS).items():
         pairs = [(i, edit(r["solution"])) for i, r in enumerate(sample)]
         pairs = [(i, s) for i, s in pairs if s is not None and s != sample[i]["solution"]]
         if not pairs:

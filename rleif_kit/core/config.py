@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from rleif_kit.core.sections import (
-    ArithConfig,
     BaseConfig,
     DedupConfig,
     DiagnosticsConfig,
@@ -29,13 +28,14 @@ from rleif_kit.core.sections import (
     PPOConfig,
     RewardModelConfig,
     SFTConfig,
-    TinyConfig,
 )
+from rleif_kit.core.world_sections import ArithConfig, TinyCodeConfig, TinyConfig
 
 SECTIONS: dict[str, type] = {
     "base": BaseConfig,
     "tiny": TinyConfig,
     "arith": ArithConfig,
+    "tiny_code": TinyCodeConfig,
     "sft": SFTConfig,
     "evol_instruct": EvolInstructConfig,
     "dedup": DedupConfig,
@@ -76,6 +76,7 @@ class RunConfig:
     base: BaseConfig
     tiny: TinyConfig
     arith: ArithConfig
+    tiny_code: TinyCodeConfig
     sft: SFTConfig
     evol_instruct: EvolInstructConfig
     dedup: DedupConfig

@@ -78,32 +78,6 @@ class BaseConfig(_Section):
 
 
 @dataclass(frozen=True)
-class TinyConfig(_Section):
-    build: bool = opt(False, "build the offline tiny Llama at [base].model_name when that directory is missing")
-    vocab_size: int = opt(1000, "tokenizer vocabulary size (BPE trained on the arithmetic world)", at_least(300))
-    hidden_size: int = opt(128, "hidden size", positive)
-    layers: int = opt(2, "transformer layers", positive)
-    heads: int = opt(4, "attention heads (must divide hidden_size)", positive)
-    intermediate_size: int = opt(256, "MLP size", positive)
-    corpus_problems: int = opt(3000, "arithmetic problems the tokenizer is trained on", positive)
-
-    def cross_problems(self):
-        return [] if self.heads <= 0 or self.hidden_size % self.heads == 0 else [("heads", f"a divisor of hidden_size ({self.hidden_size})")]
-
-
-@dataclass(frozen=True)
-class ArithConfig(_Section):
-    min_steps: int = opt(1, "fewest steps of a generated problem", positive)
-    max_steps: int = opt(3, "most steps of a generated problem", positive)
-    max_operand: int = opt(20, "largest start quantity and add/subtract operand", at_least(2))
-    heldout_size: int = opt(1000, "held-out problems kept out of every training set", positive)
-    teacher_early_stop: float = opt(0.0, "share of the generated SFT solutions to `max_steps`-step problems whose "
-                                         "teacher stops one step early and answers the intermediate result: a "
-                                         "systematic teacher error, as GPT-written SFT data has, for the reward "
-                                         "to unlearn (0 = a flawless teacher)", unit)
-
-
-@dataclass(frozen=True)
 class SFTConfig(_Section):
     dataset: str = opt("gsm8k_math_stepwise_15k.jsonl",
                        "step-by-step JSONL (instruction, response), or 'arith:N' for N problems of the arithmetic world",
@@ -316,8 +290,8 @@ class EvalConfig(_Section):
                                                  "'strings-96dae6b' (the first release: equal strings only)",
                            one_of("math-equal-09b6403", "math-equal-cd6a0e6", "strings-96dae6b"))
     code_timeout: float = opt(10.0, "HumanEval / MBPP: wall-clock seconds per program in the sandbox", positive)
-    code_workers: int = opt(0, "HumanEval / MBPP: programs run in parallel in the sandbox; 0 = one per CPU",
-                            non_negative)
+    code_workers: int = opt(0, "HumanEval / MBPP and evolved code tasks' tests: programs run in parallel in the "
+                               "sandbox; 0 = one per CPU", non_negative)
     backend: str = opt("transformers", "generation of local models (base, sft, ppo): 'transformers' (the "
                                        "reference) or 'vllm' (installed separately on a GPU machine)",
                        one_of("transformers", "vllm"))

@@ -208,7 +208,7 @@ def score_solutions(cfg: RunConfig, paths: RunPaths, prm: AnswerScorer) -> HeldO
     ra = prm(records, solutions)
     flagged = sum(a is None for a in ra)
     world = world_for(cfg)
-    return HeldOut(records, solutions, ra, [world.is_correct(r, t) for r, t in zip(records, solutions)],
+    return HeldOut(records, solutions, ra, [v.correct for v in world.check_batch(records, solutions)],
                    f"{paths.rel(paths.prm_model)} rA on {len(ra) - flagged} solutions of {paths.prm_samples.name} "
                    f"({flagged} flagged)")
 
@@ -251,17 +251,19 @@ def check_reward_models(cfg: RunConfig, paths: RunPaths, health: Health, score: 
         health.scores["PRM rA (sampled solutions)"] = answer
         health.verdicts.append(dg.check_score_distribution("PRM", answer, d, scored.heldout.source))
         _reward_terms(cfg, scored.heldout, health)
-        in_use = rm.answer_reward == "prm"
+        reads_ra = "rA" in parse_reward_formula(cfg.ppo.reward_formula).terms
+        in_use = rm.answer_reward == "prm" and reads_ra
+        unused = f" (PPO's rA is the {rm.answer_reward})" if reads_ra else f" (PPO's r = {cfg.ppo.reward_formula})"
         health.verdicts += prm_probes(prm, solutions, d, f"{paths.rel(paths.prm_model)} on {probe_src}"
-                                      + ("" if in_use else f" (PPO's rA is the {rm.answer_reward})"), seed,
-                                      cap=None if in_use else "warn")
+                                      + ("" if in_use else unused), seed, cap=None if in_use else "warn",
+                                      edits=world_for(cfg).solution_edits)
     else:
         health.skipped.append(f"prm_distribution, prm probes: {paths.rel(paths.prm_model)} or "
                               f"{paths.prm_samples.name} not found (run {REWARD_MODELS})")
     if rm.answer_reward == "verifier":
         health.verdicts += prm_probes(step_verifier_scorer(world_for(cfg)), solutions, d,
                                       f"the step verifier on {probe_src}", seed,
-                                      model="verifier")
+                                      model="verifier", edits=world_for(cfg).solution_edits)
     if not solutions:
         health.skipped.append(f"probes: {NO_PROBE_SET}")
     return scored

@@ -8,6 +8,8 @@ template. ``make_evolver`` picks one by ``[evol_instruct].backend`` with a plain
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
@@ -46,6 +48,19 @@ class Outcome:
     record: dict
 
 
+class Vetting:
+    """The world's check of a kept evolution with its answer (``World.vet_evolved``: the code world runs the task's
+    tests against its reference answer in the sandbox), run off the event loop, a few at a time."""
+
+    def __init__(self, world: Any, workers: int = 0):
+        self.world = world
+        self.limit = asyncio.Semaphore(max(1, workers or os.cpu_count() or 1))
+
+    async def reason(self, record: dict) -> str | None:
+        async with self.limit:
+            return await asyncio.to_thread(self.world.vet_evolved, record)
+
+
 def alpaca_prompt(instruction: str) -> str:
     """What a local model without a chat template is asked: the Alpaca prompt it was fine-tuned on."""
     return math_prompt(instruction, cot=False)
@@ -57,6 +72,7 @@ class WorldEvolver:
     def __init__(self, cfg: RunConfig, world: Any):
         self.cfg, self.world = cfg, world
         self.model = f"{world.name}-evolver"
+        self.vetting = Vetting(world, cfg.eval.code_workers)
 
     async def evolve(self, task: Task) -> Outcome:
         rng = seeded_rng(self.cfg.base.seed, task.id, "evolve")
@@ -64,6 +80,8 @@ class WorldEvolver:
         record = child_record(task, out["text"], self.model, answer=out["answer"] if self.cfg.evol_instruct.with_answers
                               else None, extra=out.get("extra"))
         reason = elimination_reason(task.parent["text"], out["text"], finish_reason=out.get("finish_reason"))
+        if reason is None and record.get("answer") is not None:
+            reason = await self.vetting.reason(record)
         return Outcome("eliminated", {**record, "reason": reason}) if reason else Outcome("kept", record)
 
 
@@ -80,6 +98,8 @@ class LLMEvolver:
         prompts = cfg.resolve(cfg.evol_instruct.prompts_dir)
         world = world_for(cfg)
         self.answer_template = world.answer_template(prompts) if cfg.evol_instruct.with_answers else ""
+        self.tests_template = world.tests_template(prompts) if cfg.evol_instruct.with_answers else None
+        self.world, self.vetting = world, Vetting(world, cfg.eval.code_workers)
         self.equality_template = (prompts / "evol" / "equality.txt").read_text(encoding="utf-8")
         self.model = backend.model
 
@@ -136,6 +156,19 @@ class LLMEvolver:
             record["answer"] = answer.text.strip()
             reason = answer_elimination_reason(answer.text)
             if reason:  # the response-level rules: the instruction is fine, its answer is not one
+                return Outcome("eliminated", {**record, "reason": reason, "usage": dict(usage)})
+            if self.tests_template is not None:  # code: the endpoint writes the task's tests
+                q = self.tests_template.replace("{instruction}", text).replace("{answer}", record["answer"])
+                tests = await self.backend.acomplete(self._ask(task.id + "#tests", q, 0.0, ev.max_new_tokens))
+                if tests.ok and cut_off(tests):
+                    tests = replace(tests, text=None, error="tests " + cut_off_reason(
+                        ev.max_new_tokens, "[evol_instruct] max_new_tokens"))
+                if not tests.ok:
+                    return self._failure(task, tests)
+                usage.update(prompt_tokens=tests.prompt_tokens, completion_tokens=tests.completion_tokens)
+                record.update(self.world.read_tests(record, tests.text))
+            reason = await self.vetting.reason(record)
+            if reason:  # the world's own check: a code task's tests run against its answer in the sandbox
                 return Outcome("eliminated", {**record, "reason": reason, "usage": dict(usage)})
         return Outcome("kept", {**record, "usage": dict(usage)})
 

@@ -30,19 +30,22 @@ def reward_gate(cfg: RunConfig, paths: RunPaths, policy: Policy, scorer: RewardS
 
     With rA from the step verifier (``answer_reward = "verifier"``) there is no PRM to check: rA is 0 or 1
     and its distribution is the policy's accuracy, so check 1 covers the IRM alone (the probes still run: they
-    show the reward PPO gets reads the answer)."""
+    show the reward PPO gets reads the answer). A formula without rA (``"rI * rV"``, code's execution reward)
+    does not read the PRM at all: checks 1 and 2 of rA are left to 07, which probes the PRM whatever PPO reads."""
     d = cfg.diagnostics
     sample = random.Random(cfg.base.seed + 7).sample(list(pool), min(cfg.ppo.gate_samples, len(pool)))
     with policy.model.disable_adapter():
-        prompts = [scorer.world.train_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in sample]
+        prompts = [scorer.world.prompt_for(r, cot=cfg.eval.cot_prompt) for r in sample]
         roll = generate_rollout(policy, prompts, cfg)
     scores = scorer(sample, roll.responses)
     src = f"{STAGE} gate: {len(sample)} SFT responses"
     answer = cfg.reward_model.answer_reward
+    reads_ra = "rA" in scorer.formula.terms
     verdicts = [check_score_distribution("IRM", scores["rI"], d, src)]
-    if answer == "prm":
+    if answer == "prm" and reads_ra:
         verdicts.append(check_score_distribution("PRM", scores["rA"], d, src))
-    verdicts.append(check_low_ra_share(scores["rA"], d, f"{src}, rA from the {answer}"))
+    if reads_ra:
+        verdicts.append(check_low_ra_share(scores["rA"], d, f"{src}, rA from the {answer}"))
     terms = check_reward_terms(scores, f"{src}, r = {cfg.ppo.reward_formula}")
     verdicts += [terms] if terms is not None else []
     if any(c is not None for c in scores["correct"]):
@@ -52,8 +55,10 @@ def reward_gate(cfg: RunConfig, paths: RunPaths, policy: Policy, scorer: RewardS
     solutions = probe_solutions(cfg, paths)
     if not solutions:
         return verdicts + [Verdict("probes", "warn", {}, {}, f"Not probed: {NO_PROBE_SET}.", held)]
-    verdicts += prm_probes(_reward_of(scorer), solutions, d, f"{held}, r = {cfg.ppo.reward_formula} with rA from the "
-                           f"{answer}", seed=cfg.base.seed, model="PRM" if answer == "prm" else "verifier")
+    how = f"with rA from the {answer}" if reads_ra else "(no rA)"
+    verdicts += prm_probes(_reward_of(scorer), solutions, d, f"{held}, r = {cfg.ppo.reward_formula} {how}",
+                           seed=cfg.base.seed, model="PRM" if answer == "prm" and reads_ra else "verifier",
+                           edits=scorer.world.solution_edits)
     verdicts += irm_probes(scorer.instruction_texts, instruction_probe_pairs(cfg, paths), d, held, seed=cfg.base.seed)
     return verdicts
 
@@ -67,7 +72,7 @@ def _reward_of(scorer: RewardScorer):
         texts = [r["text"] for r in records]
         new = [t for t in dict.fromkeys(texts) if t not in ri_cache]
         ri_cache.update(zip(new, scorer.instruction_texts(new) if new else []))
-        ra = scorer.answer_scores(records, solutions)
+        ra = scorer.answer_scores(records, solutions) if "rA" in scorer.formula.terms else [0.0] * len(records)
         terms = scorer.verifiable_terms(records, solutions)
         r = scorer.combine([ri_cache[t] for t in texts], [0.0 if a is None else a for a in ra], terms)
         return [None if a is None else x for a, x in zip(ra, r)]

@@ -29,23 +29,28 @@ class RLEIFReward:
     __name__ = "rleif_reward"  # TRL names the logged reward column after the function
 
     def __init__(self, scorer: Any, by_prompt: dict[str, dict]):
-        self.scorer, self.by_prompt, self.pending = scorer, by_prompt, []
+        self.scorer, self.by_prompt, self.pending, self.verify_s = scorer, by_prompt, [], 0.0
 
     def __call__(self, prompts: Sequence[str], completions: Sequence[str], **_: Any) -> list[float]:
         records = [self.by_prompt[p] for p in prompts]
         scores = self.scorer(records, [c.strip() for c in completions])
         self.pending.append(scores)
+        self.verify_s += getattr(self.scorer, "timings", {}).get("verify_s", 0.0)
         return scores["reward"]
 
     def drain(self) -> dict[str, float]:
-        """Mean rI, rA and share of rA < 0.5 over the calls since the last drain."""
-        merged = {k: [x for s in self.pending for x in s.get(k, [])] for k in ("rI", "rA", "rV", "rV_missing", "rF")}
-        self.pending = []
+        """Mean rI, rA and share of rA < 0.5 over the calls since the last drain, the share of responses the world's
+        verifier calls right (the pass rate, for code) and the seconds it took (the sandbox, for code)."""
+        keys = ("rI", "rA", "rV", "rV_missing", "rF", "correct")
+        merged = {k: [x for s in self.pending for x in s.get(k, [])] for k in keys}
+        verify_s, self.pending, self.verify_s = self.verify_s, [], 0.0
         ri, ra = merged["rI"], merged["rA"]
         if not ra:
             return {}
+        judged = [c for c in merged.pop("correct") if c is not None]
         return {"rI_mean": statistics.fmean(ri), "rA_mean": statistics.fmean(ra),
                 "low_rA_share": sum(a < 0.5 for a in ra) / len(ra),
+                **({"right_share": sum(judged) / len(judged)} if judged else {}), **({"verify_s": round(verify_s, 3)} if verify_s else {}),
                 **term_log_fields({k: v for k, v in merged.items() if v})}
 
 
@@ -59,7 +64,7 @@ def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any,
 
     ppo = cfg.ppo
     sft_path = resolve_rm_base(cfg, paths, "sft", "[ppo] policy")
-    by_prompt = {scorer.world.train_prompt(r["text"], cot=cfg.eval.cot_prompt): r for r in pool}  # as SFT trained
+    by_prompt = {scorer.world.prompt_for(r, cot=cfg.eval.cot_prompt): r for r in pool}  # as SFT trained
     reward = RLEIFReward(scorer, by_prompt)
     log: list[dict] = []
 

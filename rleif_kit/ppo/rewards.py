@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
+import time
 import statistics
 from pathlib import Path
 from typing import Any, Sequence
@@ -72,6 +73,7 @@ class RewardScorer:
         self.formula = parse_reward_formula(cfg.ppo.reward_formula)
         self.world = world_for(cfg)
         self._ri: dict[str, float] = {}
+        self.timings: dict[str, float] = {}  # the last call's seconds per part (verify_s: the world's verifier)
 
     def instruction_scores(self, instructions: Sequence[dict]) -> list[float]:
         new = [r for r in {r["id"]: r for r in instructions}.values() if r["id"] not in self._ri]
@@ -91,9 +93,18 @@ class RewardScorer:
         return prm_scorer(self.prm[0], self.prm[1], rm.prm_aggregate, batch_size=self.cfg.ppo.gen_batch,
                           max_len=rm.rm_max_len, world=self.world)(instructions, responses)
 
-    def verifiable_terms(self, instructions: Sequence[dict], responses: Sequence[str]) -> dict[str, list]:
+    def verifiable_terms(self, instructions: Sequence[dict], responses: Sequence[str],
+                         checks: Sequence[Any] | None = None) -> dict[str, list]:
         """rV and rF where the formula uses them: ``{"rV": [...], "rV_missing": [...], "rF": [...]}``."""
-        return verifiable_terms(self.world, self.formula.terms, instructions, responses)
+        return verifiable_terms(self.world, self.formula.terms, instructions, responses, checks)
+
+    def check(self, instructions: Sequence[dict], responses: Sequence[str]) -> list[Any]:
+        """The world's verdict on every response at once (the code world: all programs in the sandbox in
+        parallel), timed into ``timings["verify_s"]``."""
+        t0 = time.perf_counter()
+        checks = self.world.check_batch(instructions, responses)
+        self.timings["verify_s"] = time.perf_counter() - t0
+        return checks
 
     def combine(self, ri: Sequence[float], ra: Sequence[float], terms: dict[str, list]) -> list[float]:
         """r per response from its terms by ``[ppo] reward_formula``."""
@@ -116,10 +127,13 @@ class RewardScorer:
             torch.cuda.empty_cache()
 
     def __call__(self, instructions: Sequence[dict], responses: Sequence[str]) -> dict[str, list]:
+        t0 = time.perf_counter()
         ri = self.instruction_scores(instructions)
         ra_raw = self.answer_scores(instructions, responses)
         ra = [0.0 if a is None else a for a in ra_raw]
-        terms = self.verifiable_terms(instructions, responses)
+        checks = self.check(instructions, responses)
+        terms = self.verifiable_terms(instructions, responses, checks)
+        self.timings["reward_s"] = time.perf_counter() - t0
         return {"rI": ri, "rA": ra, **terms, "flagged": [a is None for a in ra_raw],
                 "reward": self.combine(ri, ra, terms),
-                "correct": [self.world.is_correct(r, t) for r, t in zip(instructions, responses)]}  # None: no verifier
+                "correct": [c.correct for c in checks]}  # None: no verifier

@@ -261,12 +261,13 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
     for step in range(start, ppo.total_steps):
         torch.manual_seed(cfg.base.seed * 7919 + step)
         batch = dist.shard(_batch_for_step(pool, step, ppo.rollout_batch, cfg.base.seed))  # this rank's slice
-        prompts = [scorer.world.train_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in batch]
+        prompts = [scorer.world.prompt_for(r, cot=cfg.eval.cot_prompt) for r in batch]
         roll = generate_rollout(policy, prompts, cfg)
         score_rollout(policy, roll, ppo.mini_batch)
         scores = scorer(batch, roll.responses)
         update = ppo_step(policy, optimizer, roll, scores, cfg, kl_ctl.coef)
         row = step_record(step, dist.gather_lists(scores), roll, update, kl_ctl.coef)  # rewards of the whole batch
+        row.update({k: round(v, 3) for k, v in getattr(scorer, "timings", {}).items()})  # verify_s: the sandbox
         row.update(dist.gather_mean({k: row[k] for k in RANK_MEANS if k in row}))  # the same row on every rank
         result.stopped = guard(row, ppo.kl_limit)
         save_rollout_samples(paths.ppo_rollouts, step, ppo.total_steps - 1, bool(result.stopped), batch, roll, scores)

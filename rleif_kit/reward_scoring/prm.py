@@ -36,8 +36,9 @@ def prm_input(question: str, solution: str, world: Any = STEP_BY_STEP) -> tuple[
     PRM prompt (``World.prm_prompt``: the chain-of-thought form, whatever prompt the policy was given) and the
     solution as SFT trains it."""
     prompt = world.prm_prompt(question)
-    completion = world.completion(solution)  # " " + stripped solution, as in SFT
-    return prompt + completion, completion[1:], len(prompt) + 1
+    completion = world.completion(solution)  # as in SFT: " " + the stripped solution (math), the output itself (code)
+    placed = completion.lstrip()
+    return prompt + completion, placed, len(prompt) + len(completion) - len(placed)
 
 
 def encode(tokenizer: Any, question: str, solution: str, labels: Sequence[bool] | None = None,

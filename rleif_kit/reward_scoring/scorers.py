@@ -31,11 +31,7 @@ def step_verifier_scorer(world: Any) -> AnswerScorer:
     """rA from the world's step verifier (``answer_reward = "verifier"``): 1 when every step and the answer are
     right, else 0; None for a solution without steps (or a record the verifier cannot read)."""
     def score(records: Sequence[dict], solutions: Sequence[str]) -> list:
-        out: list = []
-        for r, text in zip(records, solutions):
-            labels = world.step_labels(r, text)
-            out.append(float(all(labels)) if labels else None)
-        return out
+        return [float(all(labels)) if labels else None for labels in world.step_labels_batch(records, solutions)]
     return score
 
 
@@ -43,16 +39,18 @@ def verifier_scorer(world: Any) -> AnswerScorer:
     """rV: the world's verifier on each response (gold-answer match, the step verifier, unit tests); None where a
     record cannot be verified (the caller counts those)."""
     def score(records: Sequence[dict], solutions: Sequence[str]) -> list:
-        return [world.verify(r, s) for r, s in zip(records, solutions)]
+        return [v.rv for v in world.check_batch(records, solutions)]
     return score
 
 
-def verifiable_terms(world: Any, terms: Any, records: Sequence[dict], solutions: Sequence[str]) -> dict[str, list]:
+def verifiable_terms(world: Any, terms: Any, records: Sequence[dict], solutions: Sequence[str],
+                     checks: Sequence[Any] | None = None) -> dict[str, list]:
     """rV and rF of each response where ``terms`` (a formula's) names them: ``{"rV", "rV_missing", "rF"}``; a
-    record the verifier cannot judge gets rV = 0 and is marked missing. PPO, GRPO, the gate and 07 all use this."""
+    record the verifier cannot judge gets rV = 0 and is marked missing. ``checks``: the world's
+    ``check_batch`` of these responses when the caller has it already. PPO, GRPO, the gate and 07 all use this."""
     out: dict[str, list] = {}
     if "rV" in terms:
-        raw = verifier_scorer(world)(records, solutions)
+        raw = [c.rv for c in checks] if checks is not None else verifier_scorer(world)(records, solutions)
         out["rV"], out["rV_missing"] = [0.0 if v is None else v for v in raw], [v is None for v in raw]
     if "rF" in terms:
         out["rF"] = format_scorer(world)(records, solutions)

@@ -90,7 +90,7 @@ def sample_solutions(cfg: RunConfig, paths: RunPaths, instructions: Sequence[dic
         for b in range(start, len(picks), batch):
             torch.manual_seed(cfg.base.seed + b)
             chunk = picks[b:b + batch]
-            texts = generate(model, tokenizer, [world.train_prompt(r["text"], cot=cfg.eval.cot_prompt) for r in chunk],
+            texts = generate(model, tokenizer, [world.prompt_for(r, cot=cfg.eval.cot_prompt) for r in chunk],
                              cfg.eval.max_new_tokens, batch_size=batch, do_sample=True,
                              temperature=cfg.reward_model.prm_sample_temperature, progress=False)
             for j, (r, text) in enumerate(zip(chunk, texts)):
@@ -106,8 +106,8 @@ def sample_solutions(cfg: RunConfig, paths: RunPaths, instructions: Sequence[dic
 def verifier_examples(samples: Sequence[dict], world: Any) -> tuple[list[dict], int]:
     """Step labels from the world's step verifier; (examples, solutions flagged for having no steps)."""
     out, flagged = [], 0
-    for s in samples:
-        labels = world.step_labels(s, s["solution"]) or []
+    for s, labels in zip(samples, world.step_labels_batch(samples, [s["solution"] for s in samples])):
+        labels = labels or []
         if len(labels) != len(world.steps.char_ends(s["solution"])) or not labels:
             flagged += 1
             continue

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from rleif_kit.sandbox import launcher as sandbox_launcher
 from rleif_kit.sandbox.launcher import SETUP_FAILED
 from rleif_kit.sandbox.root_view import root_view
+from rleif_kit.sandbox.slots import _acquire_slot, _release_slot, _slot_uid
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,6 @@ class RunResult:
 RESULT_FILE = "result.json"
 
 
-UID_BASE = 60100  # per-slot uids start here; uids that have a passwd entry are skipped
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
         "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -171,69 +171,6 @@ def run_many(sources, timeout: float = 10.0, limits: Limits = Limits(), workers:
         return [one(job) for job in jobs]
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(one, jobs))
-
-
-_free_slots: set[int] = set()
-_slot_count = 0
-_SLOT_LOCK = threading.Lock()
-
-
-def _acquire_slot() -> int:
-    """The lowest slot no run of this process holds (a new one when all are busy)."""
-    global _slot_count
-    with _SLOT_LOCK:
-        if _free_slots:
-            slot = min(_free_slots)
-            _free_slots.discard(slot)
-            return slot
-        _slot_count += 1
-        return _slot_count - 1
-
-
-def _release_slot(slot: int) -> None:
-    with _SLOT_LOCK:
-        _free_slots.add(slot)
-
-
-_slot_uids: dict[int, int] = {}
-_held_locks: list[int] = []
-_UID_LOCK = threading.Lock()
-
-
-def _slot_uid(slot: int) -> int:
-    """This process's uid for ``slot``: claimed once, held (by a file lock) until the process exits."""
-    with _UID_LOCK:
-        if slot not in _slot_uids:
-            _slot_uids[slot] = _claim_uid(set(_slot_uids.values()))
-        return _slot_uids[slot]
-
-
-def _claim_uid(taken: set[int]) -> int:
-    """The first uid from UID_BASE with no passwd entry (no real user is ever touched) that no other
-    evaluator on this machine holds: two evaluations at once must not share a uid, or one's process
-    limit and leftover cleanup would hit the other's programs."""
-    import fcntl
-    import pwd
-    import tempfile
-
-    for uid in range(UID_BASE, UID_BASE + 4096):
-        if uid in taken:
-            continue
-        try:
-            pwd.getpwuid(uid)
-            continue
-        except KeyError:
-            pass
-        lock = os.path.join(tempfile.gettempdir(), f"rleif-sandbox-uid-{uid}.lock")
-        fd = os.open(lock, os.O_CREAT | os.O_RDWR | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue
-        _held_locks.append(fd)
-        return uid
-    raise RuntimeError(f"no free sandbox uid in {UID_BASE}..{UID_BASE + 4095}")
 
 
 @functools.lru_cache(maxsize=1)

@@ -28,16 +28,14 @@ from rleif_kit.sandbox.runner import (
     _ENV,
     Limits,
     RunResult,
-    _acquire_slot,
     _config,
     _kill_uid,
     _launcher,
-    _release_slot,
-    _slot_uid,
     _tail,
     sandbox_plan,
     write_program,
 )
+from rleif_kit.sandbox.slots import _acquire_slot, _release_slot, _slot_uid
 
 TAG = b"\x1e"  # starts every reply line of the server loop
 MAX_REPLY = 16 << 20

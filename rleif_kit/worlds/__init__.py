@@ -20,6 +20,7 @@ WORLDS = {  # name -> the module that defines WORLD
     "arith": "rleif_kit.worlds.arith.world",
     "math": "rleif_kit.worlds.math.world",
     "code": "rleif_kit.worlds.code.world",
+    "tiny_code": "rleif_kit.worlds.tiny_code.world",
 }
 
 

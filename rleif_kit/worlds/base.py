@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from rleif_kit.core.reward_math import parse_reward_formula
+from rleif_kit.worlds.counterfactuals import SOLUTION_EDITS
 from rleif_kit.worlds.prompts import MATH_PROMPT, MATH_PROMPT_COT, math_prompt, sft_completion
 from rleif_kit.worlds.steps import STEPWISE, StepFormat
 
@@ -131,6 +132,7 @@ class World:
     heldout_benchmark = ""  # the benchmark SFT and PPO measure on, when the world has its own held-out split
     programmatic = False  # evolves and judges offline: [evol_instruct] backend = "world"
     prompt_note = ""  # a known, intended difference between the training prompt and a benchmark's own prompt
+    solution_edits = SOLUTION_EDITS  # the probes' counterfactual edits of a right solution (code: of a program)
 
     # ------------------------------------------------------------------ prompts
 
@@ -208,6 +210,10 @@ class World:
     def step_labels(self, record: Mapping[str, Any], solution: str) -> list[bool] | None:
         """One verdict per step from the world's step verifier ([] without steps); None: no step verifier."""
         return None
+
+    def step_labels_batch(self, records: Sequence[Mapping[str, Any]], solutions: Sequence[str]) -> list[list[bool] | None]:
+        """:meth:`step_labels` of many solutions (the tiny code world runs them in the sandbox at once)."""
+        return [self.step_labels(r, s) for r, s in zip(records, solutions)]
 
     def normalise_answer(self, answer: str) -> str:
         """An evolved answer in the world's training format; raise :class:`AnswerRejected` when it cannot be."""

@@ -1,5 +1,6 @@
-"""The offline tiny base model of the demo and tests: its tokenizer is trained on the arithmetic world's
-prompts and solutions (and the open-domain sample), so it is built here, where that corpus lives.
+"""The offline tiny base model of the demo and tests: its tokenizer is trained on the run's world's texts (the
+arithmetic world's prompts and solutions unless the world brings its own, as the tiny code world does) and the
+open-domain sample, so it is built here, where those corpora live.
 
     rleif build-tiny ./tiny-llama     # the same model by hand
 """
@@ -11,21 +12,27 @@ from pathlib import Path
 from rleif_kit.core.config import RunConfig
 from rleif_kit.models import tiny
 from rleif_kit.models.loading import resolve_model_name, tiny_build_target
+from rleif_kit.worlds import get_world
 from rleif_kit.worlds.arith import problems as arith
 from rleif_kit.worlds.data import load_instructions
 from rleif_kit.worlds.prompts import math_prompt
 
 
 def tiny_corpus(cfg: RunConfig) -> list[str]:
-    """Texts the tiny tokenizer is trained on: prompts and solutions of the arithmetic world."""
-    problems = arith.generate_problems(cfg.tiny.corpus_problems, seed=cfg.base.seed, prefix="corpus",
-                                       max_steps=cfg.arith.max_steps, max_operand=cfg.arith.max_operand)
-    corpus = [math_prompt(r["question"], cot=True) + " " + r["solution"] for r in problems]
+    """Texts the tiny tokenizer is trained on: the run's world's own (``World.tokenizer_corpus``), else prompts and
+    solutions of the arithmetic world; then the open-domain sample."""
+    corpus = get_world(cfg.base.world).tokenizer_corpus(cfg) or _arith_corpus(cfg)
     open_domain = cfg.resolve(cfg.sft.open_domain_path) if cfg.sft.open_domain_path else None
     if open_domain and open_domain.exists():
         corpus.extend(math_prompt(r["instruction"]) + " " + r["response"]
                       for r in load_instructions(open_domain, "[sft] open_domain_path"))
     return corpus
+
+
+def _arith_corpus(cfg: RunConfig) -> list[str]:
+    problems = arith.generate_problems(cfg.tiny.corpus_problems, seed=cfg.base.seed, prefix="corpus",
+                                       max_steps=cfg.arith.max_steps, max_operand=cfg.arith.max_operand)
+    return [math_prompt(r["question"], cot=True) + " " + r["solution"] for r in problems]
 
 
 def ensure_base_model(cfg: RunConfig) -> str:

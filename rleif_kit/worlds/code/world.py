@@ -20,6 +20,7 @@ from typing import Mapping, Sequence
 
 from rleif_kit.worlds.base import BREADTH_OPERATORS, AnswerRejected, Benchmark, Operator, Verified, World
 from rleif_kit.worlds.code import mbpp
+from rleif_kit.worlds.code.edits import CODE_EDITS
 from rleif_kit.worlds.code.postprocess import POSTPROCESS, extract_code, looks_generated
 from rleif_kit.worlds.code.steps import CODE_STEPS, code_span
 from rleif_kit.worlds.code.verifier import check_responses, vet_reference
@@ -74,6 +75,7 @@ class CodeWorld(World):
     about = "code: Code Evol-Instruct's operators, HumanEval and MBPP with WizardCoder's prompts"
     operators = CODE_OPERATORS
     steps = CODE_STEPS
+    solution_edits = CODE_EDITS
     prompt_note = ("WizardCoder trains under Alpaca's prompt_no_input and evaluates HumanEval / MBPP under their "
                    "scripts' own instruction (\"Create a Python script for this problem:\") inside the same Alpaca "
                    "frame: a known, intended difference of the published recipe")
