@@ -49,18 +49,23 @@ def has_step_markers(solution: str) -> bool:
 
 
 def check_step_format(responses: Sequence[str], cfg: DiagnosticsConfig, seed: int = 0,
-                      source: str = str(RELATIVE.sft_data)) -> Verdict:
-    """The PRM scores step by step: a solution without explicit steps becomes one step and rA is always 1."""
+                      source: str = str(RELATIVE.sft_data), world: Any = STEP_BY_STEP) -> Verdict:
+    """The PRM scores step by step: a solution without explicit steps becomes one step and rA is always 1. The
+    world says what its steps look like (``World.shows_steps``: step markers; a code world: a function in a
+    code block that parses)."""
     pool = list(responses)
     k = cfg.step_marker_sample
     sample = pool if k == 0 or k >= len(pool) else random.Random(seed).sample(pool, k)
-    share = sum(map(has_step_markers, sample)) / len(sample) if sample else 0.0
+    shows = has_step_markers if world.shows_steps is None else world.shows_steps
+    share = sum(map(shows, sample)) / len(sample) if sample else 0.0
     numbers = {"sampled": len(sample), "share_with_steps": share}
     thresholds = {"step_marker_min_share": cfg.step_marker_min_share}
     if share >= cfg.step_marker_min_share:
         return Verdict("step_format", "ok", numbers, thresholds, source=source)
     advice = ("Too few solutions have explicit steps: normalise them to 'Step 1: ... The answer is: X' or "
-              "rewrite them through the evolution model before SFT.")
+              "rewrite them through the evolution model before SFT." if world.shows_steps is None else
+              f"Too few solutions are in the {world.name} world's format ({world.format_name}): rewrite them through "
+              "the evolution model before SFT.")
     return Verdict("step_format", "fail", numbers, thresholds, advice, source)
 
 
@@ -277,20 +282,24 @@ def check_evolve_failures(causes: dict[str, int], decided: int, cfg: Diagnostics
                    "retries them.", source)
 
 
-def check_prompt_consistency(sft_prompts: Sequence[str], eval_cot: bool,
+def check_prompt_consistency(sft_prompts: Sequence[str | Mapping[str, Any]], eval_cot: bool,
                              source: str = str(RELATIVE.sft_data), world: Any = STEP_BY_STEP) -> Verdict:
     """Troubleshooting: SFT trained on the exact prompt evaluation asks with (a few points hang on it).
 
     Each SFT prompt must equal the world's ``train_prompt(its instruction, cot=eval_cot)``; any that does not fails.
+    An item is a prompt, or an SFT example (``prompt``, ``instruction`` and ``input`` when it has one).
     """
     opener = ALPACA_HEADER + "### Instruction:\n"
     kinds = {"same": 0, "other_cot": 0, "other_format": 0}
-    for prompt in sft_prompts:
+    for item in sft_prompts:
+        prompt = item if isinstance(item, str) else item["prompt"]
+        given = None if isinstance(item, str) else item.get("instruction")
+        extra = "" if isinstance(item, str) else item.get("input") or ""
         head, _, _ = prompt.rpartition("\n\n### Response:")
-        instruction = head[len(opener):] if head.startswith(opener) else None
-        if instruction is not None and prompt == world.train_prompt(instruction, cot=eval_cot):
+        instruction = given if given is not None else head[len(opener):] if head.startswith(opener) else None
+        if instruction is not None and prompt == world.train_prompt(instruction, cot=eval_cot, input=extra):
             kinds["same"] += 1
-        elif instruction is not None and prompt == world.train_prompt(instruction, cot=not eval_cot):
+        elif instruction is not None and prompt == world.train_prompt(instruction, cot=not eval_cot, input=extra):
             kinds["other_cot"] += 1
         else:
             kinds["other_format"] += 1
@@ -303,6 +312,13 @@ def check_prompt_consistency(sft_prompts: Sequence[str], eval_cot: bool,
               "differs: rerun 03_sft with the [eval] cot_prompt evaluation uses" if kinds["other_cot"] else
               "not the Alpaca/WizardMath format of rleif_kit.worlds.prompts") + "); scores drop by points.")
     return Verdict("prompt_consistency", "fail", numbers, {"same_as_eval": "all"}, advice, source)
+
+
+def known_prompt_difference(world: Any, benchmarks: Sequence[str], source: str) -> Verdict:
+    """The published recipe trains under one prompt and evaluates under a benchmark's own (WizardCoder: Alpaca's
+    prompt_no_input vs HumanEval's "Create a Python script for this problem:"): known and intended, so ok."""
+    return Verdict("prompt_consistency", "ok", {"benchmarks": ", ".join(benchmarks), "known_difference": True},
+                   {"same_as_eval": "the recipe's own prompts"}, world.prompt_note + ".", source)
 
 
 def format_verdict_table(verdicts: Sequence[Verdict], advice_width: int = 100) -> str:

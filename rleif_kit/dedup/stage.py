@@ -132,7 +132,8 @@ def _verdicts(cfg: RunConfig, paths: RunPaths, kept: int, per_operator: dict,
             check_kept_floor(kept, cfg.dedup.min_kept, cfg.evol_instruct.evolve_up_ratio,
                              paths.rel(paths.dedup_instructions)),
             check_operator_share(kept_ops, cfg.diagnostics, source=paths.rel(paths.dedup_report)),
-            check_step_format(sft_responses, cfg.diagnostics, seed=cfg.base.seed, source=paths.rel(paths.sft_rows))]
+            check_step_format(sft_responses, cfg.diagnostics, seed=cfg.base.seed, source=paths.rel(paths.sft_rows),
+                              world=world_for(cfg))]
 
 
 def run_dedup(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True) -> DedupStageResult:

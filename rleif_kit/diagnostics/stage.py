@@ -151,7 +151,7 @@ def check_sft_data(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
     if train.exists():
         rows = list(read_jsonl(train))
         responses = [r["completion"] for r in rows if r.get("source") != "open_domain"]
-        prompts = [r["prompt"] for r in rows]
+        prompts = rows
     elif built.exists():
         rows = list(read_jsonl(built))
         responses, prompts = [r["response"] for r in rows if r.get("source") != "open_domain"], []
@@ -159,11 +159,18 @@ def check_sft_data(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
         health.skipped.append(f"step_format, prompt_consistency: no SFT data yet (run {DEDUP} or {SFT})")
         return
     source = paths.rel(train if train.exists() else built)
-    health.verdicts.append(dg.check_step_format(responses, cfg.diagnostics, seed=cfg.base.seed, source=source))
+    health.verdicts.append(dg.check_step_format(responses, cfg.diagnostics, seed=cfg.base.seed, source=source,
+                                                world=world_for(cfg)))
+    asked = [b for b in cfg.eval.benchmarks if b in benchmark_names()]
+    world = world_for(cfg)
     if not prompts:
         health.skipped.append(f"prompt_consistency: {paths.rel(train)} not found (run {SFT})")
-    elif not any(b in benchmark_names() and not get_benchmark(b).runs_code for b in cfg.eval.benchmarks):
-        health.skipped.append("prompt_consistency: no benchmark in [eval] benchmarks is asked in the training prompt")
+    elif not any(not get_benchmark(b).own_prompt for b in asked):
+        if asked and world.prompt_note:
+            health.verdicts.append(dg.known_prompt_difference(world, asked, f"{source} vs [eval] benchmarks"))
+        else:
+            health.skipped.append("prompt_consistency: no benchmark in [eval] benchmarks is asked in the training "
+                                  "prompt")
     else:
         cot, where = eval_cot(cfg, paths)
         health.verdicts.append(dg.check_prompt_consistency(prompts, cot, source=f"{source} vs {where}",

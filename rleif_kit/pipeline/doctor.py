@@ -105,13 +105,13 @@ def step_format_sample(cfg: Any) -> Verdict | str:
     k = d.step_marker_sample or 10
     if generated_size(cfg, cfg.sft.dataset, "[sft] dataset") is not None:
         return dg.check_step_format(world_for(cfg).solution_sample(cfg, k), d, seed=cfg.base.seed,
-                                    source=f"[sft] dataset = {cfg.sft.dataset}")
+                                    source=f"[sft] dataset = {cfg.sft.dataset}", world=world_for(cfg))
     try:
         rows = load_instructions(cfg.resolve(cfg.sft.dataset), "[sft] dataset")
     except DataError:
         return f"step_format: [sft] dataset {cfg.sft.dataset} is not built yet ({SETUP} builds it); checked after"
     return dg.check_step_format([r["response"] for r in rows], d, seed=cfg.base.seed,
-                                source=f"[sft] dataset = {cfg.sft.dataset}")
+                                source=f"[sft] dataset = {cfg.sft.dataset}", world=world_for(cfg))
 
 
 def run_doctor(params_path: str, overrides: list[str] | tuple = (), settings_path: str | None = None,

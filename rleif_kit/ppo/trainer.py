@@ -259,6 +259,7 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
     bar = tqdm(total=ppo.total_steps, initial=start, desc="PPO", disable=not progress or not dist.is_main())
     scalars = StepLog(cfg, paths, "ppo", ppo.total_steps, start, enabled=dist.is_main())  # TensorBoard, progress
     for step in range(start, ppo.total_steps):
+        step_t0 = time.perf_counter()
         torch.manual_seed(cfg.base.seed * 7919 + step)
         batch = dist.shard(_batch_for_step(pool, step, ppo.rollout_batch, cfg.base.seed))  # this rank's slice
         prompts = [scorer.world.prompt_for(r, cot=cfg.eval.cot_prompt) for r in batch]
@@ -269,6 +270,7 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
         row = step_record(step, dist.gather_lists(scores), roll, update, kl_ctl.coef)  # rewards of the whole batch
         row.update({k: round(v, 3) for k, v in getattr(scorer, "timings", {}).items()})  # verify_s: the sandbox
         row.update(dist.gather_mean({k: row[k] for k in RANK_MEANS if k in row}))  # the same row on every rank
+        row["step_s"] = round(time.perf_counter() - step_t0, 3)  # rollout, reward (verify_s of it) and update
         result.stopped = guard(row, ppo.kl_limit)
         save_rollout_samples(paths.ppo_rollouts, step, ppo.total_steps - 1, bool(result.stopped), batch, roll, scores)
         if dist.is_main():

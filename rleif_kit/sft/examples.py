@@ -27,6 +27,7 @@ def build_sft_examples(cfg: RunConfig, paths: RunPaths) -> list[dict]:
                 + [{**r, "source": "open_domain"} for r in open_domain_sample(cfg)])
     cot, world = cfg.eval.cot_prompt, world_for(cfg)
     examples = [{"id": r["id"], "source": r["source"], "instruction": r["instruction"],
+                 **({"input": r["input"]} if r.get("input") else {}),
                  "prompt": world.train_prompt(r["instruction"], cot=cot, input=r.get("input") or ""),
                  "completion": world.completion(r["response"])} for r in rows]
     random.Random(cfg.base.seed).shuffle(examples)

