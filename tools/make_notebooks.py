@@ -424,7 +424,7 @@ last checkpoint."""),
                  '    save_figure(plot_gain({"held-out": ab["verdict"].numbers}, cfg.diagnostics.ab_min_gain),\n'
                  '                paths.figures, "05_ppo_ab")'),
         ("md", "## Checks and export"),
-        ("code", "from rleif_kit.ppo.stage import export, fifth_means, truth_fifths\n\n"
+        ("code", "from rleif_kit.ppo.stage import export, fifth_means, step_timing, truth_fifths\n\n"
                  "verdicts = gate + ([ab[\"verdict\"]] if ab else [])\nprint(format_verdicts(verdicts))\n"
                  "reward_first, reward_last = fifth_means(result.log)\n"
                  'print(f"mean reward: first fifth {reward_first:.3f}, last fifth {reward_last:.3f}")\n'
@@ -441,6 +441,9 @@ last checkpoint."""),
                  'record("answer_reward", cfg.reward_model.answer_reward)\n'
                  'record("r_truth_auc_first", truth_fifths(result.log)[0])\n'
                  'record("r_truth_auc_last", truth_fifths(result.log)[1])\n'
+                 'record("pass_rate_first", truth_fifths(result.log, "right_share")[0])  # the share right (code: passed)\n'
+                 'record("pass_rate_last", truth_fifths(result.log, "right_share")[1])\n'
+                 'record("timing", step_timing(result.log))  # step_s, verify_s (the sandbox, for code), verify_share\n'
                  'record("sft_accuracy", ab["sft_accuracy"] if ab else None)\n'
                  'record("ppo_accuracy", ab["ppo_accuracy"] if ab else None)\n'
                  'record("eval_n", ab["n"] if ab else 0)\n'

@@ -39,7 +39,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 from conftest import math_overrides, tiny_overrides  # noqa: E402 - how the tests point a preset at a folder
 from rleif_kit.core.numerics import IMITATE, KERNEL_VARIABLES  # noqa: E402
 
-PRESETS = {"tiny-cpu": ROOT / "params" / "tiny-cpu.toml", "tiny-math": ROOT / "params" / "tiny-math.toml"}
+PRESETS = {"tiny-cpu": ROOT / "params" / "tiny-cpu.toml", "tiny-math": ROOT / "params" / "tiny-math.toml",
+           "tiny-code": ROOT / "params" / "tiny-code.toml"}
+OFFLINE = ("tiny-cpu", "tiny-code")  # presets that run with `rleif run` alone (tiny-math needs its loopback teacher)
 VARIANTS = {
     "pinned": ({}, []),
     "native": ({}, ['base.cpu_kernels="native"']),
@@ -72,7 +74,7 @@ def run_dir(preset: str, variant: str, seed: int, loaded: bool) -> Path:
 
 
 def overrides_for(preset: str, out: Path, seed: int, variant: str) -> list[str]:
-    base = tiny_overrides(out / "run") if preset == "tiny-cpu" else math_overrides(out)
+    base = tiny_overrides(out / "run") if preset in OFFLINE else math_overrides(out)
     return [*base, f"base.seed={seed}", *VARIANTS[variant][1]]
 
 
@@ -86,7 +88,7 @@ def run(preset: str, variant: str, seed: int, loaded: bool) -> Path:
     env = {k: v for k, v in os.environ.items() if k not in KERNEL_VARIABLES}
     env.update(VARIANTS[variant][0])
     sets = [a for o in overrides_for(preset, out, seed, variant) for a in ("--set", o)]
-    if preset == "tiny-cpu":
+    if preset in OFFLINE:
         cmd = [str(Path(sys.executable).parent / "rleif"), "run", str(PRESETS[preset]), *sets]  # beside this Python
     else:
         cmd = [sys.executable, "-m", "rleif_kit.testing.demo_math", "--params", str(PRESETS[preset]), *sets]

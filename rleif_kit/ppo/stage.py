@@ -120,3 +120,17 @@ def truth_fifths(log: Sequence[dict], key: str = "r_truth_auc") -> tuple[float |
         return None, None
     k = max(1, len(rows) // 5)
     return sum(rows[:k]) / k, sum(rows[-k:]) / k
+
+
+def step_timing(log: Sequence[dict]) -> dict[str, float | None]:
+    """The median step's seconds, the median seconds the world's verifier took (the sandbox, for code) and its
+    share of all step time (None for a log without timings: one written before they were logged)."""
+    import statistics
+
+    rows = [r for r in log if r.get("step_s")]
+    if not rows:
+        return {"step_s": None, "verify_s": None, "verify_share": None}
+    verify = [r.get("verify_s", 0.0) for r in rows]
+    return {"step_s": statistics.median(r["step_s"] for r in rows), "verify_s": statistics.median(verify),
+            "verify_share": sum(verify) / sum(r["step_s"] for r in rows)}
+

@@ -21,6 +21,7 @@ from rleif_kit.sandbox.runner import Limits
 from rleif_kit.worlds.code import mbpp
 from rleif_kit.worlds.code.judging import TestRun, run_cases
 from rleif_kit.worlds.code.postprocess import extract_code
+from rleif_kit.worlds.code.steps import CODE_STEPS
 from rleif_kit.worlds.code.value_tests import Case, NotValueShaped, value_cases
 
 # rollouts are small functions: the sandbox's evaluation limits (10 s, 4 GiB) would let one bad rollout hold a
@@ -90,8 +91,8 @@ def check_responses(records: Sequence[Mapping[str, Any]], responses: Sequence[st
 
 def vet_reference(record: Mapping[str, Any], *, timeout: float = ROLLOUT_TIMEOUT) -> str | None:
     """Why an evolved code task must be eliminated, or None: it has no tests (``no_tests``), tests the evaluator
-    cannot judge by value or that do not parse (``tests_unreadable``), a reference answer without code
-    (``answer_no_code``), or a reference that fails one of its own tests (``tests_fail``: the tests and the
+    cannot judge by value or that do not parse (``tests_unreadable``), a reference answer without a function that
+    parses (``answer_no_code``), or a reference that fails one of its own tests (``tests_fail``: the tests and the
     answer disagree, or the answer is wrong)."""
     found = task_tests(record)
     if found is None:
@@ -100,9 +101,10 @@ def vet_reference(record: Mapping[str, Any], *, timeout: float = ROLLOUT_TIMEOUT
         cases = test_cases(*found)
     except (NotValueShaped, SyntaxError, ValueError, RecursionError):
         return "tests_unreadable"
-    code = extract_code(record.get("answer") or "")
-    if not code.strip():
+    answer = record.get("answer") or ""
+    if not CODE_STEPS.well_formed(answer):  # no function in a block (or bare code) that parses
         return "answer_no_code"
+    code = extract_code(answer)
     run = run_cases([({"prompt": "", "entry_point": found[0]}, code, cases)], timeout=timeout,
                     limits=ROLLOUT_LIMITS)[0]
     return None if run.passed == run.total else "tests_fail"

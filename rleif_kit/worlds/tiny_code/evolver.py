@@ -4,7 +4,8 @@ An operator edits a task's structure and the instruction, reference solution and
 they agree — except where the evolver fails, as a real model does, at ``[evol_instruct] defect_rate``. The
 defects are those an endpoint's evolution of a code task shows, and each is caught by the check meant for it:
 
-- ``leaked_template`` ("#Rewritten Prompt#:" left in) and ``no_change`` (the parent back): the elimination rules;
+- ``leaked_template`` (a note about "the given prompt" left in) and ``no_change`` (the parent back): the
+  elimination rules;
 - ``tests_wrong`` (one test expects a wrong value, as a model's hand-computed asserts do) and ``answer_wrong``
   (the reference drops an op): the sandbox run of the tests against the reference (``World.vet_evolved``);
 - ``unsolvable`` (the instruction no longer says what to return): nothing mechanical; the judge ranks it last
@@ -49,8 +50,8 @@ def evolve_task(parent: dict, operator: str, rng: random.Random, defect_rate: fl
     defect = None
     if rng.random() < defect_rate:
         defect = rng.choices(sorted(DEFECTS), weights=[DEFECTS[d] for d in sorted(DEFECTS)])[0]
-    if defect == "leaked_template":
-        text = "#Rewritten Prompt#: " + text
+    if defect == "leaked_template":  # a note to the reader after the task, as gpt-3.5 left them in evol-codealpaca
+        text += " This rewritten prompt adds one more requirement to the given prompt."
     elif defect == "no_change":
         text, answer, problem = parent["text"], parent.get("answer"), parent["problem"]
     elif defect == "tests_wrong":
