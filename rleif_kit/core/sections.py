@@ -61,6 +61,8 @@ class BaseConfig(_Section):
     output_dir: str = opt("./rleif_output", "where the run's artifacts go (relative to where rleif runs)", nonempty)
     seed: int = opt(42, "random seed for data sampling and training", non_negative)
     bf16: bool = opt(True, "train in bfloat16 where the hardware has it; otherwise fp32 with a warning")
+    fp16: bool = opt(False, "train in float16 with loss scaling on a GPU (WizardCoder-15B's --fp16 True; V100-class "
+                            "cards have no bf16); needs bf16 = false. CPUs train in fp32")
     run_name: str = opt("", "name of the run's report folder reports/<run_name>; default: the params file name")
     world: str = opt("math", "the domain: 'math' (GSM8k/MATH), 'arith' (offline), 'code', or a module path", world_name)
     threads: int = opt(0, "torch CPU threads; 0 = torch's default. Fixed in the tiny preset for repeatability",
@@ -75,6 +77,10 @@ class BaseConfig(_Section):
     report_to: list[str] = opt([], "where SFT, the reward models and PPO log their curves besides log.jsonl: e.g. "
                                    "['tensorboard'] (event files under <output_dir>/tensorboard/); [] = none",
                                subset_of(*LOGGERS))
+
+    def cross_problems(self):
+        return [("fp16", "false while bf16 = true (one half precision: set bf16 = false for fp16)")] \
+            if self.fp16 and self.bf16 else []
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,7 @@ class SFTConfig(_Section):
     batch_size: int = opt(4, "examples per device per step", positive)
     grad_accum: int = opt(8, "gradient accumulation steps", positive)
     warmup_ratio: float = opt(0.03, "share of steps with linear warm-up", unit)
+    warmup_steps: int = opt(0, "steps of linear warm-up (WizardCoder: 30); 0 = warmup_ratio decides", non_negative)
     lr_scheduler: str = opt("cosine", "learning-rate schedule", one_of("cosine", "linear", "constant"))
     weight_decay: float = opt(0.0, "AdamW weight decay", non_negative)
     finetune: str = opt("qlora", "'qlora' (4-bit NF4 base + LoRA), 'lora' or 'full' fine-tuning",

@@ -34,7 +34,8 @@ def evolved_rows(cfg: RunConfig, instructions: list[dict], settings=None) -> tup
             rejected.append({"id": r["id"], "reason": "no answer"})
             continue
         try:
-            rows.append({"id": r["id"], "instruction": r["text"], "response": world.normalise_answer(r["answer"])})
+            rows.append({"id": r["id"], "instruction": r["text"], "response": world.normalise_answer(r["answer"]),
+                         **({"input": r["input"]} if r.get("input") else {})})
         except AnswerRejected as e:
             item = {"id": r["id"], "instruction": r["text"], "response": r["answer"], "reason": e.reason}
             (unstructured if e.reason == "no step structure" else rejected).append(item)
@@ -43,7 +44,7 @@ def evolved_rows(cfg: RunConfig, instructions: list[dict], settings=None) -> tup
         rows += [{**i, "response": rewritten[i["id"]]} for i in unstructured if rewritten.get(i["id"])]
         unstructured = [{**i, "reason": "rewrite failed"} for i in unstructured if not rewritten.get(i["id"])]
     rejected += unstructured
-    return ([{k: r[k] for k in ("id", "instruction", "response")} for r in rows],
+    return ([{k: r[k] for k in ("id", "instruction", "input", "response") if k in r} for r in rows],
             [{"id": r["id"], "reason": r["reason"]} for r in rejected])
 
 
@@ -70,8 +71,8 @@ def token_lengths(cfg: RunConfig, rows: list[dict], sample: int = 2000) -> dict:
     tokenizer = load_tokenizer(ensure_base_model(cfg))
     picked = rows if len(rows) <= sample else random.Random(cfg.base.seed).sample(rows, sample)
     world = world_for(cfg)
-    texts = [world.train_prompt(r["instruction"], cot=cfg.eval.cot_prompt) + world.completion(r["response"])
-             for r in picked]
+    texts = [world.train_prompt(r["instruction"], cot=cfg.eval.cot_prompt, input=r.get("input") or "")
+             + world.completion(r["response"]) for r in picked]
     lengths = sorted(len(ids) for ids in tokenizer(texts)["input_ids"])
     over = sum(n > cfg.sft.max_seq_len for n in lengths)
     return {"sampled": len(lengths), "mean": sum(lengths) / len(lengths) if lengths else 0.0,

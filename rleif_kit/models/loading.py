@@ -136,6 +136,18 @@ def use_bf16(requested: bool) -> bool:
     return False
 
 
+def use_fp16(requested: bool) -> bool:
+    """fp16 (mixed precision with loss scaling) only on a GPU; otherwise fp32 with one warning line."""
+    import torch  # heavy: loaded on first use
+
+    if not requested:
+        return False
+    if torch.cuda.is_available():
+        return True
+    print("warning: fp16 requested but this machine has no GPU: training in fp32", file=sys.stderr)
+    return False
+
+
 def load_tokenizer(path: str):
     from transformers import AutoTokenizer  # heavy: loaded on first use
 

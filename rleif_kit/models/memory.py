@@ -34,14 +34,16 @@ def weight_bytes(shape: Shape, quant: str, d: int, rest_bytes: int, head_params:
         linears = shape.layers * sum(nf4_bytes(i * o, quant == "nf4-dq") for i, o in shape.linears().values())
     else:
         linears = shape.layers * per_layer * d
-    rest = shape.vocab * shape.hidden + head_params + (2 * shape.layers + 1) * shape.hidden
+    norms = (2 * shape.layers + 1) * shape.hidden * (2 if shape.arch == "gpt_bigcode" else 1)  # LayerNorm: + bias
+    biases = shape.layers * sum(o for _, o in shape.linears().values()) if shape.arch == "gpt_bigcode" else 0
+    rest = (shape.vocab + shape.positions) * shape.hidden + head_params + norms + biases
     return linears + rest * rest_bytes
 
 
 def lora_params(shape: Shape, r: int, targets) -> int:
     """r * (in + out) per adapted Linear per layer (A is r x in, B is out x r); unknown targets count 0."""
     lin = shape.linears()
-    return shape.layers * sum(r * sum(lin[t]) for t in targets if t in lin)
+    return shape.layers * sum(r * (i + o) for name, (i, o) in lin.items() if name.split(".")[-1] in targets)
 
 
 def precision(mode: str, d: int, autocast: bool) -> tuple[int, int]:
@@ -65,10 +67,14 @@ def layer_activation_bytes(shape: Shape, d: int, mlp: int | None = None) -> int:
     tests/test_planner.py checks this against the bytes autograd saves on a tiny Llama.
     """
     h, i, kv = shape.hidden, shape.intermediate, shape.kv_heads * shape.head_dim
-    return 8 * h + 8 + d * (2 * h + 2 * kv) + 4 * shape.heads + 3 * (mlp or d) * i
+    mlp_values = 2 if shape.arch == "gpt_bigcode" else 3  # GELU: its input and output; SwiGLU: gate, SiLU, up
+    return 8 * h + 8 + d * (2 * h + 2 * kv) + 4 * shape.heads + mlp_values * (mlp or d) * i
 
 
-GROUP = {"q_proj": 0, "k_proj": 0, "v_proj": 0, "o_proj": 1, "gate_proj": 2, "up_proj": 2, "down_proj": 3}
+# which input a Linear reads: 0 the normed attention input, 1 attention's output, 2 the normed MLP input, 3 the
+# MLP's intermediate (SwiGLU's product, GELU's output)
+GROUP = {"q_proj": 0, "k_proj": 0, "v_proj": 0, "o_proj": 1, "gate_proj": 2, "up_proj": 2, "down_proj": 3,
+         "attn.c_attn": 0, "attn.c_proj": 1, "mlp.c_fc": 2, "mlp.c_proj": 3}
 
 
 def linear_input_bytes(shape: Shape, mode: str, targets, r: int, dropout: float, d: int, autocast: bool) -> int:
@@ -88,7 +94,7 @@ def linear_input_bytes(shape: Shape, mode: str, targets, r: int, dropout: float,
         return d * (4 * h + i)
     width = {0: (h, res), 1: (h, 0), 2: (h, res), 3: (i, mlp)}  # group: (input width, bytes if kept shared)
     shared, total, a_dtype = set(), 0, d if autocast else 4
-    for t in (t for t in targets if t in GROUP):
+    for t in (t for t in shape.linears() if t in GROUP and t.split(".")[-1] in targets):
         x_bytes = width[GROUP[t]][1] or d
         if dropout > 0:
             copy = a_dtype + 1

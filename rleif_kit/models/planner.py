@@ -71,7 +71,7 @@ def _train_parts(shape: Shape, mode: str, d: int, lora: tuple, seqs: int, seq: i
 
 
 def estimate_sft(cfg, shape: Shape) -> StagePlan:
-    s, d = cfg.sft, 2 if cfg.base.bf16 else 4
+    s, d = cfg.sft, dtype_bytes(cfg)
     parts = _train_parts(shape, s.finetune, d, (s.lora_r, s.lora_targets, s.lora_dropout), s.batch_size,
                          s.max_seq_len, s.gradient_checkpointing, 0 if shape.tied else shape.vocab * shape.hidden, True)
     r = "" if s.finetune == "full" else f" r{s.lora_r}"
@@ -82,7 +82,7 @@ def estimate_sft(cfg, shape: Shape) -> StagePlan:
 def estimate_rm(cfg, shape: Shape, which: str) -> StagePlan:
     """IRM: TRL's RewardTrainer runs chosen and rejected together (2 x batch) and always checkpoints
     (RewardConfig's default); PRM: transformers' Trainer, checkpointed only via QLoRA's preparation."""
-    rm, s, d = cfg.reward_model, cfg.sft, 2 if cfg.base.bf16 else 4
+    rm, s, d = cfg.reward_model, cfg.sft, dtype_bytes(cfg)
     seqs = rm.rm_batch_size * (2 if which == "irm" else 1)
     gc = which == "irm" or (rm.rm_finetune == "qlora" and s.gradient_checkpointing)
     labels = 1 if which == "irm" else 2
@@ -97,7 +97,7 @@ def estimate_ppo(cfg, shapes: dict[str, Shape], prompt_len: int = 256, checkpoin
     """PPO as ppo/trainer.py runs it: persistent policy + adapter + AdamW + reward models, plus the largest of
     the rollout (KV cache), scoring (no grad, hidden states kept), update (no recomputation unless
     ``checkpointing``) and reward-model scoring phases."""
-    ppo, s, rm, d = cfg.ppo, cfg.sft, cfg.reward_model, 2 if cfg.base.bf16 else 4
+    ppo, s, rm, d = cfg.ppo, cfg.sft, cfg.reward_model, dtype_bytes(cfg)
     base, four_bit = shapes["base"], s.finetune == "qlora"  # ppo.policy.load_policy: 4-bit iff SFT was QLoRA
     weights = weight_bytes(base, "nf4-dq" if four_bit else "", d, d, 0 if base.tied else base.vocab * base.hidden)
     trainable = 16 * (lora_params(base, ppo.lora_r, s.lora_targets) + base.hidden + 1)  # adapter + value head
@@ -187,8 +187,9 @@ def format_plan(cfg, shapes: dict[str, Shape], cards=(24, 40, 48, 80), prompt_le
                 ppo_checkpointing: bool = False) -> str:
     """The table ``rleif plan`` prints: GiB per part and stage, fit per card, and per card the proposal."""
     b = shapes["base"]
-    lines = [(f"{cfg.source}: {b.name} (hidden {b.hidden}, {b.layers} layers, {b.heads}/{b.kv_heads} heads, vocab "
-              f"{b.vocab}), {'bf16' if cfg.base.bf16 else 'fp32'}; PPO prompts taken as {prompt_len} tokens"),
+    precision = "bf16" if cfg.base.bf16 else "fp16" if cfg.base.fp16 else "fp32"
+    lines = [(f"{cfg.source}: {b.name} ({b.arch}: hidden {b.hidden}, {b.layers} layers, {b.heads}/{b.kv_heads} heads, "
+              f"vocab {b.vocab}), {precision}; PPO prompts taken as {prompt_len} tokens"),
              "GiB; train = trainable weights + grads + AdamW; activ = kept for backward or the largest transient",
              f"{'stage':5} {'settings':46}" + "".join(f"{c:>8}" for c in COLUMNS.values()) + f"{'total':>8}  "
              + " ".join(f"{c:>3}GB" for c in cards)]
@@ -206,12 +207,32 @@ def format_plan(cfg, shapes: dict[str, Shape], cards=(24, 40, 48, 80), prompt_le
             props.append(f"{stage} " + (", ".join(f"{k} {v}" for k, v in got.items()) if got else "does not fit"))
         lines.append(f"  {card} GB ({usable_gib(card):.1f} GiB usable): " + " | ".join(props))
     s = cfg.sft
+    problem = target_problem(cfg, b)
+    if problem:
+        lines.append(f"error: {problem}")
     if getattr(cfg.ppo, "algorithm", "ppo") != "ppo":
         lines.append("note: the PPO row models our own loop (ppo/trainer.py); [ppo] algorithm = 'grpo' (TRL) is "
                      "not modelled")
     lines.append(f"(a smaller [sft] batch_size keeps {s.batch_size * s.grad_accum} examples per step with a larger "
                  "grad_accum; rm_batch_size and mini_batch have no accumulation)")
     return "\n".join(lines)
+
+
+def target_problem(cfg, shape: Shape) -> str:
+    """Why ``[sft] lora_targets`` cannot be this model's (a name none of its Linears has: Llama's q_proj on
+    StarCoder adapts nothing, and peft stops), or ''."""
+    if cfg.sft.finetune == "full" and cfg.reward_model.rm_finetune == "full":
+        return ""
+    unknown = [t for t in cfg.sft.lora_targets if t not in shape.lora_targets]
+    if not unknown:
+        return ""
+    return (f"[sft] lora_targets = {list(cfg.sft.lora_targets)!r}: {', '.join(unknown)} not a Linear of {shape.name} "
+            f"({shape.arch}: {', '.join(shape.lora_targets)})")
+
+
+def dtype_bytes(cfg) -> int:
+    """Bytes per value the stages train in: 2 for bf16 or fp16, 4 for fp32."""
+    return 2 if cfg.base.bf16 or cfg.base.fp16 else 4
 
 
 # ------------------------------------------------------------------------------ presets that fit
@@ -229,13 +250,15 @@ def same_model(a: Shape, b: Shape) -> bool:
 
 
 def format_fitting_presets(shape: Shape, presets: list[tuple], cards,
-                           prompt_len: int = 256, ppo_checkpointing: bool = False) -> list[str]:
+                           prompt_len: int = 256, ppo_checkpointing: bool = False, world: str = "") -> list[str]:
     """One line per card in ``cards``: the presets ``(label, cfg, shapes)`` whose every stage fits it.
 
-    Presets of the planned model (``same_model``) are the advice when there are any: they change batches and
-    lengths, not the model. Only when none is for this model do presets of other models count, largest model
-    first, and never a preset that builds the offline tiny model ([tiny] build): it fits any card, and says
-    nothing about training a real model on one."""
+    Only presets of the planned run's ``world`` count (CodeLlama-7B has Llama-2-7B's shape, and its preset is no
+    advice for a math run). Presets of the planned model (``same_model``) are the advice when there are any: they
+    change batches and lengths, not the model. Only when none is for this model do presets of other models count,
+    largest model first, and never a preset that builds the offline tiny model ([tiny] build): it fits any card,
+    and says nothing about training a real model on one."""
+    presets = [p for p in presets if not world or p[1].base.world == world]  # a code preset is no math advice
     mine = [p for p in presets if same_model(p[2]["base"], shape)]
     others = sorted((p for p in presets if not p[1].tiny.build), key=lambda p: (-model_params(p[2]["base"]), p[0]))
     lines = []

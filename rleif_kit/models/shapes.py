@@ -3,6 +3,11 @@
 A model's shape comes from its ``config.json`` (a local directory, or a hub id already in the Hugging
 Face cache), else from the preset's ``[tiny]`` sizes when the tiny model is built on first use, else
 from a table of known models matched on substrings of the name (so "Wizard-E-7B" is a Llama-2-7B).
+
+Two architectures: Llama's (GQA attention in q/k/v/o_proj, a SwiGLU MLP; CodeLlama and deepseek-coder are
+Llama-shaped) and GPTBigCode's (StarCoder, WizardCoder-15B's base: multi-query attention — one K and one V head
+shared by every query head — fused into one ``c_attn`` Linear, ``c_proj`` after it, a GELU MLP of ``c_fc`` and
+``c_proj``, learned position embeddings, LayerNorms with biases).
 """
 
 from __future__ import annotations
@@ -26,22 +31,35 @@ class Shape:
     vocab: int
     tied: bool = False
     name: str = ""
+    arch: str = "llama"  # or "gpt_bigcode"
+    positions: int = 0  # learned position embeddings (GPTBigCode's wpe); 0 = rotary (Llama)
 
     @property
     def head_dim(self) -> int:
         return self.hidden // self.heads
 
     def linears(self) -> dict[str, tuple[int, int]]:
-        """(in, out) of each Linear of one decoder layer (Llama: GQA attention, SwiGLU MLP)."""
+        """(in, out) of each Linear of one decoder layer, by module name (LoRA's ``target_modules`` match the last
+        part: ``c_proj`` adapts GPTBigCode's ``attn.c_proj`` and ``mlp.c_proj`` both)."""
         h, i, kv = self.hidden, self.intermediate, self.kv_heads * self.head_dim
+        if self.arch == "gpt_bigcode":
+            return {"attn.c_attn": (h, h + 2 * kv), "attn.c_proj": (h, h), "mlp.c_fc": (h, i), "mlp.c_proj": (i, h)}
         return {"q_proj": (h, self.heads * self.head_dim), "k_proj": (h, kv), "v_proj": (h, kv),
                 "o_proj": (self.heads * self.head_dim, h), "gate_proj": (h, i), "up_proj": (h, i),
                 "down_proj": (i, h)}
 
+    @property
+    def lora_targets(self) -> list[str]:
+        """Every Linear of a layer as LoRA's ``target_modules`` name it (QLoRA's all-linear choice)."""
+        return list(dict.fromkeys(name.split(".")[-1] for name in self.linears()))
+
 
 # Llama-2 paper Table 1 / the published config.json files; first match on lower-cased name substrings wins
 KNOWN_SHAPES = [
+    (("starcoder",), Shape(6144, 24576, 40, 48, 1, 49152, name="StarCoder-15B", arch="gpt_bigcode", positions=8192)),
+    (("deepseek-coder", "33b"), Shape(7168, 19200, 62, 56, 8, 32256, name="DeepSeek-Coder-33B")),
     (("codellama", "34b"), Shape(8192, 22016, 48, 64, 8, 32000, name="CodeLlama-34B")),
+    (("codellama", "7b"), Shape(4096, 11008, 32, 32, 32, 32000, name="CodeLlama-7B")),
     (("mistral", "7b"), Shape(4096, 14336, 32, 32, 8, 32000, name="Mistral-7B")),
     (("70b",), Shape(8192, 28672, 80, 64, 8, 32000, name="Llama-2-70B")),
     (("34b",), Shape(8192, 22016, 48, 64, 8, 32000, name="CodeLlama-34B")),
@@ -52,6 +70,11 @@ KNOWN_SHAPES = [
 
 def shape_from_config(path: Path, name: str = "") -> Shape:
     c = json.loads(Path(path).read_text())
+    if c.get("model_type") == "gpt_bigcode":  # n_embd / n_inner / n_layer / n_head, one KV head when multi_query
+        h = c["n_embd"]
+        return Shape(h, c.get("n_inner") or 4 * h, c["n_layer"], c["n_head"], 1 if c.get("multi_query", True)
+                     else c["n_head"], c["vocab_size"], bool(c.get("tie_word_embeddings", True)),
+                     name or str(Path(path).parent), arch="gpt_bigcode", positions=c.get("n_positions", 0))
     return Shape(c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["num_attention_heads"],
                  c.get("num_key_value_heads") or c["num_attention_heads"], c["vocab_size"],
                  bool(c.get("tie_word_embeddings", False)), name or str(Path(path).parent))

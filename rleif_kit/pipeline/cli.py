@@ -244,7 +244,7 @@ def _plan(args) -> int:
         presets, notes = _shipped_presets(exclude)
         print(f"\nwhere a stage does not fit, the shipped presets ({_label(PRESETS)}/*.toml) whose every stage fits:")
         print("\n".join(format_fitting_presets(shapes["base"], presets, short, args.prompt_len,
-                                               args.ppo_checkpointing) + notes) if presets or notes
+                                               args.ppo_checkpointing, cfg.base.world) + notes) if presets or notes
               else f"  (none: no {_label(PRESETS)}/*.toml here; a kit installed without its checkout has none)")
     return 1 if args.card and short else 0
 

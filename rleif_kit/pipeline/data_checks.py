@@ -14,6 +14,7 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import SETUP
 from rleif_kit.core.verdict import Verdict
+from rleif_kit.worlds import world_for
 from rleif_kit.worlds.benchmarks import benchmark as get_benchmark, benchmark_names
 from rleif_kit.worlds.data import DataError, generated_size, load_instructions, load_seeds
 from rleif_kit.worlds.math.data import load_gsm8k, load_math
@@ -57,13 +58,18 @@ def _built_file(cfg: Any, check: str, key: str, spec: str, read, buildable: bool
             return Verdict(check, "ok", {"records": read(path)}, source=f"{key} = {spec}")
         except (DataError, ValueError) as e:
             return Verdict(check, "fail", {"path": str(path)}, source=f"{key} = {spec}", advice=str(e))
-    if buildable:
+    world = world_for(cfg)
+    if buildable and world.builds_from:
         return Verdict(check, "ok", {"built": False}, source=f"{key} = {spec}",
-                       advice=f"not built yet: {BUILDS} from [sft] gsm8k_train / math_train; run it before "
+                       advice=f"not built yet: {BUILDS} from {world.builds_from}; run it before "
                               "`rleif evolve` on its own")
+    if world.builds_from:
+        return Verdict(check, "fail", {"path": str(path)}, source=f"{key} = {spec}",
+                       advice=f"file not found, and {world.builds_from} are not usable: nothing builds it "
+                              "(set them, or point the key at your file; docs/your-own-7b-run.md)")
     return Verdict(check, "fail", {"path": str(path)}, source=f"{key} = {spec}",
-                   advice="file not found, and [sft] gsm8k_train / math_train are not usable: nothing builds it "
-                          "(set them, or point the key at your file; docs/your-own-7b-run.md)")
+                   advice=f"file not found, and nothing in the {world.name} world builds it: point the key at your "
+                          f"file ({world.data_format})")
 
 
 def _eval_sets(cfg: Any, settings_path: str | None) -> list[Verdict]:

@@ -33,6 +33,7 @@ from rleif_kit.models.loading import (
     load_tokenizer,
     trainable_parameters,
     use_bf16,
+    use_fp16,
 )
 from rleif_kit.models.refs import model_ref, relink_adapter
 from rleif_kit.sft.card import write_sft_card
@@ -89,10 +90,11 @@ def _trainer_args(cfg: RunConfig, paths: RunPaths, bf16: bool):
         max_length=s.max_seq_len, completion_only_loss=True, packing=False,
         num_train_epochs=s.epochs, max_steps=s.max_steps, learning_rate=s.lr,
         per_device_train_batch_size=s.batch_size, gradient_accumulation_steps=s.grad_accum,
-        warmup_steps=s.warmup_ratio, lr_scheduler_type=s.lr_scheduler, weight_decay=s.weight_decay,
+        warmup_steps=s.warmup_steps or s.warmup_ratio, lr_scheduler_type=s.lr_scheduler, weight_decay=s.weight_decay,
         activation_checkpointing=s.gradient_checkpointing,
         logging_steps=s.logging_steps, save_strategy="steps", save_steps=s.save_steps, save_total_limit=2,
-        bf16=bf16, use_cpu=not torch.cuda.is_available(), report_to=trainer_logs.report_to(cfg, "sft"),
+        bf16=bf16, fp16=use_fp16(cfg.base.fp16), use_cpu=not torch.cuda.is_available(),
+        report_to=trainer_logs.report_to(cfg, "sft"),
         dataloader_num_workers=0,
         train_sampling_strategy="group_by_length" if s.group_by_length else "random",
     )

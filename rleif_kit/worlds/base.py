@@ -135,6 +135,8 @@ class World:
     solution_edits = SOLUTION_EDITS  # the probes' counterfactual edits of a right solution (code: of a program)
     shows_steps: Callable[[str], bool] | None = None  # a training solution in the format (None: "Step k:" markers)
     format_name = "'Step 1: ... The answer is: X'"
+    builds_from = ""  # the keys whose files build a missing [sft] dataset and seeds (math: GSM8k / MATH train)
+    data_format = "JSONL records with 'instruction' and 'response' (or 'output'), and 'id'"
 
     # ------------------------------------------------------------------ prompts
 

@@ -23,19 +23,24 @@ class DataError(ValueError):
 
 
 def load_instructions(path: Path, what: str) -> list[dict]:
-    """``instruction``/``response`` records (``output`` is accepted for Alpaca-style files), read strictly: every
-    bad line, empty file or repeated id is an error naming it."""
+    """``instruction``/``response`` records (``output`` is accepted for Alpaca-style files, and their ``input``
+    kept: the code world trains it under Alpaca's ``### Input:`` prompt), read strictly: every bad line, empty
+    file or repeated id is an error naming it."""
     out, seen = [], {}
     try:
         for i, (where, r) in enumerate(read_user_jsonl(path, what)):
             response = r.get("response", r.get("output"))
             if not isinstance(r.get("instruction"), str) or not isinstance(response, str):
                 raise DataError(f"{where}: needs string fields 'instruction' and 'response' (has {sorted(r)})")
+            if r.get("input") is not None and not isinstance(r["input"], str):
+                raise DataError(f"{where}: 'input' must be a string (Alpaca's context field), got "
+                                f"{type(r['input']).__name__}")
             rid = _record_id(r, f"{path.stem}-{i:06d}", where)
             if rid in seen:
                 raise DataError(f"{where}: id {rid!r} already used at line {seen[rid]}: ids must be unique")
             seen[rid] = where.rsplit(":", 1)[1]
-            out.append({"id": rid, "instruction": r["instruction"], "response": response})
+            out.append({"id": rid, "instruction": r["instruction"], "response": response,
+                        **({"input": r["input"]} if r.get("input") else {})})
     except UserFileError as e:
         raise DataError(str(e)) from None
     if not out:

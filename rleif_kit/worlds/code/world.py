@@ -78,6 +78,8 @@ class CodeWorld(World):
     solution_edits = CODE_EDITS
     shows_steps = staticmethod(CODE_STEPS.well_formed)
     format_name = "a function in a ```python block that parses"
+    data_format = ("JSONL as Code Alpaca and Evol-Instruct-Code have it: 'instruction', 'output' and an optional "
+                   "'input'; docs/wizardcoder.md")
     prompt_note = ("WizardCoder trains under Alpaca's prompt_no_input and evaluates HumanEval / MBPP under their "
                    "scripts' own instruction (\"Create a Python script for this problem:\") inside the same Alpaca "
                    "frame: a known, intended difference of the published recipe")

@@ -62,6 +62,7 @@ class MathWorld(World):
     name = "math"
     about = "GSM8k and MATH: WizardMath's prompt, its step format and strict answer checkers"
     operators = MATH_OPERATORS + BREADTH_OPERATORS
+    builds_from = "[sft] gsm8k_train / math_train"
 
     def __init__(self) -> None:
         prompt = lambda item, ev: self.train_prompt(item["question"], cot=ev.cot_prompt)  # noqa: E731
