@@ -7,7 +7,7 @@ CONSTRAINTS ?= $(if $(shell command -v nvidia-smi 2>/dev/null),constraints/gpu.t
 PARAMS ?= params/tiny-cpu.toml
 PYTEST_ARGS ?=
 
-.PHONY: install test demo demo-math lab clean-demo
+.PHONY: install test demo demo-math demo-code lab clean-demo
 
 $(VENV)/.installed: pyproject.toml constraints/cpu.txt constraints/gpu.txt
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ demo: install
 demo-math: install
 	$(BIN)/python -m rleif_kit.testing.demo_math
 
+# The WizardCoder arm offline: the tiny code world, PPO on the execution reward (docs/wizardcoder.md).
+demo-code: install
+	$(BIN)/rleif run params/tiny-code.toml
+
 # JupyterLab, opened on notebooks/ (LAB_ARGS="--no-browser --port 8890" for a remote machine). The server's root
 # stays the project root so params/ and the executed reports/ are one click away; preferred_dir only picks the
 # folder it opens on. Jupyter starts each kernel in its notebook's folder (notebooks/), and the notebooks' setup()
@@ -37,4 +41,5 @@ lab: install
 	$(BIN)/jupyter lab --FileContentsManager.preferred_dir=notebooks $(LAB_ARGS)
 
 clean-demo:
-	rm -rf rleif_output/tiny-cpu reports/tiny-cpu rleif_output/tiny-math reports/tiny-math
+	rm -rf rleif_output/tiny-cpu reports/tiny-cpu rleif_output/tiny-math reports/tiny-math rleif_output/tiny-code \
+		reports/tiny-code

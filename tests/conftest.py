@@ -89,6 +89,28 @@ def math_run(tmp_path_factory):
     return root, kinds
 
 
+CODE_PARAMS = ROOT / "params" / "tiny-code.toml"
+CODE_STAGES = "00_setup,01_evolve,02_dedup,03_sft,04_reward_models,05_ppo,06_eval,07_reward_diagnostics"
+
+
+@pytest.fixture(scope="session")
+def code_run(tmp_path_factory):
+    """params/tiny-code.toml, 00 to 07, once per session (tests/test_tiny_code.py): the root with ``run/`` and
+    ``reports/``."""
+    from rleif_kit.pipeline.runner import run_pipeline
+
+    root = tmp_path_factory.mktemp("tiny-code")
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        runs = run_pipeline(str(CODE_PARAMS), CODE_STAGES, tiny_overrides(root / "run"),
+                            report_dir=str(root / "reports"))
+    finally:
+        os.chdir(cwd)
+    assert [r.stage for r in runs] == CODE_STAGES.split(",")
+    return root
+
+
 def baseline_misses(metrics_path: Path, baselines_path: Path) -> list[str]:
     """``stage.dotted.name = got (baseline value +- tol)`` for every recorded figure outside its baseline."""
     import json

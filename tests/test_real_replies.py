@@ -69,6 +69,8 @@ def test_a_note_after_the_problem_is_a_leak(note):
 
 @pytest.mark.parametrize("raw,clean", [
     ("Here's a more challenging version:\n\nMax has 5.", "Max has 5."),
+    ("Sure! Here's the rewritten task:\n\nWrite a function f(a) that returns a.",  # a code evolver's preamble
+     "Write a function f(a) that returns a."),
     ("Okay, here's the rewritten prompt:\n\nMax has 5.", "Max has 5."),
     ("**New problem:** Max has 5.", "Max has 5."),
     ("Here is my task: I have 3 boxes. How many?", "Here is my task: I have 3 boxes. How many?"),  # a first-person story

@@ -74,7 +74,7 @@ _LABEL = re.compile(
     r"^[*_\s]*(?:(?:sure|okay|ok|certainly)[!,.]?\s+)?(?:"
     r"#\s*[A-Za-z][A-Za-z ]{0,40}#\s*:?"  # "#Rewritten Prompt#:", "#Instruction#"
     r"|(?:here\s+is\s+|here's\s+)(?:the\s+|an?\s+)(?:[\w-]+\s+){0,3}"
-    r"(?:prompt|instruction|question|problem|version)\s*:"  # "Here's a more challenging version:"
+    r"(?:prompt|instruction|question|problem|version|task)\s*:"  # "Here's a more challenging version:", code's "task"
     r"|(?:the\s+|my\s+|an?\s+)?"
     r"(?:(?:rewritten|new|evolved|created|revised|harder|simpler|modified|final)\s+)?"
     r"(?:prompt|instruction|question|problem|task)\s*:"  # "Rewritten prompt:", "New instruction:"

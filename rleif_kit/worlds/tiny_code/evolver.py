@@ -24,7 +24,7 @@ from rleif_kit.worlds.tiny_code.tasks import FAMILIES, Task, random_op, random_t
 DEFECTS = {"leaked_template": 0.15, "no_change": 0.15, "tests_wrong": 0.25, "answer_wrong": 0.2, "unsolvable": 0.25}
 
 
-def _edit(task: Task, operator: str, rng: random.Random, max_ops: int) -> Task:
+def edit_task(task: Task, operator: str, rng: random.Random, max_ops: int) -> Task:
     """The operator's structural edit (a task it cannot edit that way gets another variant of its family)."""
     if operator == "add_requirement" and task.numeric and len(task.ops) < max_ops:
         return replace(task, ops=task.ops + (random_op(rng, task.family),))
@@ -44,7 +44,7 @@ def _edit(task: Task, operator: str, rng: random.Random, max_ops: int) -> Task:
 def evolve_task(parent: dict, operator: str, rng: random.Random, defect_rate: float, max_ops: int,
                 seed: str) -> dict:
     """``{"text", "answer", "finish_reason", "extra": {"problem", "defect"}}`` for one evolution of ``parent``."""
-    task = _edit(Task.from_problem(parent["problem"]), operator, rng, max_ops)
+    task = edit_task(Task.from_problem(parent["problem"]), operator, rng, max_ops)
     problem = task.to_problem(seed)
     text, answer = task.instruction(), task.solution()
     defect = None
