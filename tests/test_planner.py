@@ -309,3 +309,84 @@ def test_gpu_check_dry_run_runs_every_part_on_cpu(tmp_path):
     assert report["sft"]["planned_gib"] > 0 and report["sft"]["measured_gib"] is None
     assert set(report["ppo"]["phases"]) == {"rollout", "score", "rewards", "update"}
     assert math.isfinite(report["ppo"]["policy_loss"]) and report["ppo"]["response_len"] >= 1
+
+
+def _bigcode_saved_bytes_per_layer(mode: str, autocast: bool, targets: list[str], tokens=(2, 64)) -> tuple[int, int]:
+    """As ``_saved_bytes_per_layer`` for a tiny GPTBigCode (StarCoder's architecture: hidden 256, MLP 512, 4 query
+    heads and one K/V head), dropout off (CUDA's flash attention applies it in the kernel; the CPU's math path
+    would keep the s x s scores)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM
+
+    measured, planned = [], []
+    for layers in (2, 3):
+        shape = Shape(256, 512, layers, 4, 1, 1000, arch="gpt_bigcode", positions=128)
+        config = GPTBigCodeConfig(vocab_size=1000, n_embd=256, n_inner=512, n_layer=layers, n_head=4, multi_query=True,
+                                  n_positions=128, attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0, bos_token_id=0,
+                                  eos_token_id=0)
+        model = GPTBigCodeForCausalLM._from_config(config, dtype=torch.bfloat16)
+        model.requires_grad_(mode == "full")
+        if mode != "full":
+            model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=targets,
+                                                     task_type="CAUSAL_LM"))
+        model.train()
+        params, seen = {p.untyped_storage().data_ptr() for p in model.parameters()}, {}
+
+        def pack(t):
+            if t.untyped_storage().data_ptr() not in params:
+                seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            return t
+
+        torch.manual_seed(0)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                model(input_ids=torch.randint(3, 1000, tokens))
+        measured.append(sum(seen.values()))
+        planned.append(M.train_activation_bytes(shape, tokens[0] * tokens[1], mode, (8, targets, 0.0), 2, autocast,
+                                                False, True))
+    return measured[1] - measured[0], planned[1] - planned[0]
+
+
+@pytest.mark.slow  # builds 8 tiny GPTBigCode models (~5 s)
+@pytest.mark.parametrize("mode,autocast,targets", [
+    ("full", True, ["c_attn", "c_proj", "c_fc"]), ("lora", True, ["c_attn", "c_proj", "c_fc"]),
+    ("lora", False, ["c_attn", "c_proj", "c_fc"]), ("lora", True, ["c_attn"])])
+def test_gpt_bigcode_activation_terms_match_what_autograd_saves(mode, autocast, targets):
+    """StarCoder's shape (multi-query attention fused in c_attn, a GELU MLP) against the real thing: exact."""
+    measured, planned = _bigcode_saved_bytes_per_layer(mode, autocast, targets)
+    assert measured == planned
+
+
+def test_gpt_bigcode_shape_linears_and_lora_targets(tmp_path):
+    from rleif_kit.models.shapes import shape_from_config
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt_bigcode", "n_embd": 6144, "n_inner": 24576,
+                                                      "n_layer": 40, "n_head": 48, "multi_query": True,
+                                                      "vocab_size": 49152, "n_positions": 8192}))
+    shape = shape_from_config(tmp_path / "config.json", "starcoder")
+    assert (shape.arch, shape.kv_heads, shape.head_dim, shape.positions) == ("gpt_bigcode", 1, 128, 8192)
+    lin = shape.linears()
+    assert lin["attn.c_attn"] == (6144, 6144 + 2 * 128)  # the query heads plus ONE K and ONE V head
+    assert lin["mlp.c_fc"] == (6144, 24576) and shape.lora_targets == ["c_attn", "c_proj", "c_fc"]
+    # c_proj adapts both projections: r x (in + out) for attn.c_proj (6144 + 6144) and mlp.c_proj (24576 + 6144)
+    assert M.lora_params(shape, 8, ["c_proj"]) == 40 * 8 * (12288 + 30720)
+    assert M.lora_params(shape, 8, ["q_proj"]) == 0  # Llama's names adapt nothing here
+
+
+def test_the_code_presets_plans():
+    from rleif_kit.models.planner import plan, target_problem
+
+    def fits(name: str, card: int) -> dict:
+        cfg = load_config(ROOT / "params" / f"{name}.toml")
+        shapes = resolve_shapes(cfg)
+        assert target_problem(cfg, shapes["base"]) == ""
+        return {p.stage: p.fits(card) for p in plan(cfg, shapes)}
+
+    assert fits("wizardcoder-python-7b-24gb", 24) == {"SFT": True, "IRM": True, "PRM": True, "PPO": True}
+    assert fits("wizardcoder-15b", 80) == {"SFT": False, "IRM": True, "PRM": True, "PPO": False}  # 8 GPUs published
+    assert fits("wizardcoder-33b", 80) == {"SFT": False, "IRM": True, "PRM": True, "PPO": False}
+    llama_targets = load_config(ROOT / "params" / "wizardcoder-15b.toml",
+                                ['sft.lora_targets=["q_proj", "v_proj"]', 'sft.finetune="qlora"'])
+    assert "q_proj, v_proj not a Linear of StarCoder-15B" in target_problem(
+        llama_targets, resolve_shapes(llama_targets)["base"])

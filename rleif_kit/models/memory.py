@@ -67,8 +67,21 @@ def layer_activation_bytes(shape: Shape, d: int, mlp: int | None = None) -> int:
     tests/test_planner.py checks this against the bytes autograd saves on a tiny Llama.
     """
     h, i, kv = shape.hidden, shape.intermediate, shape.kv_heads * shape.head_dim
-    mlp_values = 2 if shape.arch == "gpt_bigcode" else 3  # GELU: its input and output; SwiGLU: gate, SiLU, up
-    return 8 * h + 8 + d * (2 * h + 2 * kv) + 4 * shape.heads + mlp_values * (mlp or d) * i
+    if shape.arch == "gpt_bigcode":
+        return bigcode_layer_bytes(shape, d, mlp)
+    return 8 * h + 8 + d * (2 * h + 2 * kv) + 4 * shape.heads + 3 * (mlp or d) * i
+
+
+def bigcode_layer_bytes(shape: Shape, d: int, mlp: int = 0) -> int:
+    """The same for a GPTBigCode layer (StarCoder), counted from what autograd saves (tests/test_planner.py):
+    the two LayerNorms' inputs and their mean and rstd (4 values), the fused c_attn output (h + 2 kv: the query
+    is a view of it), contiguous copies of the one K and V head, SDPA's fp32 log-sum-exp per head, attention's
+    output (c_proj's input) and the GELU's input (c_fc's output); the Linears' other inputs are
+    ``linear_input_bytes``'. Dropout is left out: flash attention applies it in the kernel, and StarCoder's
+    resid_pdrop adds a 1-byte mask of h per token twice, which fine-tuning recipes set to 0 or accept."""
+    h, i, kv = shape.hidden, shape.intermediate, shape.kv_heads * shape.head_dim
+    m = mlp or d
+    return 2 * h * m + 4 * m + d * (h + 2 * kv) + d * 2 * kv + 4 * shape.heads + d * h + m * i
 
 
 # which input a Linear reads: 0 the normed attention input, 1 attention's output, 2 the normed MLP input, 3 the
@@ -90,8 +103,8 @@ def linear_input_bytes(shape: Shape, mode: str, targets, r: int, dropout: float,
     """
     h, i = shape.hidden, shape.intermediate
     res, mlp = precision(mode, d, autocast)
-    if mode == "full":
-        return d * (4 * h + i)
+    if mode == "full":  # GPTBigCode: c_attn's and c_fc's inputs and the GELU output (c_proj's: attention's output)
+        return d * (2 * h + i) if shape.arch == "gpt_bigcode" else d * (4 * h + i)
     width = {0: (h, res), 1: (h, 0), 2: (h, res), 3: (i, mlp)}  # group: (input width, bytes if kept shared)
     shared, total, a_dtype = set(), 0, d if autocast else 4
     for t in (t for t in shape.linears() if t in GROUP and t.split(".")[-1] in targets):
