@@ -72,7 +72,6 @@ class WorldEvolver:
     def __init__(self, cfg: RunConfig, world: Any):
         self.cfg, self.world = cfg, world
         self.model = f"{world.name}-evolver"
-        self.vetting = Vetting(world, cfg.eval.code_workers)
 
     async def evolve(self, task: Task) -> Outcome:
         rng = seeded_rng(self.cfg.base.seed, task.id, "evolve")
@@ -81,7 +80,9 @@ class WorldEvolver:
                               else None, extra=out.get("extra"))
         reason = elimination_reason(task.parent["text"], out["text"], finish_reason=out.get("finish_reason"))
         if reason is None and record.get("answer") is not None:
-            reason = await self.vetting.reason(record)
+            # in this task's own turn, never in a thread: an offline run's outcomes keep the order of its tasks, so
+            # its files and figures repeat (a thread hop let 64 live tasks finish in the scheduler's order)
+            reason = self.world.vet_evolved(record)
         return Outcome("eliminated", {**record, "reason": reason}) if reason else Outcome("kept", record)
 
 
