@@ -153,6 +153,26 @@ def test_ppo_estimate_by_hand(small_cfg):
     assert update == 3_001_344 + 99_072 + 98_304 + 98_304 + 192 * 1000 * (2 + 12)  # + logits
 
 
+def _kept_bytes(model, autocast: bool, tokens) -> int:
+    """Bytes autograd keeps for backward over one training forward: saved-tensor hooks, parameters excluded,
+    distinct storages counted once."""
+    import torch
+
+    model.train()
+    params, seen = {p.untyped_storage().data_ptr() for p in model.parameters()}, {}
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in params:
+            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    torch.manual_seed(0)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            model(input_ids=torch.randint(3, 1000, tokens))
+    return sum(seen.values())
+
+
 def _saved_bytes_per_layer(mode: str, autocast: bool, targets: list[str], tokens=(2, 64)) -> tuple[int, int]:
     """(measured, planned) bytes one more layer adds to what autograd keeps for backward: saved-tensor hooks
     over a forward of a 3- and a 2-layer tiny Llama (hidden 256, MLP 512, 4 heads, 2 KV heads) in bf16,
@@ -179,19 +199,7 @@ def _saved_bytes_per_layer(mode: str, autocast: bool, targets: list[str], tokens
         if mode != "full":
             model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=targets,
                                                      task_type="CAUSAL_LM"))
-        model.train()
-        params, seen = {p.untyped_storage().data_ptr() for p in model.parameters()}, {}
-
-        def pack(t):
-            if t.untyped_storage().data_ptr() not in params:
-                seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-            return t
-
-        torch.manual_seed(0)
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-                model(input_ids=torch.randint(3, 1000, tokens))
-        measured.append(sum(seen.values()))
+        measured.append(_kept_bytes(model, autocast, tokens))
         planned.append(M.train_activation_bytes(shape, tokens[0] * tokens[1], mode, (8, targets, 0.0), 2, autocast,
                                                 False, True))
     return measured[1] - measured[0], planned[1] - planned[0]
@@ -330,19 +338,7 @@ def _bigcode_saved_bytes_per_layer(mode: str, autocast: bool, targets: list[str]
         if mode != "full":
             model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=targets,
                                                      task_type="CAUSAL_LM"))
-        model.train()
-        params, seen = {p.untyped_storage().data_ptr() for p in model.parameters()}, {}
-
-        def pack(t):
-            if t.untyped_storage().data_ptr() not in params:
-                seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-            return t
-
-        torch.manual_seed(0)
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-                model(input_ids=torch.randint(3, 1000, tokens))
-        measured.append(sum(seen.values()))
+        measured.append(_kept_bytes(model, autocast, tokens))
         planned.append(M.train_activation_bytes(shape, tokens[0] * tokens[1], mode, (8, targets, 0.0), 2, autocast,
                                                 False, True))
     return measured[1] - measured[0], planned[1] - planned[0]

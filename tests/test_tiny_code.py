@@ -6,25 +6,16 @@ unlearning them, the sandbox's seconds in the PPO log, and 07's verdicts on a co
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, baseline_misses
-from rleif_kit.core.records import read_records
+from test_tiny_math import _jsonl, metrics
 from rleif_kit.worlds.tiny_code.tasks import Task
 
 pytestmark = pytest.mark.slow
 
 BASELINES = ROOT / "tests" / "baselines" / "tiny-code.json"
-
-
-def metrics(root: Path, stage: str) -> dict:
-    return read_records(root / "reports" / "metrics.json")[stage]
-
-
-def _jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def test_figures_match_the_baselines(code_run):

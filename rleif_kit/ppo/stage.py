@@ -5,6 +5,7 @@ the export with a model card, and ``python -m rleif_kit.ppo``."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -125,8 +126,6 @@ def truth_fifths(log: Sequence[dict], key: str = "r_truth_auc") -> tuple[float |
 def step_timing(log: Sequence[dict]) -> dict[str, float | None]:
     """The median step's seconds, the median seconds the world's verifier took (the sandbox, for code) and its
     share of all step time (None for a log without timings: one written before they were logged)."""
-    import statistics
-
     rows = [r for r in log if r.get("step_s")]
     if not rows:
         return {"step_s": None, "verify_s": None, "verify_share": None}

@@ -262,9 +262,16 @@ class World:
 
     # ------------------------------------------------------------------ data
 
+    spec_prefix = ""  # a world that generates its data: "<spec_prefix>:N" names N generated problems
+
     def generated_size(self, spec: str) -> int | None:
-        """N for a ``"<world>:N"`` data spec (N generated problems), None for a file path."""
-        return None
+        """N for a ``"<spec_prefix>:N"`` data spec (N generated problems), None for a file path."""
+        if not self.spec_prefix or not spec.startswith(f"{self.spec_prefix}:"):
+            return None
+        n = spec.split(":", 1)[1].strip()
+        if not n.isdigit() or int(n) <= 0:
+            raise ValueError(f"{spec!r}: expected '{self.spec_prefix}:N' with N > 0")
+        return int(n)
 
     def seeds(self, cfg: Any, paths: Any, n: int) -> list[dict]:
         raise WorldError(f"the {self.name} world generates no seeds: [evol_instruct] seeds = <JSONL file>")

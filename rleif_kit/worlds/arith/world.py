@@ -37,6 +37,7 @@ class ArithWorld(World):
     operators: tuple[Operator, ...] = MATH_OPERATORS
     heldout_benchmark = "arith"
     programmatic = True
+    spec_prefix = "arith"  # [sft] dataset / [evol_instruct] seeds = "arith:N"
 
     def __init__(self) -> None:
         self.benchmarks = (Benchmark("arith", self._load, lambda item, ev: self.train_prompt(item["question"],
@@ -100,17 +101,6 @@ class ArithWorld(World):
                              "seeds.jsonl has)")
 
     # ------------------------------------------------------------------ data
-
-    def generated_size(self, spec: str) -> int | None:
-        if not spec.startswith("arith:"):
-            return None
-        try:
-            n = int(spec.split(":", 1)[1])
-        except ValueError:
-            n = 0
-        if n <= 0:
-            raise ValueError(f"{spec!r}: expected 'arith:N' with N > 0")
-        return n
 
     def _splits(self, cfg: Any, paths: Any, train_n: int) -> tuple[list[dict], list[dict]]:
         """Train problems and the run's fixed held-out problems (disjoint by question text)."""

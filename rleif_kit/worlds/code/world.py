@@ -107,9 +107,6 @@ class CodeWorld(World):
         """``train_wizardcoder.py``'s target: the output as it is (the trainer adds EOS), no space before it."""
         return response
 
-    def prm_prompt(self, question: str) -> str:
-        return self.train_prompt(question)
-
     # ------------------------------------------------------------------ answers
 
     def extract_answer(self, response: str) -> str | None:

@@ -20,7 +20,6 @@ from rleif_kit.worlds.base import Benchmark, Operator
 from rleif_kit.worlds.code import mbpp
 from rleif_kit.worlds.code.postprocess import extract_code
 from rleif_kit.worlds.code.world import CodeWorld
-from rleif_kit.worlds.prompts import MATH_PROMPT
 from rleif_kit.worlds.tiny_code import tasks
 from rleif_kit.worlds.tiny_code.evolver import evolve_task, task_quality
 
@@ -48,15 +47,13 @@ class TinyCodeWorld(CodeWorld):
     heldout_benchmark = "tiny_code"
     programmatic = True
     prompt_note = ""  # one prompt for training and evaluation
+    spec_prefix = "tiny_code"  # [sft] dataset / [evol_instruct] seeds = "tiny_code:N"
 
     def __init__(self) -> None:
         self.benchmarks = (Benchmark("tiny_code", self._load, lambda item, ev: self.train_prompt(item["question"]),
                                      runs_code=True, extract=extract_code, default_source="run",
                                      task_example="\"tiny_code-heldout-00000\"",
                                      missing_data="pass --data FILE (e.g. <output_dir>/tiny_code/heldout.jsonl)"),)
-
-    def train_template(self, cot: bool = True) -> str:
-        return MATH_PROMPT
 
     # ------------------------------------------------------------------ truth and the step verifier
 
@@ -83,14 +80,6 @@ class TinyCodeWorld(CodeWorld):
                              "seeds.jsonl has)")
 
     # ------------------------------------------------------------------ data
-
-    def generated_size(self, spec: str) -> int | None:
-        if not spec.startswith("tiny_code:"):
-            return None
-        n = spec.split(":", 1)[1]
-        if not n.isdigit() or int(n) <= 0:
-            raise ValueError(f"{spec!r}: expected 'tiny_code:N' with N > 0")
-        return int(n)
 
     def tokenizer_corpus(self, cfg: Any) -> list[str]:
         """Prompts and solutions of tiny-code tasks (both teachers' versions), each its own text: a solution follows
