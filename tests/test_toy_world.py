@@ -19,6 +19,10 @@ SMALL = [  # the tiny preset cut to a couple of minutes: what matters is that ev
     "reward_model.prm_samples=200", "reward_model.irm_samples_per_instruction=2", "reward_model.rm_epochs=1", "ppo.total_steps=4", "ppo.rollout_batch=16",
     "ppo.mini_batch=8", "ppo.gen_batch=16", "ppo.gate_samples=16", "ppo.eval_samples=100", "ppo.save_every=2",
     'eval.benchmarks=["toy_sums"]', "eval.limit=100",
+    # the gate's 16 samples of a 250-step SFT model hold few right answers and, on a fresh install of 2026-12-02,
+    # none with every step right, so reward_truth read 0.5 and stopped PPO at the base commit as after it (measured);
+    # this test is about the world interface: its probes still run and are asserted below
+    "ppo.force=true",
 ]
 
 
