@@ -13,7 +13,7 @@ published recipe's HumanEval prompt differs, on purpose: see the code world).
 from __future__ import annotations
 
 import random
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from rleif_kit.core.jsonl import read_jsonl, read_user_jsonl, write_jsonl
 from rleif_kit.worlds.base import Benchmark, Operator
@@ -60,9 +60,12 @@ class TinyCodeWorld(CodeWorld):
     def step_labels(self, record: Mapping[str, Any], solution: str) -> list[bool] | None:
         """Outcome labels: every step of a program that passes all its tests is right, every step of one that
         fails is wrong (a tiny-code program is one statement: its step is the program). None without tests."""
-        steps = self.steps.char_ends(solution)
-        verdict = self.check_batch([record], [solution])[0].correct
-        return None if verdict is None else [verdict] * len(steps)
+        return self.step_labels_batch([record], [solution])[0]
+
+    def step_labels_batch(self, records: Sequence[Mapping[str, Any]], solutions: Sequence[str]) -> list:
+        """:meth:`step_labels` of many programs, all in the sandbox at once."""
+        return [None if v.correct is None else [v.correct] * len(self.steps.char_ends(s))
+                for v, s in zip(self.check_batch(records, solutions), solutions)]
 
     # ------------------------------------------------------------------ evolution
 
