@@ -261,7 +261,8 @@ STOP_LISTS = {"wizardmath-96dae6b": WIZARDMATH_STOP,
 @dataclass(frozen=True)
 class EvalConfig(_Section):
     benchmarks: list[str] = opt(["gsm8k", "math"], "benchmarks to run, any world's ('mbpp': WizardCoder's mbpp_gen.py "
-                                                   "prompt; 'mbppplus': its EvalPlus-style one)", names)
+                                                   "prompt; 'mbppplus': its EvalPlus-style one; 'humanevalplus', "
+                                                   "'mbppplus': EvalPlus's extra inputs from its release files)", names)
     models: list[str] = opt(["sft", "ppo"], "models to evaluate: 'sft' (03_sft/model) and 'ppo' (05_ppo/model), "
                                             "each skipped with a note when missing; 'base' ([base].model_name); "
                                             "'served' (settings.json models.math_eval / code_eval)",

@@ -45,7 +45,8 @@ ROLES = ("evolve", "irm_judge", "prm_judge", "code_eval", "math_eval")
 _TOP_KEYS = ("api", "models", "eval", "prices")
 _API_KEYS = ("base_url", "api_key_env", "timeout", "max_retries")
 _MODEL_KEYS = ("name",) + _API_KEYS
-_EVAL_PATH_KEYS = ("gsm8k_path", "math_path", "humaneval_path", "mbpp_path", "mbppplus_path", "arith_path")
+_EVAL_PATH_KEYS = ("gsm8k_path", "math_path", "humaneval_path", "humanevalplus_path", "mbpp_path", "mbppplus_path",
+                   "arith_path")
 _EVAL_KEYS = _EVAL_PATH_KEYS + ("cot", "temperature", "max_new_tokens")
 _PRICE_KEYS = ("input_per_million", "output_per_million")
 # Keys people reach for when they try to paste the key itself into the file.
@@ -111,6 +112,7 @@ class EvalDefaults:
     gsm8k_path: str | None = None
     math_path: str | None = None
     humaneval_path: str | None = None
+    humanevalplus_path: str | None = None
     mbpp_path: str | None = None
     mbppplus_path: str | None = None
     arith_path: str | None = None

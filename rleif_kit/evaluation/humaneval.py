@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from rleif_kit.worlds.code.postprocess import extract_code
 from rleif_kit.sandbox.runner import Limits, RunResult, run_many, sandbox_plan
 from rleif_kit.sandbox.session import ProgramGone, run_session
+from rleif_kit.worlds.code.evalplus import plus_parts
 from rleif_kit.worlds.code.judging import PLAIN_SOURCE, case_verdicts, value_program
 from rleif_kit.worlds.code.value_tests import Case, NotValueShaped, from_plain, to_plain, value_cases
 from rleif_kit.worlds.code.world import load_problems
@@ -142,9 +143,11 @@ def check_samples(samples: Sequence[Mapping[str, Any]], problems: Mapping[str, d
     """
     problems = problems if problems is not None else load_problems()
     completions = [s["completion"] if "completion" in s else extract(s["response"]) for s in samples]
-    plans = {tid: judging_plan(problems[tid]) for tid in {s["task_id"] for s in samples}}
-    by_value = [i for i, s in enumerate(samples) if plans[s["task_id"]] is not None]
-    served = [i for i, s in enumerate(samples) if plans[s["task_id"]] is None]
+    plus = [i for i, s in enumerate(samples) if "evalplus" in problems[s["task_id"]]]
+    plans = {tid: judging_plan(problems[tid]) for tid in {s["task_id"] for s in samples}
+             if "evalplus" not in problems[tid]}
+    by_value = [i for i, s in enumerate(samples) if plans.get(s["task_id"]) is not None]
+    served = [i for i, s in enumerate(samples) if s["task_id"] in plans and plans[s["task_id"]] is None]
     bar = None
     if progress:
         from tqdm.auto import tqdm  # heavy: loaded on first use
@@ -152,7 +155,10 @@ def check_samples(samples: Sequence[Mapping[str, Any]], problems: Mapping[str, d
         bar = tqdm(total=len(samples), desc=desc)
     tick = (lambda _: bar.update(1)) if bar is not None else None
     verdicts: dict[int, tuple[bool, str, float]] = {}
+    base: dict[int, bool] = {}
     try:
+        if plus:  # EvalPlus's base and extra inputs: two programs a sample, judged against the reference's outputs
+            base = _check_plus(plus, samples, completions, problems, verdicts, timeout, limits, workers, tick)
         programs = [value_program(problems[samples[i]["task_id"]], completions[i], plans[samples[i]["task_id"]])
                     for i in by_value]
         for i, result in zip(by_value, run_many(programs, timeout=timeout, limits=limits, workers=workers,
@@ -178,8 +184,33 @@ def check_samples(samples: Sequence[Mapping[str, Any]], problems: Mapping[str, d
         rows.append({"task_id": sample["task_id"],
                      "completion_id": sample.get("completion_id", seen[sample["task_id"]]),
                      "completion": completion, "passed": passed, "result": reason,
-                     "judged": ("value" if i in by_value else "test") + unprotected, "wall_s": round(wall, 3)})
+                     "judged": ("test" if i in served else "value") + unprotected, "wall_s": round(wall, 3),
+                     **({"base_passed": base[i]} if i in base else {})})
     return rows
+
+
+def _check_plus(indices: Sequence[int], samples: Sequence[Mapping[str, Any]], completions: Sequence[str],
+                problems: Mapping[str, dict], verdicts: dict, timeout: float, limits: Limits, workers: int | None,
+                tick: Callable | None) -> dict[int, bool]:
+    """HumanEval+ / MBPP+ samples (``worlds.code.evalplus``): base and plus inputs run as two programs, each with
+    its own time limit; ``verdicts[i]`` gets the plus verdict (both pass), the return value the base verdict."""
+    jobs = [(i, part, program, cases, seconds) for i in indices
+            for part, program, cases, seconds in plus_parts(problems[samples[i]["task_id"]], completions[i], timeout)]
+    outcome: dict[tuple[int, str], tuple[bool, str, float]] = {}
+    for seconds in sorted({j[4] for j in jobs}):  # programs with one time limit run together
+        group = [j for j in jobs if j[4] == seconds]
+        for (i, part, _, cases, _), result in zip(group, run_many([j[2] for j in group], timeout=seconds,
+                                                                  limits=limits, workers=workers)):
+            ok, reason = _verdict(result, seconds, cases)
+            outcome[(i, part)] = (ok, reason if ok else f"{part} inputs: {reason}", result.wall_s)
+    base = {}
+    for i in indices:
+        (b_ok, b_why, b_s), (p_ok, p_why, p_s) = outcome[(i, "base")], outcome[(i, "plus")]
+        base[i] = b_ok
+        verdicts[i] = (b_ok and p_ok, p_why if b_ok else b_why, b_s + p_s)
+        if tick:
+            tick(None)
+    return base
 
 
 def score_samples(samples: Sequence[Mapping[str, Any]], problems: Mapping[str, dict] | None = None, *,

