@@ -7,7 +7,7 @@ CONSTRAINTS ?= $(if $(shell command -v nvidia-smi 2>/dev/null),constraints/gpu.t
 PARAMS ?= params/tiny-cpu.toml
 PYTEST_ARGS ?=
 
-.PHONY: install test demo demo-math demo-code lab clean-demo
+.PHONY: install test demo demo-math demo-code demo-code-endpoint lab clean-demo
 
 $(VENV)/.installed: pyproject.toml constraints/cpu.txt constraints/gpu.txt
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,12 @@ demo-math: install
 demo-code: install
 	$(BIN)/rleif run params/tiny-code.toml
 
+# The same preset with every chat-model request (evolution, answers, tests, rankings, step labels) sent to an
+# OpenAI-compatible endpoint, played by the code loopback teacher (docs/wizardcoder.md).
+demo-code-endpoint: install
+	$(BIN)/python -m rleif_kit.testing.demo_code --set 'base.output_dir="./rleif_output/tiny-code-endpoint"' \
+		--set 'base.model_name="./rleif_output/tiny-code-endpoint/tiny-llama"' --report-dir reports/tiny-code-endpoint
+
 # JupyterLab, opened on notebooks/ (LAB_ARGS="--no-browser --port 8890" for a remote machine). The server's root
 # stays the project root so params/ and the executed reports/ are one click away; preferred_dir only picks the
 # folder it opens on. Jupyter starts each kernel in its notebook's folder (notebooks/), and the notebooks' setup()
@@ -42,4 +48,5 @@ lab: install
 
 clean-demo:
 	rm -rf rleif_output/tiny-cpu reports/tiny-cpu rleif_output/tiny-math reports/tiny-math rleif_output/tiny-code \
+		rleif_output/tiny-code-endpoint reports/tiny-code-endpoint \
 		reports/tiny-code
