@@ -287,10 +287,11 @@ pairs), `prm_steps.jsonl` (labelled steps); every step resumes from its files.""
                  "n_steps, correct_share = labelled_steps(prm_data.examples)\n"
                  'print(f"{prm_data.samples} sampled solutions, {prm_data.flagged} flagged (no steps), "\n'
                  '      f"{len(prm_data.examples)} labelled by {prm_data.labeller} {prm_data.by_source}; "\n'
-                 '      f"{correct_share:.0%} of {n_steps} steps correct")'),
+                 '      f"{correct_share:.0%} of {n_steps} steps correct; {len(prm_data.extra)} hard negatives for training "\n'
+                 '      f"only; seconds by label source: " + ", ".join(f"{k} {v:.0f}" for k, v in prm_data.seconds.items()))'),
         ("md", "## Train the PRM\nHeld-out step accuracy and AUC on solutions to questions never trained on."),
         ("code", "from rleif_kit.rewards.prm import fmt_score, train_prm\n\n"
-                 "prm_model, prm_tok, prm = train_prm(cfg, paths, prm_data.examples)\n"
+                 "prm_model, prm_tok, prm = train_prm(cfg, paths, prm_data.examples + prm_data.extra)\n"
                  'print(f"PRM: {prm.train_steps} labelled steps; held-out step accuracy {fmt_score(prm.step_accuracy)}, "\n'
                  '      f"AUC {fmt_score(prm.step_auc)} on {prm.heldout_steps} steps ({prm.runtime_s:.0f}s)")'),
         ("md", "## A solution through the PRM's eyes\nHeld-out solutions (questions the PRM never trained on): each "
@@ -324,6 +325,8 @@ pairs), `prm_steps.jsonl` (labelled steps); every step resumes from its files.""
                  'record("prm_samples", prm_data.samples)\n'
                  'record("prm_flagged", prm_data.flagged)\n'
                  'record("prm_examples", len(prm_data.examples))\n'
+                 'record("prm_hard_negatives", len(prm_data.extra))\n'
+                 'record("prm_label_seconds", prm_data.seconds)\n'
                  'record("prm_correct_share", prm.correct_share)\n'
                  'record("prm_heldout_steps", prm.heldout_steps)\n'
                  'record("prm_step_accuracy", prm.step_accuracy)\n'

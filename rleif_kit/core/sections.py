@@ -206,6 +206,10 @@ class RewardModelConfig(_Section):
                                         positive)
     prm_data: str = opt("", "extra labelled steps in the PRM800K style (JSONL: question, steps, labels); "
                             "empty = none")
+    prm_hard_negatives: int = opt(0, "instructions whose right step-by-step answer joins the PRM's training data "
+                                     "with one error put in (a slipped step or answer, a stop one step early, the "
+                                     "answer cut), both labelled by the world's step verifier; 0 = none",
+                                  non_negative)
     prm_aggregate: str = opt("min", "how per-step PRM scores become rA", one_of("min", "prod", "last", "mean"))
     answer_reward: str = opt("prm", "PPO's rA: 'prm' (learned) or 'verifier' (the world's step checker, arith: a "
                                     "perfect PRM, for testing PPO)", one_of("prm", "verifier"))

@@ -149,13 +149,18 @@ def evaluate_prm(model: Any, tokenizer: Any, examples: Sequence[dict], max_len: 
 
 def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tuple[Any, Any, PRMResult]:
     """Train the PRM on ``examples`` ({question, solution, labels}) and save it with a model card, its data in
-    ``prm_steps.jsonl``."""
+    ``prm_steps.jsonl``. Examples marked ``train_only`` (hard negatives) join the training side only, and only where
+    their question is not held out: the held-out steps stay the sampled solutions' alone, whatever is added."""
     from transformers import Trainer, TrainingArguments  # heavy: loaded on first use
 
     rm, out_dir = cfg.reward_model, paths.prm_model
     if launch_training(cfg, paths, "prm", examples):  # [base].launcher = "accelerate"
         return *load_rm(out_dir, bf16=cfg.base.bf16), load_result(PRMResult, paths.rm_result("prm"))
-    train, heldout = split_by_question(examples, rm.rm_heldout_share, cfg.base.seed)
+    extra = [e for e in examples if e.get("train_only")]
+    train, heldout = split_by_question([e for e in examples if not e.get("train_only")], rm.rm_heldout_share,
+                                       cfg.base.seed)
+    held_questions = {e["question"] for e in heldout}
+    train += [e for e in extra if e["question"] not in held_questions]
     if not train:
         raise ValueError("no PRM training examples: every sampled solution was flagged or none were sampled")
     save_rows(paths, "prm", step_rows(train, heldout))  # the dataset beside the model (rm_datasets.py)

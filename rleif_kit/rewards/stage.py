@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from rleif_kit.reward_scoring.heldout import split_by_question
 from rleif_kit.reward_scoring.irm import irm_score
 from rleif_kit.reward_scoring.prm import answer_scores, solution_step_ends
 from rleif_kit.rewards import prm
+from rleif_kit.rewards.hard_negatives import hard_negative_examples
 from rleif_kit.rewards.irm_data import programmatic_judge, quality_pairs
 from rleif_kit.rewards.judge_labels import judge_irm_rankings, judge_prm_labels, report_path
 from rleif_kit.worlds import world_for
@@ -80,33 +82,49 @@ class PRMData:
     flagged: int  # sampled solutions without findable steps (or not labelled)
     labeller: str
     by_source: dict[str, int] = field(default_factory=dict)
+    extra: list[dict] = field(default_factory=list)  # train-only examples (hard negatives): train_prm(examples + extra)
+    seconds: dict[str, float] = field(default_factory=dict)  # what each label source cost
 
 
 def build_prm_examples(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True) -> PRMData:
-    """SFT-model samples on evolved instructions, labelled per step; plus ``prm_data`` when given."""
+    """SFT-model samples on evolved instructions, labelled per step; plus ``prm_data`` when given; plus, as
+    train-only ``extra``, ``prm_hard_negatives`` right solutions with one error put in (``hard_negatives.py``)."""
     rm = cfg.reward_model
+    world = world_for(cfg)
+    seconds = {}
+    start = time.perf_counter()
     samples = prm.sample_solutions(cfg, paths, instruction_pool(cfg, paths), rm.prm_samples,
                                    paths.prm_samples, progress) if rm.prm_samples else []
+    seconds["sampling"] = time.perf_counter() - start
+    start = time.perf_counter()
     if rm.prm_step_label == "verifier":
-        examples, flagged = prm.verifier_examples(samples, world_for(cfg))
+        examples, flagged = prm.verifier_examples(samples, world)
         labeller = "verifier"
     else:
         items = []
         for s in samples:
             text = s["solution"]
-            ends = solution_step_ends(text, world_for(cfg))
+            ends = solution_step_ends(text, world)
             starts = [0] + ends[:-1]
             items.append({**s, "steps": [text[a:b].strip() for a, b in zip(starts, ends)]})
         judged = judge_prm_labels(cfg, settings, items, paths.prm_judged, progress=progress)
         parents = {str(s["id"]): s.get("instruction_id") for s in samples}
         examples = [{**j, "instruction_id": parents.get(str(j["id"])), "source": "judged"} for j in judged]
         flagged, labeller = len(samples) - len(judged), "judge"
+    seconds[labeller] = time.perf_counter() - start
     if rm.prm_data:
         examples += prm.load_prm800k_style(cfg.resolve(rm.prm_data))
+    extra = []
+    if rm.prm_hard_negatives:
+        start = time.perf_counter()
+        extra = [{**e, "train_only": True} for e in
+                 hard_negative_examples(instruction_pool(cfg, paths), world, rm.prm_hard_negatives, cfg.base.seed)]
+        seconds["hard_negatives"] = time.perf_counter() - start
     by_source: dict[str, int] = {}
-    for e in examples:
-        by_source[e["source"]] = by_source.get(e["source"], 0) + 1
-    return PRMData(examples, len(samples), flagged, labeller, by_source)
+    for e in examples + extra:
+        source = e["source"].split(":")[0]
+        by_source[source] = by_source.get(source, 0) + 1
+    return PRMData(examples, len(samples), flagged, labeller, by_source, extra, seconds)
 
 
 @dataclass

@@ -344,6 +344,9 @@ def terms_problems(world: World, cfg: Any) -> list[str]:
         if getattr(rm, key) == "verifier" and type(world).step_labels is World.step_labels:
             out.append(f"[reward_model] {key} = 'verifier': the {world.name} world has no step verifier (the "
                        "arithmetic world has one: [base] world = 'arith')")
+    if rm.prm_hard_negatives and type(world).step_labels is World.step_labels:
+        out.append(f"[reward_model] prm_hard_negatives = {rm.prm_hard_negatives}: its edits are labelled by the "
+                   f"world's step verifier, and the {world.name} world has none (0 turns them off)")
     try:
         drawn = reweighted(world.operators, cfg.evol_instruct.operator_weights, f"the {world.name} world")
     except ValueError as e:

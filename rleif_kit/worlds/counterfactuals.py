@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
-from typing import Callable
+from typing import Any, Callable
 
 from rleif_kit.worlds.steps import STEPWISE
 
@@ -150,6 +150,52 @@ def drop_number(question: str) -> str | None:
     if m is None:
         return None
     return re.sub(r"  +", " ", question[:m.start()] + question[m.end():]).strip()
+
+
+# ---------------------------------------------------------------- hard negatives for PRM training
+# Randomised cousins of the edits above, for training rather than probing: the step, the size of the slip and the
+# kind vary, so a PRM trained on them has to check the arithmetic rather than learn one fixed edit (the probes keep
+# the fixed +1 edits, on held-out problems only). Labels come from the world's step verifier, as a judge's would.
+
+
+def _delta(rng: Any) -> int:
+    return rng.choice((-3, -2, -1, 1, 2, 3))
+
+
+def slip_step(solution: str, rng: Any) -> str | None:
+    """One step's result off by a small amount; on the last step the answer follows it half of the time (a slip
+    the policy carries through), else the later steps and the answer stay as they were."""
+    steps = _steps(solution)
+    if not steps:
+        return None
+    k = rng.randrange(len(steps))
+    m = _result(solution, steps[k])
+    if m is None:
+        return None
+    value = _value(m.group()) + _delta(rng)
+    if value < 0:
+        return None
+    answer = _answer_number(solution)
+    out = solution
+    if k == len(steps) - 1 and answer is not None and rng.random() < 0.5 and answer.start() > m.end():
+        out = out[:answer.start()] + _plain(value) + out[answer.end():]
+    return out[:m.start()] + _plain(value) + out[m.end():]
+
+
+def slip_answer(solution: str, rng: Any) -> str | None:
+    """The answer line off by a small amount, the steps right."""
+    m = _answer_number(solution)
+    if m is None or _value(m.group()) + (d := _delta(rng)) < 0:
+        return None
+    return solution[:m.start()] + _plain(_value(m.group()) + d) + solution[m.end():]
+
+
+HARD_NEGATIVES: dict[str, Callable[[str, Any], "str | None"]] = {
+    "slip_step": slip_step,
+    "slip_answer": slip_answer,
+    "stop_early": lambda solution, rng: early_stop(solution),
+    "no_answer": lambda solution, rng: cut_answer(solution),
+}
 
 
 Edit = Callable[[str], "str | None"]
