@@ -22,20 +22,23 @@ from rleif_kit.worlds.counterfactuals import HARD_NEGATIVES
 
 
 def hard_negative_examples(instructions: Sequence[dict], world: Any, n: int, seed: int) -> list[dict]:
-    """Up to ``2 n`` PRM examples from ``n`` instructions that carry a right step-by-step ``answer``: the answer
-    itself and one edit of it, each ``{id, instruction_id, question, solution, labels, source}`` with the world's
-    step-verifier labels. An instruction whose answer the verifier does not call right, or an edit the verifier
-    does not call wrong, gives nothing (the verifier decides, not the edit's intent)."""
+    """Up to ``n`` edited solutions and the right ones they came from, as PRM examples ``{id, instruction_id,
+    question, solution, labels, source}`` labelled by the world's step verifier. The instructions that carry a
+    step-by-step ``answer`` are taken in a seeded order, each giving its answer (every step right) and one edit of
+    it, the two side by side; ``n`` beyond their number takes another pass, the edit's kind turning. An
+    instruction whose answer the verifier does not call right gives nothing, nor does an edit the verifier still
+    calls right (the verifier decides, not the edit's intent)."""
     pool = [r for r in instructions if isinstance(r.get("answer"), str) and r["answer"].strip()]
     rng = random.Random(seed)
     rng.shuffle(pool)
     kinds = list(HARD_NEGATIVES)
     records, solutions, meta = [], [], []
-    for i, r in enumerate(pool[:n]):
+    for i in range(n if pool else 0):
+        j, turn = i % len(pool), i // len(pool)
+        r = pool[j]
         gold = r["answer"].strip()
-        kind = kinds[i % len(kinds)]
-        edited = HARD_NEGATIVES[kind](gold, rng)
-        for what, text in (("gold", gold), (kind, edited)):
+        kind = kinds[(j + turn) % len(kinds)]
+        for what, text in (("gold", gold), (kind, HARD_NEGATIVES[kind](gold, rng))):
             if text is not None:
                 records.append(r)
                 solutions.append(text)
@@ -46,6 +49,6 @@ def hard_negative_examples(instructions: Sequence[dict], world: Any, n: int, see
     for r, text, what, labels in labelled:
         if r["id"] not in right or not labels or all(labels) != (what == "gold"):
             continue  # a pair needs its right half; an edit the verifier still calls right teaches nothing
-        out.append({"id": f"{r['id']}-hn-{what}", "instruction_id": r["id"], "question": r["text"],
+        out.append({"id": f"{r['id']}-hn{len(out)}-{what}", "instruction_id": r["id"], "question": r["text"],
                     "solution": text, "labels": list(labels), "source": f"hard_negative:{what}"})
     return out
