@@ -45,6 +45,14 @@ LEVERS = {
     "hn3000": ["reward_model.prm_hard_negatives=3000"],
     "hn3000+samples3000": ["reward_model.prm_hard_negatives=3000", "reward_model.prm_samples=3000"],
     "hn3000+epochs4": ["reward_model.prm_hard_negatives=3000", "reward_model.rm_epochs=4"],
+    "layers1": ["reward_model.prm_extra_layers=1"],
+    "lik": ['reward_model.prm_head="likelihood"'],
+    "lik-lr1e-4": ['reward_model.prm_head="likelihood"', "reward_model.rm_lr=1e-4"],
+    "lik+hn3000": ['reward_model.prm_head="likelihood"', "reward_model.prm_hard_negatives=3000"],
+    "lik+hn3000-lr1e-4": ['reward_model.prm_head="likelihood"', "reward_model.prm_hard_negatives=3000",
+                          "reward_model.rm_lr=1e-4"],
+    "hn3000+layers1": ["reward_model.prm_hard_negatives=3000", "reward_model.prm_extra_layers=1"],
+    "hn3000+layers2": ["reward_model.prm_hard_negatives=3000", "reward_model.prm_extra_layers=2"],
 }
 KEEP = ("00_setup", "01_evolve", "02_dedup", "03_sft", "arith", "tiny-llama", "config.resolved.toml", "manifest.json")
 

@@ -169,3 +169,33 @@ def test_paired_bootstrap_and_ab_verdicts():
     assert v.status == "fail" and v.numbers["gain"] == pytest.approx(-0.1)  # a drop is never ok
     noisy = [True] * 52 + [False] * 48  # +2 over 100 items: cannot tell
     assert check_ab(sft, noisy, DiagnosticsConfig()).status == "warn"
+
+
+def test_extra_layers_start_as_the_identity_then_train_and_reload(small_model_dir, tmp_path):
+    """prm_extra_layers (LLaMA Pro's block expansion): the expanded model computes exactly what its base does, the
+    new layers' zeroed projections receive gradient, and the saved model loads with its new depth."""
+    import torch
+    from transformers import AutoModelForTokenClassification
+
+    from rleif_kit.rewards.rm_training import expand_layers
+
+    model = AutoModelForTokenClassification.from_pretrained(str(small_model_dir), num_labels=2).eval()
+    ids = torch.tensor([[1, 5, 6, 7, 8, 9, 10]])
+    before = model(ids).logits
+    expand_layers(model, 2)
+    assert model.config.num_hidden_layers == len(model.model.layers) == 4  # 2 + 2
+    assert torch.equal(model(ids).logits, before)  # zero output projections: the residual stream passes unchanged
+    model.train()
+    model(ids, labels=torch.tensor([[0, 1, 0, 1, 0, 1, 0]])).loss.backward()
+    for layer in model.model.layers[2:]:  # what starts at zero gets a gradient, so the new layers learn
+        assert layer.self_attn.o_proj.weight.grad.abs().sum() > 0 and layer.mlp.down_proj.weight.grad.abs().sum() > 0
+    model.save_pretrained(tmp_path / "prm")
+    again = AutoModelForTokenClassification.from_pretrained(tmp_path / "prm").eval()
+    assert again.config.num_hidden_layers == 4 and torch.allclose(again(ids).logits, model.eval()(ids).logits)
+
+
+def test_extra_layers_need_full_finetuning():
+    from rleif_kit.core.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=r"prm_extra_layers = 1: new layers train whole.*'lora'"):
+        load_config(TINY_PARAMS, ["reward_model.prm_extra_layers=1", 'reward_model.rm_finetune="lora"'], workdir=ROOT)

@@ -263,6 +263,10 @@ def _cross_checks(s: dict[str, Any]) -> list[str]:
     if ppo.algorithm == "grpo" and ppo.rollout_batch % ppo.num_generations:
         problems.append(f"[ppo] num_generations = {ppo.num_generations}: expected a divisor of rollout_batch "
                         f"({ppo.rollout_batch}) for algorithm = 'grpo'")
+    rm = s["reward_model"]
+    if rm.prm_extra_layers and rm.rm_finetune != "full":
+        problems.append(f"[reward_model] prm_extra_layers = {rm.prm_extra_layers}: new layers train whole, so it "
+                        f"needs rm_finetune = 'full' (not {rm.rm_finetune!r})")
     arith = s["arith"]
     if arith.min_steps > arith.max_steps:
         problems.append(f"[arith] min_steps = {arith.min_steps}: expected <= max_steps ({arith.max_steps})")

@@ -210,6 +210,14 @@ class RewardModelConfig(_Section):
                                      "with one error put in (a slipped step or answer, a stop one step early, the "
                                      "answer cut), both labelled by the world's step verifier; 0 = none",
                                   non_negative)
+    prm_head: str = opt("token", "what the PRM is: 'token', a classifier read at each step's last token; or "
+                                 "'likelihood', a language model of the run's right solutions whose probability of "
+                                 "what a step concludes, calibrated on the step labels, is P(step right)",
+                        one_of("token", "likelihood"))
+    prm_extra_layers: int = opt(0, "decoder layers added on top of the PRM's base, each a copy of its last layer "
+                                   "that starts as the identity (LLaMA Pro's block expansion), so a step's end can "
+                                   "read what the base predicted at an earlier token; rm_finetune = 'full' only",
+                                non_negative)
     prm_aggregate: str = opt("min", "how per-step PRM scores become rA", one_of("min", "prod", "last", "mean"))
     answer_reward: str = opt("prm", "PPO's rA: 'prm' (learned) or 'verifier' (the world's step checker, arith: a "
                                     "perfect PRM, for testing PPO)", one_of("prm", "verifier"))

@@ -10,12 +10,14 @@ from typing import Any
 from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.models.loading import load_tokenizer, nf4_config, use_bf16
 from rleif_kit.models.refs import resolve_ref
+from rleif_kit.reward_scoring.prm import CALIBRATION
 
 RM_INFO = "rm_info.json"  # what a saved reward model is: its head, fine-tuning and base
 
 
 HEADS = {"sequence": ("AutoModelForSequenceClassification", 1, "SEQ_CLS"),  # IRM: one reward per text
-         "token": ("AutoModelForTokenClassification", 2, "TOKEN_CLS")}  # PRM: correct / not, per token
+         "token": ("AutoModelForTokenClassification", 2, "TOKEN_CLS"),  # PRM: correct / not, per token
+         "likelihood": ("AutoModelForCausalLM", None, "CAUSAL_LM")}  # generative PRM (rewards/prm_likelihood.py)
 
 
 # The PRM's two classes by name, in its config.json (not LABEL_0 / LABEL_1): scoring reads index 1 ("right"),
@@ -52,7 +54,9 @@ def load_rm(model_dir: str | Path, load_in_4bit: bool = False, bf16: bool = Fals
     tokenizer = load_tokenizer(str(model_dir))
 
     dtype = torch.bfloat16 if (load_in_4bit or use_bf16(bf16)) else torch.float32  # fp32 only on CPUs
-    kwargs: dict[str, Any] = {"dtype": dtype, "num_labels": num_labels, **head_labels(info["head"])}
+    kwargs: dict[str, Any] = {"dtype": dtype, **head_labels(info["head"])}
+    if num_labels is not None:
+        kwargs["num_labels"] = num_labels
     if load_in_4bit:
         kwargs["quantization_config"] = nf4_config(torch.bfloat16)
     if info["finetune"] == "full":
@@ -64,6 +68,8 @@ def load_rm(model_dir: str | Path, load_in_4bit: bool = False, bf16: bool = Fals
         if not load_in_4bit:
             model = model.merge_and_unload()
     model.config.pad_token_id = tokenizer.pad_token_id
+    if "calibration" in info:  # a generative PRM's (rewards/prm_likelihood.py): what scoring reads
+        setattr(model.config, CALIBRATION, list(info["calibration"]))
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)

@@ -86,8 +86,13 @@ class StepLabelCollator:
 def step_scores(model: Any, tokenizer: Any, items: Sequence[tuple[str, str]], batch_size: int = 32,
                 max_len: int = 1024, world: Any = STEP_BY_STEP) -> list[list[float] | None]:
     """P(step correct) per step of each (question, solution); None for a solution whose steps cannot
-    be found or were cut off at ``max_len`` (flagged, not scored on a part)."""
+    be found or were cut off at ``max_len`` (flagged, not scored on a part). A generative PRM (a causal LM with
+    its calibration in its config, ``rewards/prm_likelihood.py``) scores by what it expects each step to conclude:
+    :func:`likelihood_step_scores`."""
     import torch  # heavy: loaded on first use
+
+    if getattr(model.config, CALIBRATION, None) is not None:
+        return likelihood_step_scores(model, tokenizer, items, batch_size, max_len, world)
 
     encoded = [encode(tokenizer, q, s, max_len=max_len, world=world) for q, s in items]
     usable = [i for i, e in enumerate(encoded) if e is not None and None not in e["positions"]]
@@ -105,6 +110,94 @@ def step_scores(model: Any, tokenizer: Any, items: Sequence[tuple[str, str]], ba
                 out[i] = probs[row, encoded[i]["positions"]].tolist()
     model.train(was_training)
     return out
+
+
+# ---------------------------------------------------------------- the generative PRM: the step's own likelihood
+
+CALIBRATION = "prm_calibration"  # [a, b] in a generative PRM's config.json: P(step right) = sigmoid(a * x + b)
+
+
+def conclusion_spans(text: str, offset: int, ends: Sequence[int]) -> list[tuple[int, int]]:
+    """(start, end) in ``text`` of what each step concludes, for step ends ``ends`` of the solution placed at
+    ``offset``: from after the step's last ``=`` to its end (its result, and for the last step the answer line too);
+    the whole step when it has no ``=``. The operands are left out: which order a step writes them in is not a
+    mistake (``3 + 5`` or ``5 + 3``), the value it claims is."""
+    spans, start = [], offset
+    for end in ends:
+        eq = text.rfind("=", start, offset + end)
+        spans.append((eq + 1 if eq >= 0 else start, offset + end))
+        start = offset + end
+    return spans
+
+
+def _tokens_in(text: str, offsets: Sequence[tuple[int, int]], lo: int, hi: int) -> list[int]:
+    """Indices of the tokens whose text (leading space aside) starts in [lo, hi) and ends by ``hi``."""
+    out = []
+    for i, (a, b) in enumerate(offsets):
+        piece = text[a:b]
+        first = a + len(piece) - len(piece.lstrip())
+        if i > 0 and piece.strip() and lo <= first < hi and b <= hi:
+            out.append(i)
+    return out
+
+
+def likelihood_features(model: Any, tokenizer: Any, items: Sequence[tuple[str, str]], batch_size: int = 32,
+                        max_len: int = 1024, world: Any = STEP_BY_STEP) -> list[list[float] | None]:
+    """Per step of each (question, solution): the lowest log-probability the model gives a token of what the
+    step concludes (:func:`conclusion_spans`), the end of the text counted with the last step (a solution cut
+    before its answer line ends where the model expects more). None where no step is found or the text is cut
+    at ``max_len``."""
+    import torch  # heavy: loaded on first use
+
+    rows: list[tuple[list[int], list[list[int]]] | None] = []
+    for question, solution in items:
+        text, placed, offset = prm_input(question, solution, world)
+        ends = solution_step_ends(placed, world)
+        enc = tokenizer(text, return_offsets_mapping=True)
+        ids = list(enc["input_ids"]) + [tokenizer.eos_token_id]
+        if not ends or len(ids) > max_len:
+            rows.append(None)
+            continue
+        spans = conclusion_spans(text, offset, ends)
+        marks = [_tokens_in(text, enc["offset_mapping"], lo, hi) + ([len(ids) - 1] if k == len(spans) - 1 else [])
+                 for k, (lo, hi) in enumerate(spans)]
+        rows.append((ids, marks))
+    out: list[list[float] | None] = [None] * len(items)
+    usable = [i for i, r in enumerate(rows) if r is not None]
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    pad = tokenizer.pad_token_id
+    with torch.no_grad():
+        for start in range(0, len(usable), batch_size):
+            idx = usable[start:start + batch_size]
+            width = max(len(rows[i][0]) for i in idx)
+            ids = torch.tensor([rows[i][0] + [pad] * (width - len(rows[i][0])) for i in idx], device=device)
+            mask = torch.tensor([[1] * len(rows[i][0]) + [0] * (width - len(rows[i][0])) for i in idx], device=device)
+            logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+            token_lp = logits.gather(-1, ids[:, 1:, None])[..., 0] - logits.logsumexp(-1)  # log p of token t+1
+            for row, i in enumerate(idx):
+                lp = token_lp[row]
+                out[i] = [min((lp[t - 1].item() for t in toks), default=0.0) for toks in rows[i][1]]
+    model.train(was_training)
+    return out
+
+
+def calibrated(x: float, calibration: Sequence[float]) -> float:
+    """P(step right) from a step's feature: sigmoid(a * x + b)."""
+    import math
+
+    a, b = calibration
+    z = a * x + b
+    return 1 / (1 + math.exp(-z)) if z >= 0 else math.exp(z) / (1 + math.exp(z))
+
+
+def likelihood_step_scores(model: Any, tokenizer: Any, items: Sequence[tuple[str, str]], batch_size: int = 32,
+                           max_len: int = 1024, world: Any = STEP_BY_STEP) -> list[list[float] | None]:
+    """A generative PRM's P(step right) per step: :func:`likelihood_features` through its calibration."""
+    how = getattr(model.config, CALIBRATION)
+    return [None if f is None else [calibrated(x, how) for x in f]
+            for f in likelihood_features(model, tokenizer, items, batch_size, max_len, world)]
 
 
 def prm_score(model: Any, tokenizer: Any, question: str, solution: str, max_len: int = 1024) -> list[float]:

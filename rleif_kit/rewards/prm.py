@@ -31,8 +31,9 @@ from rleif_kit.models.loading import load_merged
 from rleif_kit.models.refs import model_ref
 from rleif_kit.reward_scoring.heldout import split_by_question
 from rleif_kit.reward_scoring.load import load_rm
-from rleif_kit.reward_scoring.prm import StepLabelCollator, encode, step_scores
+from rleif_kit.reward_scoring.prm import CALIBRATION, StepLabelCollator, encode, step_scores
 from rleif_kit.rewards.launched import launch_training
+from rleif_kit.rewards.prm_likelihood import calibrate, likelihood_rows
 from rleif_kit.rewards.rm_cards import prm_card, readme
 from rleif_kit.rewards.rm_datasets import save_rows, step_rows
 from rleif_kit.rewards.rm_training import loss_log, save_rm, start_training, timed_train, trainer_kwargs
@@ -164,23 +165,35 @@ def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tupl
     if not train:
         raise ValueError("no PRM training examples: every sampled solution was flagged or none were sampled")
     save_rows(paths, "prm", step_rows(train, heldout))  # the dataset beside the model (rm_datasets.py)
-    base, bf16, model, tokenizer = start_training(cfg, paths, rm.prm_base, "[reward_model] prm_base", "token")
+    base, bf16, model, tokenizer = start_training(cfg, paths, rm.prm_base, "[reward_model] prm_base", rm.prm_head,
+                                                  rm.prm_extra_layers)
     world = world_for(cfg)
-    rows = [r for r in (encode(tokenizer, e["question"], e["solution"], e["labels"], rm.rm_max_len, world)
-                        for e in train) if r is not None]
+    if rm.prm_head == "likelihood":  # a language model of the right solutions (prm_likelihood.py)
+        rows = likelihood_rows(tokenizer, train, rm.rm_max_len, world)
+    else:
+        rows = [r for r in (encode(tokenizer, e["question"], e["solution"], e["labels"], rm.rm_max_len, world)
+                            for e in train) if r is not None]
+    if not rows:
+        raise ValueError("no PRM training rows: no training solution fits [reward_model] rm_max_len"
+                         + (" with every step right" if rm.prm_head == "likelihood" else ""))
     args = TrainingArguments(**trainer_kwargs(cfg, out_dir, len(rows), bf16), remove_unused_columns=False,
                              warmup_steps=0.05)
     trainer = Trainer(model=model, args=args, train_dataset=[{k: r[k] for k in ("input_ids", "labels")} for r in rows],
                       data_collator=StepLabelCollator(tokenizer.pad_token_id),
                       callbacks=trainer_logs.callbacks(cfg, paths, "prm"))
     runtime = timed_train(trainer)
+    if rm.prm_head == "likelihood":  # on the sampled solutions of the training side, as PPO's will be
+        calibrate(trainer.model, tokenizer, [e for e in train if not e.get("train_only")], rm.rm_max_len, world)
     labels, scores = evaluate_prm(trainer.model, tokenizer, heldout, rm.rm_max_len, world)
     train_labels = [label for e in train for label in e["labels"]]
     result = PRMResult(out_dir, len(train), len(heldout), len(train_labels), len(labels),
                        sum(train_labels) / max(1, len(train_labels)), threshold_accuracy(labels, scores),
                        roc_auc(labels, scores), runtime, loss_log(trainer), scores, labels)
     ref = model_ref(base, out_dir, paths.output_dir, given=None if rm.prm_base == "sft" else rm.prm_base)
-    save_rm(trainer, tokenizer, out_dir, {"head": "token", "finetune": rm.rm_finetune, "base_model": ref},
+    calibration = getattr(trainer.model.config, CALIBRATION, None)  # in rm_info too: an adapter saves no config
+    info = {"head": rm.prm_head, "finetune": rm.rm_finetune, "base_model": ref,
+            **({"calibration": calibration} if calibration is not None else {})}
+    save_rm(trainer, tokenizer, out_dir, info,
             readme(prm_card, cfg, paths, result, ref, base, train))
     return trainer.model, tokenizer, result
 

@@ -34,7 +34,9 @@ def load_rm_for_training(path: str, head: str, cfg: RunConfig, bf16: bool) -> tu
     cls, num_labels, task = head_class(head)
     finetune = cfg.reward_model.rm_finetune
     dtype = torch.bfloat16 if bf16 else torch.float32
-    kwargs: dict[str, Any] = {"dtype": dtype, "num_labels": num_labels, **head_labels(head)}
+    kwargs: dict[str, Any] = {"dtype": dtype, **head_labels(head)}
+    if num_labels is not None:
+        kwargs["num_labels"] = num_labels
     if finetune == "qlora":
         kwargs["quantization_config"] = nf4_config(dtype)
     tokenizer = load_tokenizer(path)
@@ -53,6 +55,29 @@ def load_rm_for_training(path: str, head: str, cfg: RunConfig, bf16: bool) -> tu
     return get_peft_model(model, lora), tokenizer
 
 
+def expand_layers(model: Any, n: int) -> None:
+    """``n`` decoder layers on top of ``model``'s, each a copy of its last layer with the attention's output and
+    the MLP's down projection zeroed, so the residual stream passes through unchanged and the model computes what it
+    did (LLaMA Pro's block expansion, Wu et al. 2024). Why, for a PRM: in the base, what a token's position predicts
+    (the result after ``3 + 5 =``) exists only at that position's last layer, where no later token can read it; one
+    more layer lets a step's end attend to it and compare it with the result written. Llama-shaped models only."""
+    import copy
+
+    import torch  # heavy: loaded on first use
+
+    layers = getattr(model.base_model, "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList) or not layers or not hasattr(layers[-1], "self_attn"):
+        raise ValueError(f"[reward_model] prm_extra_layers: {type(model).__name__} has no Llama-shaped decoder "
+                         "layers to copy (prm_extra_layers = 0 trains it as it is)")
+    for _ in range(n):
+        new = copy.deepcopy(layers[-1])
+        torch.nn.init.zeros_(new.self_attn.o_proj.weight)
+        torch.nn.init.zeros_(new.mlp.down_proj.weight)
+        new.self_attn.layer_idx = len(layers)
+        layers.append(new)
+    model.config.num_hidden_layers = len(layers)
+
+
 def save_rm(model: Any, tokenizer: Any, out_dir: Path, info: dict, card: str) -> None:
     """Full weights, or the LoRA adapter (with its head) and ``rm_info.json`` naming the base; a model card.
     ``model`` may be the Trainer that trained it (under accelerate launch every rank calls this; rank 0 writes)."""
@@ -69,11 +94,15 @@ def loss_log(trainer: Any) -> list[dict]:
     return [r for r in trainer.state.log_history if "loss" in r]
 
 
-def start_training(cfg: RunConfig, paths: RunPaths, base_name: str, key: str, head: str) -> tuple[str, bool, Any, Any]:
-    """(resolved base, bf16, model with a new ``head``, tokenizer) for a reward model starting from ``base_name``."""
+def start_training(cfg: RunConfig, paths: RunPaths, base_name: str, key: str, head: str,
+                   extra_layers: int = 0) -> tuple[str, bool, Any, Any]:
+    """(resolved base, bf16, model with a new ``head``, tokenizer) for a reward model starting from ``base_name``,
+    ``extra_layers`` identity layers on top (:func:`expand_layers`)."""
     base = resolve_rm_base(cfg, paths, base_name, key)
     bf16 = use_bf16(cfg.base.bf16)
     model, tokenizer = load_rm_for_training(base, head, cfg, bf16)
+    if extra_layers:
+        expand_layers(model, extra_layers)
     return base, bf16, model, tokenizer
 
 
