@@ -49,6 +49,8 @@ LEVERS = {
     "lik": ['reward_model.prm_head="likelihood"'],
     "lik-lr1e-4": ['reward_model.prm_head="likelihood"', "reward_model.rm_lr=1e-4"],
     "lik+hn3000": ['reward_model.prm_head="likelihood"', "reward_model.prm_hard_negatives=3000"],
+    "lik+hn3000+same": ['reward_model.prm_head="likelihood"', "reward_model.prm_hard_negatives=3000",
+                        "reward_model.prm_same_edits=true"],
     "lik+hn3000-lr1e-4": ['reward_model.prm_head="likelihood"', "reward_model.prm_hard_negatives=3000",
                           "reward_model.rm_lr=1e-4"],
     "hn3000+layers1": ["reward_model.prm_hard_negatives=3000", "reward_model.prm_extra_layers=1"],

@@ -104,28 +104,33 @@ def test_reward_models_stage_learns(tiny_run):
         assert (tiny_run / "reports" / "figures" / f"{fig}.png").exists()
 
 
-# What the tiny IRM may warn about on a healthy run (tests/baselines/tiny-cpu.json, "_measured"): it does not notice a
-# question about someone it never mentions (ambiguous: about half the pairs move, in every run), and on some
-# machines and seeds it misses a removed number more often than the probe allows (number_removed). A warn is
-# allowed, never required; the verifier's probes and the reward against truth must be ok in every run.
-TINY_IRM_MAY_WARN = {"irm_probe_ambiguous", "irm_probe_number_removed"}
+# What may warn on a healthy run (tests/baselines/tiny-cpu.json, "_measured"): the tiny IRM does not notice a question
+# about someone it never mentions (ambiguous: about half the pairs move, in every run), and on some machines and seeds
+# it misses a removed number more often than the probe allows (number_removed); the generative PRM's score moves when
+# a step's operands are swapped (commute: the SFT model computes "5 + 3" less surely than "3 + 5", the order its
+# teacher writes). A warn is allowed, never required; the PRM's answer probes and the reward against truth must be ok.
+TINY_MAY_WARN = {"irm_probe_ambiguous", "irm_probe_number_removed", "prm_probe_commute"}
+PRM_ANSWER_PROBES = {f"prm_probe_{e}" for e in ("wrong_answer", "last_step_slip", "corrupt_step", "cut_answer",
+                                                 "early_stop")}
 
 
-def test_ppo_stage_on_the_healthy_reward_records_and_judges_itself(tiny_run):
-    """The tiny preset's reward, rI from the learned IRM x rA from the step verifier: reward rises, PPO unlearns
-    the tiny teacher's early stops (+3 points at least: +4.7 pinned, +5.8 with an AVX-512 machine's own kernels; other
-    seeds +1.6 to +7.7, docs/results.md), and the gate's checks are ok, the probes and reward against truth included (what the tiny
-    IRM may warn about aside: with seed 1234 its number_removed probe fails and the gate stops PPO)."""
+def test_ppo_stage_on_the_learned_reward_records_and_judges_itself(tiny_run):
+    """Issue 29: the tiny preset's reward is RLEIF's, rI from the learned IRM x rA from the learned PRM (the
+    generative one, rewards/prm_likelihood.py). Its answer probes pass the gate, its reward ranks PPO's own samples
+    by truth (AUC >= 0.85 in the first and the last fifth: no decay), and PPO unlearns the tiny teacher's early stops
+    for a gain of at least 3 points with the interval above 0 (docs/results.md: the seeds and machines measured)."""
     ppo = metrics(tiny_run, "05_ppo")
-    assert ppo["answer_reward"] == "verifier" and ppo["steps"] == 40 and ppo["eval_n"] == 1000
+    assert ppo["answer_reward"] == "prm" and ppo["steps"] == 40 and ppo["eval_n"] == 1000
     assert not ppo["stopped"] and ppo["reward_last_fifth"] > ppo["reward_first_fifth"], ppo
     assert ppo["ppo_accuracy"] - ppo["sft_accuracy"] >= 0.03, ppo
     gate = {k: s for k, s in ppo["verdicts"].items() if k != "sft_vs_ppo"}
-    assert {"irm_distribution", "low_ra_share", "reward_truth", "verifier_probe_wrong_answer",
-            "verifier_probe_early_stop", "irm_probe_unsolvable"} <= set(gate), gate
+    assert {"irm_distribution", "prm_distribution", "low_ra_share", "reward_truth", "irm_probe_unsolvable"} \
+        | PRM_ANSWER_PROBES <= set(gate), gate
+    assert {k: gate[k] for k in PRM_ANSWER_PROBES} == dict.fromkeys(PRM_ANSWER_PROBES, "ok"), gate
     not_ok = {k: s for k, s in gate.items() if s != "ok"}
-    assert set(not_ok.values()) <= {"warn"} and set(not_ok) <= TINY_IRM_MAY_WARN, gate
-    assert ppo["r_truth_auc_first"] >= 0.7 and ppo["r_truth_auc_last"] >= 0.7, ppo
+    assert set(not_ok.values()) <= {"warn"} and set(not_ok) <= TINY_MAY_WARN, gate
+    assert ppo["r_truth_auc_first"] >= 0.85 and ppo["r_truth_auc_last"] >= 0.85, ppo
+    assert ppo["verdicts"]["sft_vs_ppo"] == "ok", ppo["verdicts"]
     log = (tiny_run / "run" / "05_ppo" / "log.jsonl").read_text().splitlines()
     assert len(log) == ppo["steps"] and (tiny_run / "reports" / "figures" / "05_ppo_curves.png").exists()
     assert (tiny_run / "run" / "05_ppo" / "model" / "model.safetensors").exists()
@@ -170,21 +175,16 @@ def test_eval_stage_agrees_with_ppo_and_judges_the_ab(tiny_run):
 
 
 def test_diagnostics_stage_checks_everything_and_agrees_with_the_ab(tiny_run):
-    """Every check ran; none fails on the healthy run. What warns is measured and expected: the tiny PRM (not
-    PPO's reward here) fails its answer probes, reported as warn, and the tiny IRM misses ambiguity."""
+    """Every check ran; none fails on the healthy run. What warns is measured and expected (TINY_MAY_WARN): the PRM
+    that is PPO's reward reads the answer (its answer probes ok), the tiny IRM misses ambiguity."""
     dg = metrics(tiny_run, "07_reward_diagnostics")
     v = dg["verdicts"]
     assert {"irm_distribution", "prm_distribution", "low_ra_share", "kl_blowup", "duplicate_rate",
-            "evolve_failures", "step_format", "prompt_consistency", "reward_truth", "prm_probe_early_stop",
-            "verifier_probe_early_stop", "irm_probe_unsolvable"} <= set(v), v
+            "evolve_failures", "step_format", "prompt_consistency", "reward_truth", "irm_probe_unsolvable"} \
+        | PRM_ANSWER_PROBES <= set(v), v
     assert dg["fails"] == 0 and "fail" not in v.values(), v
-    warns = {k for k, s in v.items() if s == "warn"}
-    assert warns <= {f"prm_probe_{e}" for e in ("wrong_answer", "last_step_slip", "corrupt_step", "cut_answer",
-                                                "early_stop", "commute")} | TINY_IRM_MAY_WARN, v
-    assert {k: s for k, s in v.items() if k.startswith("verifier_probe")} == {
-        f"verifier_probe_{e}": "ok" for e in ("wrong_answer", "last_step_slip", "corrupt_step", "cut_answer",
-                                              "early_stop", "commute")}
-    assert v["reward_truth"] == "ok" and dg["reward_truth"]["r_auc"] >= 0.7, dg["reward_truth"]
+    assert {k for k, s in v.items() if s == "warn"} <= TINY_MAY_WARN, v
+    assert v["reward_truth"] == "ok" and dg["reward_truth"]["r_auc"] >= 0.85, dg["reward_truth"]
     assert v["kl_blowup"] == "ok" and v["step_format"] == "ok" and v["prompt_consistency"] == "ok"
     assert (tiny_run / "reports" / "figures" / "07_probes.png").exists()
     ab = {k: s for k, s in v.items() if k.startswith("sft_vs_ppo")}
@@ -194,26 +194,21 @@ def test_diagnostics_stage_checks_everything_and_agrees_with_the_ab(tiny_run):
 
 
 def test_a_prm_that_passes_every_step_is_caught(tiny_run, tmp_path, monkeypatch):
-    """Break the trained PRM so every step scores 1.0; the PPO gate refuses it and check 2 fails.
-    Only the stages the change affects rerun (05 and 07), from the shared run's artifacts."""
-    import torch
-
-    from rleif_kit.reward_scoring.load import load_rm
+    """Break the trained PRM so every step scores 1.0 (its calibration set to sigmoid(0 * x + 20)); the PPO gate
+    refuses it and check 2 fails. Only the stages the change affects rerun (05 and 07), from the shared run's
+    artifacts."""
     from rleif_kit.pipeline.runner import StageFailed
 
     monkeypatch.chdir(ROOT)
     _copy_inputs(tiny_run, tmp_path / "run")
-    prm_dir = tmp_path / "run" / "04_reward_models" / "prm"
-    model, tok = load_rm(prm_dir)
-    with torch.no_grad():
-        model.score.weight.zero_()
-        model.score.bias.copy_(torch.tensor([-10.0, 10.0]))  # P(step correct) = 1 - 2e-9, whatever the input
-    model.save_pretrained(prm_dir)
+    info_path = tmp_path / "run" / "04_reward_models" / "prm" / "rm_info.json"
+    info = json.loads(info_path.read_text())
+    assert info["head"] == "likelihood"
+    info_path.write_text(json.dumps({**info, "calibration": [0.0, 20.0]}))  # P(step right) = 1 - 2e-9, always
     reports = tmp_path / "reports"
-    learned = tiny_overrides(tmp_path / "run", 'reward_model.answer_reward="prm"')
     with pytest.raises(StageFailed, match="reward-health gate"):
-        run_pipeline(str(TINY_PARAMS), "05_ppo", learned, report_dir=str(reports))
-    run_pipeline(str(TINY_PARAMS), "07_reward_diagnostics", learned, report_dir=str(reports))
+        run_pipeline(str(TINY_PARAMS), "05_ppo", tiny_overrides(tmp_path / "run"), report_dir=str(reports))
+    run_pipeline(str(TINY_PARAMS), "07_reward_diagnostics", tiny_overrides(tmp_path / "run"), report_dir=str(reports))
     verdicts = read_records(reports / "metrics.json")["07_reward_diagnostics"]["verdicts"]
     assert verdicts["low_ra_share"] == "fail" and verdicts["prm_distribution"] == "fail", verdicts
 
@@ -252,25 +247,6 @@ def test_the_trained_prm_reads_the_answer(tiny_run):
     assert mean(e < c for c, e in zip(r_complete, r_early)) >= EARLY_AND_WRONG_BELOW["early"]
 
 
-def test_the_learned_tiny_prm_is_refused_by_the_gate(tiny_run, tmp_path, monkeypatch):
-    """The tiny PRM of the shared run, made PPO's reward: its distribution and share of rA < 0.5 look healthy,
-    but it does not read the answer (it scores by the number of steps), and the gate's answer probes refuse it."""
-    from rleif_kit.pipeline.runner import StageFailed
-
-    monkeypatch.chdir(ROOT)
-    _copy_inputs(tiny_run, tmp_path / "run")
-    with pytest.raises(StageFailed, match="reward-health gate") as failed:
-        run_pipeline(str(TINY_PARAMS), "05_ppo", tiny_overrides(tmp_path / "run", 'reward_model.answer_reward="prm"'),
-                     report_dir=str(tmp_path / "reports"))
-    gate = {v["check"]: v for v in json.loads((tmp_path / "run" / "05_ppo" / "gate.json").read_text())}
-    assert gate["prm_distribution"]["status"] == "ok" and gate["low_ra_share"]["status"] == "ok"  # looks healthy
-    refused = {check for check, v in gate.items() if v["status"] == "fail"}
-    # which answer probes fail moves between machines and seeds (early_stop and cut_answer, or one of them with
-    # wrong_answer): what holds is that the refusal comes from the probes, and the error names each one
-    assert refused and all(check.startswith("prm_probe_") for check in refused), gate
-    assert all(check in str(failed.value) for check in refused), str(failed.value)
-
-
 def test_the_broken_reward_gallery_is_caught(tiny_run, tmp_path, monkeypatch):
     """Issue 16's gallery, on the shared run's data: each broken reward fails the check meant for it.
     - an answer-blind PRM, really trained: the labelling of before the fix (last label read before the answer,
@@ -288,8 +264,8 @@ def test_the_broken_reward_gallery_is_caught(tiny_run, tmp_path, monkeypatch):
 
     monkeypatch.chdir(ROOT)
     _copy_inputs(tiny_run, tmp_path / "run")
-    cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run"), stage="04_reward_models",
-                       report_dir=str(tmp_path / "reports"), workdir=str(ROOT))
+    cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", 'reward_model.prm_head="token"'),
+                       stage="04_reward_models", report_dir=str(tmp_path / "reports"), workdir=str(ROOT))
     d, solutions = cfg.diagnostics, probe_solutions(cfg, paths)
 
     monkeypatch.setattr(step_labels, "LABEL_AFTER_ANSWER", False)

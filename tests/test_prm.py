@@ -105,6 +105,7 @@ def test_prm_trains_every_parameter_and_scores(tmp_path, small_model_dir, finetu
     cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", f'reward_model.prm_base="{base}"',
                                                          "reward_model.rm_epochs=4", "reward_model.rm_batch_size=16",
                                                          f'reward_model.rm_finetune="{finetune}"',
+                                                         'reward_model.prm_head="token"',
                                                          "sft.lora_targets=[\"q_proj\",\"v_proj\"]"),
                        stage="04_reward_models", report_dir=str(tmp_path / "r"), workdir=str(ROOT))
     examples = []
@@ -199,3 +200,91 @@ def test_extra_layers_need_full_finetuning():
 
     with pytest.raises(ConfigError, match=r"prm_extra_layers = 1: new layers train whole.*'lora'"):
         load_config(TINY_PARAMS, ["reward_model.prm_extra_layers=1", 'reward_model.rm_finetune="lora"'], workdir=ROOT)
+
+
+def test_conclusion_spans_cover_each_steps_result_and_the_answer_line():
+    from rleif_kit.reward_scoring.prm import conclusion_spans
+
+    text, placed, offset = prm_input("Maya has 4 plants.", SOLUTION)
+    spans = conclusion_spans(text, offset, solution_step_ends(placed))
+    # what each step claims, not its operands (3 + 5 or 5 + 3 is no mistake); the last step runs through its answer
+    assert [text[a:b] for a, b in spans] == [" 8.", " 4. The answer is: 4"]
+    assert conclusion_spans("Step 1: no equals sign", 0, [22]) == [(0, 22)]  # no '=': the whole step
+
+
+def test_calibration_is_a_logistic_fit_and_one_class_leaves_the_raw_sigmoid():
+    from rleif_kit.reward_scoring.prm import calibrated
+    from rleif_kit.rewards.prm_likelihood import fit_calibration
+
+    # right steps near log p = 0, wrong ones far below: the fit rises with x and puts 0.5 between the classes
+    a, b = fit_calibration([-0.1, -0.2, -0.05, -3.0, -4.0, -2.5, -0.3, -3.5], [1, 1, 1, 0, 0, 0, 1, 0])
+    assert a > 0 and -3.0 < -b / a < -0.3
+    assert calibrated(-0.1, [a, b]) > 0.9 and calibrated(-4.0, [a, b]) < 0.1
+    assert fit_calibration([-1.0, -2.0], [True, True]) == [1.0, 0.0]
+    assert calibrated(0.0, [1.0, 0.0]) == 0.5 and calibrated(-800.0, [1.0, 0.0]) == 0.0  # no overflow far out
+
+
+def test_likelihood_rows_are_the_right_solutions_with_the_loss_on_the_solution(small_model_dir):
+    from rleif_kit.models.loading import load_tokenizer
+    from rleif_kit.rewards.prm_likelihood import IGNORE, likelihood_rows
+
+    tok = load_tokenizer(str(small_model_dir))
+    world = get_world("arith")
+    right = {"question": "Maya has 4 plants.", "solution": SOLUTION, "labels": [True, True]}
+    wrong = {**right, "labels": [True, False]}
+    rows = likelihood_rows(tok, [right, wrong], 1024, world)
+    assert len(rows) == 1  # a language model of right solutions: the wrong one is left out
+    ids, labels = rows[0]["input_ids"], rows[0]["labels"]
+    assert ids[-1] == tok.eos_token_id and labels[-1] == tok.eos_token_id  # it learns where a solution stops
+    first = next(i for i, v in enumerate(labels) if v != IGNORE)
+    assert tok.decode(ids[first:-1]).strip() == SOLUTION and set(labels[:first]) == {IGNORE}
+    assert likelihood_rows(tok, [right], first + 2, world) == []  # longer than max_len: left out
+    swapped = likelihood_rows(tok, [right], 1024, world, same_edits=True)
+    assert len(swapped) == 2  # and "4 * 2" written "2 * 4", with same_edits
+
+
+def test_the_likelihood_prm_trains_every_parameter_calibrates_and_reloads(tmp_path, small_model_dir):
+    import torch
+
+    from rleif_kit.core.run_setup import setup
+    from rleif_kit.models.loading import trainable_parameters
+    from rleif_kit.reward_scoring.load import load_rm
+    from rleif_kit.reward_scoring.prm import answer_scores, step_scores
+    from rleif_kit.rewards.prm import train_prm
+    from rleif_kit.rewards.rm_training import load_rm_for_training
+    from rleif_kit.worlds.arith.judge import verifier_labels
+    from rleif_kit.worlds.arith.problems import generate_problems
+
+    base = shutil.copytree(small_model_dir, tmp_path / "run" / "base")
+    cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", f'reward_model.prm_base="{base}"',
+                                                         'reward_model.prm_head="likelihood"',
+                                                         "reward_model.rm_epochs=4", "reward_model.rm_batch_size=16"),
+                       stage="04_reward_models", report_dir=str(tmp_path / "r"), workdir=str(ROOT))
+    examples = []
+    for i, p in enumerate(generate_problems(120, seed=3, min_steps=2, max_steps=3)):
+        solution = p["solution"]
+        if i % 2:  # the first step's result + 1
+            first = solution.split(". ")[0]
+            solution = solution.replace(first, first[:-1] + str((int(first.split("= ")[1]) + 1)), 1)
+        examples.append({"id": p["id"], "question": p["question"], "solution": solution,
+                         "labels": verifier_labels(p["question"], solution, p["answer"])})
+    initial = trainable_parameters(load_rm_for_training(str(small_model_dir), "likelihood", cfg, False)[0])
+    model, tok, result = train_prm(cfg, paths, examples)
+    now = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    assert set(initial) == set(now) and [n for n, p in initial.items() if torch.equal(p, now[n].detach())] == []
+    losses = [r["loss"] for r in result.log]
+    assert sum(losses[-3:]) < sum(losses[:3]), losses
+    info = json.loads((result.model_dir / "rm_info.json").read_text())
+    assert info["head"] == "likelihood" and len(info["calibration"]) == 2
+    assert result.heldout_steps > 0 and result.step_auc is not None
+    reloaded, tok2 = load_rm(result.model_dir)
+    items = [(e["question"], e["solution"]) for e in examples[:4]] + [("q", "no steps here")]
+    scores, before = step_scores(reloaded, tok2, items), step_scores(model, tok, items)
+    assert all(s == pytest.approx(b, abs=1e-5) for s, b in zip(scores[:4], before[:4]))  # the folder scores alone
+    assert scores[-1] is None and all(0.0 <= x <= 1.0 for s in scores[:4] for x in s)
+    assert [len(s) for s in scores[:4]] == [len(e["labels"]) for e in examples[:4]]
+    assert answer_scores(reloaded, tok2, items[:1])[0] == pytest.approx(min(scores[0]))
+    card = run_usage(result.model_dir)  # the card's snippet, with transformers alone, scores as the kit does
+    assert card["scores"] == pytest.approx(step_scores(reloaded, tok2, [(card["question"], " ".join(card["steps"]))])[0],
+                                           abs=1e-5)
+    assert front_matter(result.model_dir).pipeline_tag == "text-generation"

@@ -246,7 +246,15 @@ for each pair of a preferred instruction $x_w$ and a rejected one $x_l$.
 $i$ of a solution $s$ to question $q$, giving $p_i = P_\psi(\text{step } i \text{ correct} \mid q, s_{1..i})$; it is
 trained on the SFT model's own solutions with a label $c_i \in \{0, 1\}$ per step (judged, or verified on the
 arithmetic world) by the cross-entropy at exactly those tokens, $-\big[c_i \log p_i + (1 - c_i) \log(1 - p_i)\big]$
-averaged over the labelled step ends (every other token is ignored).
+averaged over the labelled step ends (every other token is ignored) — `[reward_model] prm_head = "token"`, the
+7B recipe's form.
+
+With `prm_head = "likelihood"` (the tiny preset) the PRM is generative: the SFT model, fine-tuned on the run's right
+solutions only, reads what step $i$ concludes (its result, and the last step's answer line and end of text) and
+takes the lowest token log-probability there, $x_i = \min_t \log P_\psi(t \mid q, s_{<t})$; a logistic calibration
+fitted on the labelled steps gives $p_i = \sigma(a x_i + b)$. A step whose claimed value the model would not have
+written scores low: the arithmetic is read where the model already does it, not learned again from one label per
+step (on the tiny preset the token classifier did not learn it; docs/stages/04_reward_models.md).
 One answer score comes from the step scores by `[reward_model].prm_aggregate`:
 
 $$
@@ -403,7 +411,13 @@ last checkpoint."""),
                  "policy = load_policy(cfg, paths)\nscorer = RewardScorer(cfg, paths)\npool = instruction_pool(cfg, paths)\n"
                  'print(f"{len(pool)} instructions; rA from {cfg.reward_model.answer_reward}; reward = {cfg.ppo.reward_formula}")'),
         ("md", "## The reward-health gate\nIRM and PRM score distributions and the share of rA < 0.5 on "
-               "responses of the SFT policy. A fail stops the notebook here with the advice."),
+               "responses of the SFT policy, the reward against truth on them, and the counterfactual probes of what "
+               "the reward reads. A fail stops the notebook here with the advice. On the tiny preset the learned PRM "
+               "passes its answer probes because it is generative (`[reward_model] prm_head = \"likelihood\"`: it "
+               "reads each step's arithmetic in the SFT model's own probabilities) and learned where a right solution "
+               "stops from the instruction pool's right answers (`prm_hard_negatives`); the token classifier of "
+               "before failed `cut_answer` and `early_stop` and moved on half the arithmetic slips (the table: "
+               "docs/stages/04_reward_models.md)."),
         ("code", "from rleif_kit.checks.verdicts import format_verdicts\nfrom rleif_kit.ppo.stage import needs_gate, reward_gate\n\n"
                  "gate = reward_gate(cfg, paths, policy, scorer, pool) if needs_gate(paths) else []\n"
                  'print(format_verdicts(gate) if gate else "resuming: the gate ran before the first update")'),

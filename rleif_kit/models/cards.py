@@ -148,6 +148,48 @@ def _adapter_load(auto_class: str, base: str | None, head: str = "") -> str:
             f'model = PeftModel.from_pretrained(base, ".").merge_and_unload().eval()')
 
 
+def prm_likelihood_usage(template: str, question: str, steps: list[str], calibration: list[float],
+                         adapter_base: str | None = None) -> str:
+    """P(step right) of each step of one solution from a generative PRM: the lowest log-probability of a token of what
+    the step concludes (after its last '='; the last step's answer line and the end of text too), calibrated."""
+    peft = "from peft import PeftModel\n" if adapter_base is not None else ""
+    return f"""import math
+
+import torch
+{peft}from transformers import AutoModelForCausalLM, AutoTokenizer
+
+PROMPT = {py_literal(template)}
+question = {py_literal(question)}
+steps = {py_literal(steps)}
+A, B = {calibration[0]!r}, {calibration[1]!r}  # the calibration (rm_info.json): P(right) = sigmoid(A * x + B)
+
+tokenizer = AutoTokenizer.from_pretrained(".")
+{_adapter_load("AutoModelForCausalLM", adapter_base)}
+solution = " ".join(steps)
+text = PROMPT.format(instruction=question) + " " + solution
+spans, pos = [], len(text) - len(solution)  # what each step concludes: after its last "=", to its end
+for step in steps:
+    eq = step.rfind("=")
+    spans.append((pos + eq + 1 if eq >= 0 else pos, pos + len(step)))
+    pos += len(step) + 1
+enc = tokenizer(text, return_offsets_mapping=True)
+ids = enc["input_ids"] + [tokenizer.eos_token_id]
+with torch.no_grad():
+    logits = model(torch.tensor([ids])).logits[0, :-1].float()
+log_p = (logits.gather(-1, torch.tensor(ids[1:])[:, None])[:, 0] - logits.logsumexp(-1)).tolist()  # token t+1
+scores = []
+for k, (lo, hi) in enumerate(spans):
+    tokens = [i for i, (a, b) in enumerate(enc["offset_mapping"])
+              if i > 0 and text[a:b].strip() and lo <= a + len(text[a:b]) - len(text[a:b].lstrip()) < hi and b <= hi]
+    tokens += [len(ids) - 1] if k == len(spans) - 1 else []  # the end of text, with the last step
+    x = min(log_p[i - 1] for i in tokens)
+    scores.append(1 / (1 + math.exp(-(A * x + B))))
+for step, p in zip(steps, scores):
+    print(f"{{p:.3f}}  {{step}}")
+print(f"rA (min over the steps) = {{min(scores):.3f}}")
+"""
+
+
 def generation_usage(template: str, instruction: str, max_new_tokens: int, adapter_base: str | None = None) -> str:
     """Greedy generation of one response to ``instruction`` in ``template`` (``{instruction}`` filled in)."""
     peft = "from peft import PeftModel\n" if adapter_base is not None else ""

@@ -31,7 +31,7 @@ from rleif_kit.models.loading import load_merged
 from rleif_kit.models.refs import model_ref
 from rleif_kit.reward_scoring.heldout import split_by_question
 from rleif_kit.reward_scoring.load import load_rm
-from rleif_kit.reward_scoring.prm import CALIBRATION, StepLabelCollator, encode, step_scores
+from rleif_kit.reward_scoring.prm import StepLabelCollator, encode, step_scores
 from rleif_kit.rewards.launched import launch_training
 from rleif_kit.rewards.prm_likelihood import calibrate, likelihood_rows
 from rleif_kit.rewards.rm_cards import prm_card, readme
@@ -133,6 +133,7 @@ class PRMResult:
     log: list[dict] = field(default_factory=list)
     heldout_scores: list[float] = field(default_factory=list)
     heldout_labels: list[bool] = field(default_factory=list)
+    calibration: list[float] | None = None  # a generative PRM's [a, b] (prm_likelihood.py)
 
 
 def evaluate_prm(model: Any, tokenizer: Any, examples: Sequence[dict], max_len: int,
@@ -169,7 +170,7 @@ def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tupl
                                                   rm.prm_extra_layers)
     world = world_for(cfg)
     if rm.prm_head == "likelihood":  # a language model of the right solutions (prm_likelihood.py)
-        rows = likelihood_rows(tokenizer, train, rm.rm_max_len, world)
+        rows = likelihood_rows(tokenizer, train, rm.rm_max_len, world, rm.prm_same_edits)
     else:
         rows = [r for r in (encode(tokenizer, e["question"], e["solution"], e["labels"], rm.rm_max_len, world)
                             for e in train) if r is not None]
@@ -182,17 +183,18 @@ def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tupl
                       data_collator=StepLabelCollator(tokenizer.pad_token_id),
                       callbacks=trainer_logs.callbacks(cfg, paths, "prm"))
     runtime = timed_train(trainer)
+    calibration = None
     if rm.prm_head == "likelihood":  # on the sampled solutions of the training side, as PPO's will be
-        calibrate(trainer.model, tokenizer, [e for e in train if not e.get("train_only")], rm.rm_max_len, world)
+        calibration = calibrate(trainer.model, tokenizer, [e for e in train if not e.get("train_only")],
+                                rm.rm_max_len, world)
     labels, scores = evaluate_prm(trainer.model, tokenizer, heldout, rm.rm_max_len, world)
     train_labels = [label for e in train for label in e["labels"]]
     result = PRMResult(out_dir, len(train), len(heldout), len(train_labels), len(labels),
                        sum(train_labels) / max(1, len(train_labels)), threshold_accuracy(labels, scores),
-                       roc_auc(labels, scores), runtime, loss_log(trainer), scores, labels)
+                       roc_auc(labels, scores), runtime, loss_log(trainer), scores, labels, calibration)
     ref = model_ref(base, out_dir, paths.output_dir, given=None if rm.prm_base == "sft" else rm.prm_base)
-    calibration = getattr(trainer.model.config, CALIBRATION, None)  # in rm_info too: an adapter saves no config
-    info = {"head": rm.prm_head, "finetune": rm.rm_finetune, "base_model": ref,
-            **({"calibration": calibration} if calibration is not None else {})}
+    info = {"head": rm.prm_head, "finetune": rm.rm_finetune, "base_model": ref,  # the calibration too: an adapter
+            **({"calibration": calibration} if calibration is not None else {})}  # saves no config of its own
     save_rm(trainer, tokenizer, out_dir, info,
             readme(prm_card, cfg, paths, result, ref, base, train))
     return trainer.model, tokenizer, result

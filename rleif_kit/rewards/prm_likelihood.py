@@ -26,14 +26,23 @@ from rleif_kit.reward_scoring.prm import CALIBRATION, likelihood_features, prm_i
 IGNORE = -100
 
 
-def likelihood_rows(tokenizer: Any, examples: Sequence[dict], max_len: int, world: Any) -> list[dict]:
+def likelihood_rows(tokenizer: Any, examples: Sequence[dict], max_len: int, world: Any,
+                    same_edits: bool = False) -> list[dict]:
     """Language-model rows of the right solutions among ``examples``: the PRM's input text and an end of text, the
-    loss on the solution's tokens only (the prompt's are -100); a row longer than ``max_len`` is left out."""
-    rows = []
+    loss on the solution's tokens only (the prompt's are -100); a row longer than ``max_len`` is left out. With
+    ``same_edits`` each right solution also comes rewritten by each of the world's edits that keep its meaning
+    (``World.solution_edits`` of direction "same"; arith: a step's operands of + or x swapped), so the model learns
+    that these are right too."""
+    solutions = []
     for e in examples:
-        if not e["labels"] or not all(e["labels"]):
-            continue
-        text, _, offset = prm_input(e["question"], e["solution"], world)
+        if e["labels"] and all(e["labels"]):
+            solutions.append((e["question"], e["solution"]))
+            if same_edits:
+                solutions += [(e["question"], edited) for edit, direction in world.solution_edits.values()
+                              if direction == "same" and (edited := edit(e["solution"])) is not None]
+    rows = []
+    for question, solution in solutions:
+        text, _, offset = prm_input(question, solution, world)
         enc = tokenizer(text, return_offsets_mapping=True)
         ids = list(enc["input_ids"]) + [tokenizer.eos_token_id]
         if len(ids) > max_len:

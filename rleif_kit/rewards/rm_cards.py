@@ -4,7 +4,9 @@ beside the model (``rm_datasets.py``) with its fields."""
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 from typing import Any, Sequence
 
 from rleif_kit.core import distributed as dist
@@ -17,6 +19,7 @@ from rleif_kit.models.cards import (
     base_license,
     hub_id,
     irm_usage,
+    prm_likelihood_usage,
     prm_usage,
     py_literal,
     render,
@@ -127,22 +130,42 @@ def prm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_l
                 else "the PRM judge (`settings.models.prm_judge`)")
     question, steps = snippet_steps(examples)
     template = world_for(cfg).train_template(cot=True)  # the PRM reads the chain-of-thought form
+    generative = rm.prm_head == "likelihood"
+    adapter_base = base_ref if rm.rm_finetune != "full" else None
+    sources = (f"step labels from {labeller}" + (" and the PRM800K-style rows of `[reward_model] prm_data`"
+                                                 if rm.prm_data else ""))
+    if generative:
+        what = ("A generative PRM: a language model of the run's right solutions (the SFT model fine-tuned on those of "
+                "its own samples and of the instruction pool that every step label calls right) scores each step by "
+                "the lowest log-probability it gives a token of what the step concludes — its result, and for the "
+                "last step the answer line and the end of the text — and a logistic calibration fitted to the "
+                f"labelled steps, {getattr(result, 'calibration', None) or 'in rm_info.json'}, turns that into "
+                f"P(right). rA in the RLEIF reward `{cfg.ppo.reward_formula}` is the `{rm.prm_aggregate}` of a "
+                f"solution's step scores. Labels: {sources}; a step after the first wrong one is wrong too.")
+        usage = prm_likelihood_usage(template, question, steps, _calibration(folder, result), adapter_base)
+        files = _files("`likelihood`: a language model, scored with `calibration` = [a, b]")
+        reads = ("A step is read over what it concludes: from after its last `=` to its end; the last step runs "
+                 "through its `The answer is: X` line and the end of the text.")
+    else:
+        what = ("Says whether each step of a solution is right: a token classifier read at the last token of each "
+                f"step, labels {PRM_LABELS} in `config.json`. rA in the RLEIF reward `{cfg.ppo.reward_formula}` is "
+                f"the `{rm.prm_aggregate}` of a solution's step scores P(right). It learned from the SFT model's own "
+                f"solutions with {sources}; a step after the first wrong one is wrong too. Trained with "
+                "`transformers.Trainer` and a collator that puts each label on its step's last token (-100 "
+                "elsewhere).")
+        usage = prm_usage(template, question, steps, PRM_LABELS, adapter_base)
+        files = _files("`token`: two classes per token, `wrong` and `right`")
+        reads = "A step's label is read at the token covering its last character."
     return ModelCard(
         title="Process reward model (PRM, RLEIF stage 04)",
-        summary=("Says whether each step of a solution is right: a token classifier read at the last token of each "
-                 f"step, labels {PRM_LABELS} in `config.json`. rA in the RLEIF reward `{cfg.ppo.reward_formula}` is "
-                 f"the `{rm.prm_aggregate}` of a solution's step scores P(right). It learned from the SFT model's own "
-                 f"solutions with step labels from {labeller}"
-                 + (" and the PRM800K-style rows of `[reward_model] prm_data`" if rm.prm_data else "")
-                 + "; a step after the first wrong one is wrong too. Trained with `transformers.Trainer` and a "
-                 "collator that puts each label on its step's last token (-100 elsewhere)."),
-        metadata=_metadata(cfg, rm.prm_base, base_location, "process-reward-model", "token-classification"),
-        usage=prm_usage(template, question, steps, PRM_LABELS, base_ref if rm.rm_finetune != "full" else None),
+        summary=what,
+        metadata=_metadata(cfg, rm.prm_base, base_location, "process-reward-model",
+                           "text-generation" if generative else "token-classification"),
+        usage=usage,
         prompt=("The WizardMath / Alpaca prompt with the chain-of-thought opener, the question as `{instruction}`, "
                 "then one space and the solution, exactly as the policy writes it:\n\n"
                 f"```text\n{template}\n```\n\nSteps are `Step k:` segments (or one per line); the last step "
-                "runs through its `The answer is: X` line, so its label sees the answer. A step's label is read at "
-                "the token covering its last character."),
+                f"runs through its `The answer is: X` line, so its score sees the answer. {reads}"),
         training={**_training(cfg, base_ref, rm.prm_base), "step labels": rm.prm_step_label,
                   "solutions (train / held out)": f"{result.train_examples} / {result.heldout_examples}",
                   "labelled steps (train / held out)": f"{result.train_steps} / {result.heldout_steps}",
@@ -152,7 +175,15 @@ def prm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_l
                  "runtime (s)": round(result.runtime_s)},
         data=_dataset(paths, "prm", folder, STEP_FIELDS, "the labelled solutions"),
         figures=save_figures(folder, figures),
-        files=_files("`token`: two classes per token, `wrong` and `right`"))
+        files=files)
+
+
+def _calibration(folder: Any, result: Any) -> list[float]:
+    """The generative PRM's calibration: the result's, else what the saved folder says."""
+    if getattr(result, "calibration", None):
+        return list(result.calibration)
+    info = Path(folder) / RM_INFO
+    return list(json.loads(info.read_text()).get("calibration", [1.0, 0.0])) if info.exists() else [1.0, 0.0]
 
 
 def readme(build: Any, cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_location: str,
