@@ -83,6 +83,7 @@ def test_loop_summary_reads_each_iterations_metrics(tmp_path):
 LOOP_MICRO = ('evol_instruct.seeds="arith:24"', "evol_instruct.rounds=1", "tiny.corpus_problems=300",
               'sft.dataset="arith:1500"', "sft.max_steps=25", "sft.eval_samples=40", "sft.save_steps=1000",
               "reward_model.irm_groups=24", "reward_model.prm_samples=96", "reward_model.rm_epochs=1",
+              "reward_model.prm_hard_negatives=48",  # right answers for the generative PRM of a 25-step SFT model
               "ppo.total_steps=2", "ppo.rollout_batch=8", "ppo.mini_batch=8", "ppo.gen_batch=8",
               "ppo.gate_samples=8", "ppo.eval_samples=40", "ppo.save_every=1", "ppo.force=true", "eval.limit=40",
               "loop.iterations=2")

@@ -210,15 +210,19 @@ def test_snippets_score_and_generate_as_the_kit_does(tmp_path, small_model_dir):
     assert run_usage(tmp_path / "lm")["response"] == expected
 
 
-def test_reward_model_cards_name_their_kind_data_and_base_without_the_tmp_root(tiny_cfg, tmp_path):
-    cfg, paths = tiny_cfg("reward_model.rm_finetune=\"lora\"", stage="04_reward_models")
+@pytest.mark.parametrize("head, pipeline", [("token", "token-classification"), ("likelihood", "text-generation")])
+def test_reward_model_cards_name_their_kind_data_and_base_without_the_tmp_root(tiny_cfg, tmp_path, head, pipeline):
+    cfg, paths = tiny_cfg("reward_model.rm_finetune=\"lora\"", f'reward_model.prm_head="{head}"',
+                          stage="04_reward_models")
     ref = model_ref(paths.sft_model, paths.prm_model, paths.output_dir)
     prm = SimpleNamespace(log=[{"loss": 0.7, "step": 1}, {"loss": 0.5, "step": 2}], heldout_scores=[0.9, 0.2],
                           heldout_labels=[True, False], train_examples=3, heldout_examples=1, train_steps=6,
-                          heldout_steps=2, correct_share=0.5, step_accuracy=1.0, step_auc=1.0, runtime_s=2.0)
+                          heldout_steps=2, correct_share=0.5, step_accuracy=1.0, step_auc=1.0, runtime_s=2.0,
+                          calibration=[2.5, 7.0])
     text = render(prm_card(cfg, paths, prm, ref, str(paths.sft_model), [{"question": "q", "solution": SOLUTION}]))
     meta = front_matter_of(text, tmp_path)
-    assert (meta.pipeline_tag, meta.library_name) == ("token-classification", "peft")
+    assert (meta.pipeline_tag, meta.library_name) == (pipeline, "peft")
+    assert ("[2.5, 7.0]" in text) == (head == "likelihood")  # the calibration a generative PRM is read with
     assert {"rleif", "wizardmath", "process-reward-model", "lora"} <= set(meta.tags)
     assert "`../prm_steps.jsonl`" in text and "../../03_sft/model" in text and MATH_PROMPT_COT in text
     assert (paths.prm_model / "figures" / "training_loss.png").exists()

@@ -16,7 +16,9 @@ pytestmark = pytest.mark.slow
 SMALL = [  # the tiny preset cut to a couple of minutes: what matters is that every stage runs on the world
     'base.world="toy_world"', 'sft.dataset="toy:3000"', 'evol_instruct.seeds="toy:60"', "evol_instruct.rounds=2",
     "sft.max_steps=250", "sft.eval_samples=100", "dedup.min_kept=10", "reward_model.irm_groups=40",
-    "reward_model.prm_samples=200", "reward_model.irm_samples_per_instruction=2", "reward_model.rm_epochs=1", "ppo.total_steps=4", "ppo.rollout_batch=16",
+    "reward_model.prm_samples=200", "reward_model.irm_samples_per_instruction=2", "reward_model.rm_epochs=1",
+    "reward_model.prm_hard_negatives=100",  # the world's step verifier labels its edits too
+    "ppo.total_steps=4", "ppo.rollout_batch=16",
     "ppo.mini_batch=8", "ppo.gen_batch=16", "ppo.gate_samples=16", "ppo.eval_samples=100", "ppo.save_every=2",
     'eval.benchmarks=["toy_sums"]', "eval.limit=100",
     # the gate's 16 samples of a 250-step SFT model hold few right answers and, on a fresh install of 2026-12-02,
@@ -57,7 +59,8 @@ def test_every_stage_runs_on_a_world_the_kit_does_not_know(toy_run):
     assert evolved and all(r["model"] == "toy_world-evolver" and "numbers" in r["problem"] for r in evolved)
     assert metrics["03_sft"]["accuracy_after"] > metrics["03_sft"]["accuracy_before"]  # its benchmark, its checker
     prm = [json.loads(line) for line in (run / "04_reward_models" / "prm_steps.jsonl").read_text().splitlines()]
-    assert prm and {r["source"] for r in prm} == {"verifier"}  # labelled by the world's own step verifier
+    sources = {r["source"].split(":")[0] for r in prm}  # labelled by the world's own step verifier: its samples and
+    assert prm and sources == {"verifier", "hard_negative"}, sources  # the edits of its right answers
     assert metrics["05_ppo"]["steps"] == 4
     summary = json.loads((run / "06_eval" / "summary.json").read_text())
     assert set(summary["summary"]["sft"]) == {"toy_sums"} and summary["summary"]["sft"]["toy_sums"]["n"] == 100

@@ -221,7 +221,11 @@ def tolerance(at_preset_seed: list[float], other_seeds: list[float], previous: f
     return round(value, digits), max(tol, previous)
 
 
-def summary(preset: str, write: bool, earlier: bool = True) -> None:
+def summary(preset: str, write: bool, earlier: bool = True, changed: tuple[str, ...] = ()) -> None:
+    """The spread of every baseline figure; ``write`` sets the baselines. ``earlier``: the runs behind the earlier
+    baselines count beside these, except for the figures under a ``changed`` prefix (a stage or a dotted name whose
+    value the code changed since: its earlier runs are runs of another figure; its earlier tolerance stays a floor,
+    the spread the same figure had across machines)."""
     baselines_path = ROOT / "tests" / "baselines" / f"{preset}.json"
     baselines = json.loads(baselines_path.read_text())
     seed = _preset_seed(preset)
@@ -243,7 +247,8 @@ def summary(preset: str, write: bool, earlier: bool = True) -> None:
                 continue
             here = [r["figures"][key] for r in runs if key in r["figures"] and r["about"]["seed"] == seed]
             others = [r["figures"][key] for r in runs if key in r["figures"] and r["about"]["seed"] != seed]
-            if earlier:  # --no-earlier: the code changed this figure since, so the earlier runs are no runs of it
+            if earlier and not any(key == c or key.startswith(c + ".") for c in changed):
+                # --no-earlier / --changed: the code changed this figure since, so the earlier runs are no runs of it
                 # the runs behind the baselines, on the machines that recorded them: the ends of their range and the
                 # value, at the preset's seed; their other seeds beside this machine's
                 before = entry.get("seen", [value]) if isinstance(entry, dict) else [value]
@@ -272,7 +277,9 @@ def summary(preset: str, write: bool, earlier: bool = True) -> None:
             "on": date.today().isoformat(), "by": "tools/measure_spread.py",
             "runs": [f"{label} ({r['about'].get('cpu', 'cpu not recorded')})" for label, r in zip(labels, runs)],
             "rule": ("the runs behind the earlier baselines (their seen range, value and seeds; `earlier`) count "
-                     "beside these; " if earlier else "") +
+                     "beside these" + (f", except for the figures under {', '.join(changed)} (changed since: their "
+                                       "earlier tolerance stays a floor)" if changed else "") + "; "
+                     if earlier else "") +
                     "seen = the runs at the preset's seed (CPU makes, kernel paths, load); figures identical in all "
                     "of them keep their value and tolerance; the others take the middle of that range as their "
                     "value and as tolerance the larger of the whole range and half the largest distance of another "
@@ -308,6 +315,8 @@ def main() -> None:
     s.add_argument("--write", action="store_true")
     s.add_argument("--no-earlier", dest="earlier", action="store_false",
                    help="leave out the values the baselines recorded before (when the code changed them since)")
+    s.add_argument("--changed", nargs="+", default=[], metavar="PREFIX",
+                   help="stages or dotted figure names whose earlier runs no longer count (the code changed them)")
     f = sub.add_parser("figures", help=argparse.SUPPRESS)
     for name in ("--preset", "--dir", "--variant"):
         f.add_argument(name, required=True)
@@ -318,7 +327,7 @@ def main() -> None:
     if args.command == "run":
         run(args.preset, args.variant, args.seed if args.seed is not None else _preset_seed(args.preset), args.load)
     elif args.command == "summary":
-        summary(args.preset, args.write, args.earlier)
+        summary(args.preset, args.write, args.earlier, tuple(args.changed))
     else:
         figures(args.preset, Path(args.dir), args.seed, args.variant, args.seconds, args.failed)
 
