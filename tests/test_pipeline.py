@@ -213,20 +213,19 @@ def test_a_prm_that_passes_every_step_is_caught(tiny_run, tmp_path, monkeypatch)
     assert verdicts["low_ra_share"] == "fail" and verdicts["prm_distribution"] == "fail", verdicts
 
 
-# Measured on 300 held-out 3-step problems (min aggregation; tools/measure_spread.py, docs/testing.md): the answer
-# moves rA on 100% of pairs (pinned, the preset's seed; 99.7% with an AVX-512 machine's own kernels, 97.3%, 99.0% and
-# 99.7% with seeds 7, 1234 and 43); "999" scores below the right answer on 83.7% (68.7%; 56.0%, 72.7%, 64.7%), the
-# early stop below the complete solution on 42.7% (49.3%; 38.7%, 31.7%, 47.0%). Before the labels moved after the answer: the same rA for
-# the right answer, "999" and none on 300 of 300, and the early stop below the complete solution on 0 of 300 (it
-# scored higher on average: 0.132 vs 0.069). The bounds sit below everything seen.
-ANSWER_MOVES, EARLY_AND_WRONG_BELOW = 0.95, {"wrong": 0.5, "early": 0.25}
+# Measured on 300 held-out 3-step problems (min aggregation; tools/measure_spread.py, docs/testing.md) with the
+# preset's generative PRM (2026-12-04, 2-core AMD EPYC, pinned): the answer moves rA by more than 1e-6 on 100% of
+# pairs with the preset's seed (96.3% and 98.7% with seeds 7 and 1234: a sure score moves less than that), "999"
+# scores below the right answer on 100% (99.7%, 99.0%), the early stop below the complete solution on 99.0% (98.7%,
+# 96.3%). The token PRM before it: 100%, 83.7% and 42.7%; before its last label moved after the answer, the same rA
+# for the right answer, "999" and none on 300 of 300. The bounds sit below everything seen.
+ANSWER_MOVES, EARLY_AND_WRONG_BELOW = 0.9, {"wrong": 0.9, "early": 0.9}
 
 
 def test_the_trained_prm_reads_the_answer(tiny_run):
-    """Issue 16: the PRM's last label sits after the answer, so rA moves when only the answer changes, and a
-    solution that stops one step early (the tiny teacher's error) is ranked below the complete one far more
-    often than before (never, then). The issue's target of 90% for the early stop is not reached by the tiny
-    PRM: few of the SFT model's sampled 3-step solutions are complete and right, so it sees few positives."""
+    """Issues 16 and 29: rA moves when only the answer changes, a wrong answer scores below the right one, and a
+    solution that stops one step early (the tiny teacher's error) below the complete one — each on 90% of pairs
+    or more (the token PRM of issue 16 reached 42.7% on the early stop; the generative PRM 96-99%)."""
     from statistics import mean
 
     from rleif_kit.core.config import load_config
