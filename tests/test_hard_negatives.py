@@ -65,3 +65,48 @@ def test_a_record_without_a_right_answer_gives_nothing():
     p = arith.generate_problems(1, seed=5)[0]
     wrong = {"id": "x", "text": p["question"], "answer": "Step 1: 1 + 1 = 3. The answer is: 3", "problem": p["problem"]}
     assert hard_negative_examples([wrong, {"id": "y", "text": "q", "answer": ""}], world, n=5, seed=0) == []
+
+
+def test_stage_04_without_a_notebook_trains_the_prm_on_the_hard_negatives_too(tmp_path, monkeypatch):
+    """``python -m rleif_kit.rewards`` (and accelerate's launch of it) writes the PRM's rows as the notebook passes
+    them: the sampled solutions and the train-only extras; the checks after training read the sampled ones only."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    import rleif_kit.rewards.__main__ as cli
+    from rleif_kit.core.jsonl import read_jsonl
+    from rleif_kit.core.paths import RunPaths
+
+    @dataclasses.dataclass
+    class Result:
+        heldout_accuracy: float = 1.0
+        heldout_pairs: int = 1
+        step_accuracy: float = 1.0
+        step_auc: float = 1.0
+        heldout_steps: int = 1
+
+    paths = RunPaths(tmp_path / "run")
+    paths.rm_rows("prm").parent.mkdir(parents=True)
+    sampled = [{"question": "q1", "solution": "Step 1: 1 + 1 = 2. The answer is: 2", "labels": [True]}]
+    extra = [{"question": "q2", "solution": "Step 1: 2 + 2 = 5. The answer is: 5", "labels": [False],
+              "train_only": True}]
+    trained, checked = {}, []
+
+    def train(which):
+        def fn(cfg, paths, rows):
+            trained[which] = rows
+            return object(), object(), Result()
+        return fn
+
+    monkeypatch.setattr(cli, "setup", lambda params, overrides, stage: (SimpleNamespace(), paths))
+    monkeypatch.setattr(cli, "build_irm_pairs", lambda cfg, paths, settings: SimpleNamespace(pairs=[{"p": 1}]))
+    monkeypatch.setattr(cli, "build_prm_examples", lambda cfg, paths, settings: SimpleNamespace(
+        examples=sampled, extra=extra))
+    monkeypatch.setattr(cli, "train_irm", train("irm"))
+    monkeypatch.setattr(cli, "train_prm", train("prm"))
+    monkeypatch.setattr(cli, "score_sample", lambda cfg, paths, irm, prm, examples: checked.append(examples)
+                        or SimpleNamespace(verdicts=[]))
+    monkeypatch.setattr(cli, "format_verdicts", lambda verdicts: "")
+    cli.main(["--params", "unused.toml"])
+    assert trained["prm"] == sampled + extra == list(read_jsonl(paths.rm_rows("prm")))
+    assert checked == [sampled]

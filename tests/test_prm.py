@@ -210,6 +210,10 @@ def test_conclusion_spans_cover_each_steps_result_and_the_answer_line():
     # what each step claims, not its operands (3 + 5 or 5 + 3 is no mistake); the last step runs through its answer
     assert [text[a:b] for a, b in spans] == [" 8.", " 4. The answer is: 4"]
     assert conclusion_spans("Step 1: no equals sign", 0, [22]) == [(0, 22)]  # no '=': the whole step
+    # a step that claims no value is read whole: an empty span would score it as sure as can be (a reward hack)
+    hole = "Step 1: 3 + 5 = Step 2: 8 - 2 = 6. The answer is: 6"
+    assert [hole[a:b] for a, b in conclusion_spans(hole, 0, solution_step_ends(hole))] == [
+        "Step 1: 3 + 5 =", " 6. The answer is: 6"]
 
 
 def test_calibration_is_a_logistic_fit_and_one_class_leaves_the_raw_sigmoid():
@@ -288,3 +292,14 @@ def test_the_likelihood_prm_trains_every_parameter_calibrates_and_reloads(tmp_pa
     assert card["scores"] == pytest.approx(step_scores(reloaded, tok2, [(card["question"], " ".join(card["steps"]))])[0],
                                            abs=1e-5)
     assert front_matter(result.model_dir).pipeline_tag == "text-generation"
+    # a step that leaves out its result scores as its whole text does, never as a sure one; the card's snippet agrees
+    from rleif_kit.models.cards import ModelCard, prm_likelihood_usage, write_card
+    from rleif_kit.reward_scoring.prm import calibrated
+    from rleif_kit.worlds.prompts import MATH_PROMPT_COT
+
+    hole = ["Step 1: 3 + 5 =", "Step 2: 8 - 2 = 6. The answer is: 6"]
+    kit = step_scores(reloaded, tok2, [("Ann has 3 pens.", " ".join(hole))])[0]
+    assert kit[0] < calibrated(0.0, info["calibration"]), kit
+    write_card(result.model_dir, ModelCard("PRM", "", {}, prm_likelihood_usage(
+        MATH_PROMPT_COT, "Ann has 3 pens.", hole, info["calibration"])))
+    assert run_usage(result.model_dir)["scores"] == pytest.approx(kit, abs=1e-5)

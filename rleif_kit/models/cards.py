@@ -167,20 +167,27 @@ tokenizer = AutoTokenizer.from_pretrained(".")
 {_adapter_load("AutoModelForCausalLM", adapter_base)}
 solution = " ".join(steps)
 text = PROMPT.format(instruction=question) + " " + solution
-spans, pos = [], len(text) - len(solution)  # what each step concludes: after its last "=", to its end
+spans, pos = [], len(text) - len(solution)  # each step, and what it concludes: after its last "=", to its end
 for step in steps:
     eq = step.rfind("=")
-    spans.append((pos + eq + 1 if eq >= 0 else pos, pos + len(step)))
+    start = pos + eq + 1 if eq >= 0 and step[eq + 1:].strip() else pos  # no value claimed: the whole step
+    spans.append(((start, pos + len(step)), (pos, pos + len(step))))
     pos += len(step) + 1
 enc = tokenizer(text, return_offsets_mapping=True)
 ids = enc["input_ids"] + [tokenizer.eos_token_id]
 with torch.no_grad():
     logits = model(torch.tensor([ids])).logits[0, :-1].float()
 log_p = (logits.gather(-1, torch.tensor(ids[1:])[:, None])[:, 0] - logits.logsumexp(-1)).tolist()  # token t+1
+
+
+def tokens_in(lo, hi):
+    return [i for i, (a, b) in enumerate(enc["offset_mapping"])
+            if i > 0 and text[a:b].strip() and lo <= a + len(text[a:b]) - len(text[a:b].lstrip()) < hi and b <= hi]
+
+
 scores = []
-for k, (lo, hi) in enumerate(spans):
-    tokens = [i for i, (a, b) in enumerate(enc["offset_mapping"])
-              if i > 0 and text[a:b].strip() and lo <= a + len(text[a:b]) - len(text[a:b].lstrip()) < hi and b <= hi]
+for k, (concluded, whole) in enumerate(spans):
+    tokens = tokens_in(*concluded) or tokens_in(*whole)
     tokens += [len(ids) - 1] if k == len(spans) - 1 else []  # the end of text, with the last step
     x = min(log_p[i - 1] for i in tokens)
     scores.append(1 / (1 + math.exp(-(A * x + B))))

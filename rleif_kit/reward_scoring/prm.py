@@ -1,7 +1,8 @@
-"""rA from the process reward model: P(step correct) at the last token of each step, aggregated per solution.
+"""rA from the process reward model: P(step correct) per step, aggregated per solution.
 
-The PRM is a token classifier read at the LAST token of each step (``worlds/steps.step_end_positions``):
-there the model has seen the whole step and nothing of the next. Input text is the SFT prompt followed by
+A token-classifier PRM is read at the LAST token of each step (``worlds/steps.step_end_positions``):
+there the model has seen the whole step and nothing of the next; a generative PRM by the likelihood of what each
+step concludes (:func:`likelihood_features`, below). Input text is the SFT prompt followed by
 the solution, exactly as the policy sees it in PPO. ``rA`` is one number from the per-step scores
 (``[reward_model].prm_aggregate``, :func:`rleif_kit.core.reward_math.aggregate_steps`). A solution whose
 steps cannot be found gets ``None`` (flagged), never a silent one-step score. Training (04) encodes its
@@ -120,12 +121,14 @@ CALIBRATION = "prm_calibration"  # [a, b] in a generative PRM's config.json: P(s
 def conclusion_spans(text: str, offset: int, ends: Sequence[int]) -> list[tuple[int, int]]:
     """(start, end) in ``text`` of what each step concludes, for step ends ``ends`` of the solution placed at
     ``offset``: from after the step's last ``=`` to its end (its result, and for the last step the answer line too);
-    the whole step when it has no ``=``. The operands are left out: which order a step writes them in is not a
-    mistake (``3 + 5`` or ``5 + 3``), the value it claims is."""
+    the whole step when it has no ``=`` or nothing after it (a step that claims no value is read whole, never
+    skipped). The operands are left out: which order a step writes them in is not a mistake (``3 + 5`` or
+    ``5 + 3``), the value it claims is."""
     spans, start = [], offset
     for end in ends:
         eq = text.rfind("=", start, offset + end)
-        spans.append((eq + 1 if eq >= 0 else start, offset + end))
+        concludes = eq >= 0 and text[eq + 1:offset + end].strip()
+        spans.append((eq + 1 if concludes else start, offset + end))
         start = offset + end
     return spans
 
@@ -159,8 +162,11 @@ def likelihood_features(model: Any, tokenizer: Any, items: Sequence[tuple[str, s
             rows.append(None)
             continue
         spans = conclusion_spans(text, offset, ends)
-        marks = [_tokens_in(text, enc["offset_mapping"], lo, hi) + ([len(ids) - 1] if k == len(spans) - 1 else [])
-                 for k, (lo, hi) in enumerate(spans)]
+        steps = zip([offset, *(offset + e for e in ends[:-1])], (offset + e for e in ends))
+        # what a step concludes; the whole step where no token lies wholly in that (a token across the "="); the
+        # end of text with the last step
+        marks = [(_tokens_in(text, enc["offset_mapping"], lo, hi) or _tokens_in(text, enc["offset_mapping"], *step))
+                 + ([len(ids) - 1] if k == len(spans) - 1 else []) for k, ((lo, hi), step) in enumerate(zip(spans, steps))]
         rows.append((ids, marks))
     out: list[list[float] | None] = [None] * len(items)
     usable = [i for i, r in enumerate(rows) if r is not None]

@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> None:
             continue
         if args.only is None and dist.is_main():  # the data (judges, sampling, files) once, on rank 0
             data = build(cfg, paths, settings)
-            write_jsonl(paths.rm_rows(which), data.pairs if which == "irm" else data.examples)
+            # the PRM's rows: the sampled solutions and the train-only extras (prm_hard_negatives), as the notebook
+            write_jsonl(paths.rm_rows(which), data.pairs if which == "irm" else data.examples + data.extra)
         dist.barrier()
         rows = list(read_jsonl(paths.rm_rows(which)))  # every rank, rank 0 too: identical inputs
         model, tok, result = train(cfg, paths, rows)
@@ -42,7 +43,8 @@ def main(argv: list[str] | None = None) -> None:
                   f"{result.heldout_steps} steps")
     if args.only is None and dist.is_main():
         (irm_model, irm_tok, _), (prm_model, prm_tok, examples) = trained["irm"], trained["prm"]
-        print(format_verdicts(score_sample(cfg, paths, (irm_model, irm_tok), (prm_model, prm_tok), examples).verdicts))
+        sampled = [e for e in examples if not e.get("train_only")]  # the checks read the sampled solutions only
+        print(format_verdicts(score_sample(cfg, paths, (irm_model, irm_tok), (prm_model, prm_tok), sampled).verdicts))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Stage 04 (second half): the process reward model (PRM) — is each step of this solution right?
 
-The PRM is a token classifier read at the LAST token of each step (``worlds.step_labels.step_end_positions``):
-there the model has seen the whole step and nothing of the next. TRL no longer ships a PRM trainer,
+With ``[reward_model] prm_head = "token"`` (the 7B recipe's) the PRM is a token classifier read at the LAST token
+of each step (``worlds.steps.step_end_positions``): there the model has seen the whole step and nothing of the next.
+With ``"likelihood"`` it is a language model of the run's right solutions, read by how likely it finds what each
+step concludes and calibrated on the step labels (``rewards/prm_likelihood.py``). TRL no longer ships a PRM trainer,
 so this is ``transformers.Trainer`` with our own collator: labels are -100 everywhere except the
 step ends, so the loss is the cross-entropy of "this step is correct" at exactly those tokens.
 
