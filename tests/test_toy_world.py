@@ -65,4 +65,5 @@ def test_every_stage_runs_on_a_world_the_kit_does_not_know(toy_run):
     summary = json.loads((run / "06_eval" / "summary.json").read_text())
     assert set(summary["summary"]["sft"]) == {"toy_sums"} and summary["summary"]["sft"]["toy_sums"]["n"] == 100
     verdicts = json.loads((run / "07_reward_diagnostics" / "verdicts.json").read_text())["verdicts"]
-    assert any(v["check"].startswith("verifier_probe_") for v in verdicts)  # the probes edit its held-out split
+    probes = [v for v in verdicts if v["check"].startswith("prm_probe_")]  # PPO's rA, the learned PRM, is probed
+    assert probes and all("toy_world/heldout" in v["source"] for v in probes), probes  # by edits of its held-out split
