@@ -18,6 +18,23 @@ from rleif_kit.worlds import get_world
 SOLUTION = "Step 1: 4 * 2 = 8. Step 2: 8 / 2 = 4. The answer is: 4"
 
 
+def half_slipped_examples(n: int = 120) -> list[dict]:
+    """``n`` arithmetic solutions of 2-3 steps, every second one with its first step's result + 1 (every step from
+    there wrong), labelled by the step verifier: the PRM training tests' data."""
+    from rleif_kit.worlds.arith.judge import verifier_labels
+    from rleif_kit.worlds.arith.problems import generate_problems
+
+    examples = []
+    for i, p in enumerate(generate_problems(n, seed=3, min_steps=2, max_steps=3)):
+        solution = p["solution"]
+        if i % 2:
+            first = solution.split(". ")[0]
+            solution = solution.replace(first, first[:-1] + str((int(first.split("= ")[1]) + 1)), 1)
+        examples.append({"id": p["id"], "question": p["question"], "solution": solution,
+                         "labels": verifier_labels(p["question"], solution, p["answer"])})
+    return examples
+
+
 def test_auc_on_hand_values():
     # positives 0.9, 0.4; negatives 0.5, 0.1: pairs (0.9>0.5, 0.9>0.1, 0.4<0.5, 0.4>0.1) -> 3/4
     assert roc_auc([1, 1, 0, 0], [0.9, 0.4, 0.5, 0.1]) == 0.75
@@ -91,7 +108,6 @@ def test_verifier_examples_label_and_flag():
 def test_prm_trains_every_parameter_and_scores(tmp_path, small_model_dir, finetune):
     import torch
 
-    from rleif_kit.worlds.arith.problems import generate_problems
     from rleif_kit.models.loading import trainable_parameters
     from rleif_kit.rewards.prm import train_prm
     from rleif_kit.reward_scoring.prm import answer_scores
@@ -108,16 +124,7 @@ def test_prm_trains_every_parameter_and_scores(tmp_path, small_model_dir, finetu
                                                          'reward_model.prm_head="token"',
                                                          "sft.lora_targets=[\"q_proj\",\"v_proj\"]"),
                        stage="04_reward_models", report_dir=str(tmp_path / "r"), workdir=str(ROOT))
-    examples = []
-    for i, p in enumerate(generate_problems(120, seed=3, min_steps=2, max_steps=3)):
-        solution = p["solution"]
-        if i % 2:  # corrupt the first step's result: every step from there is wrong
-            first = solution.split(". ")[0]
-            solution = solution.replace(first, first[:-1] + str((int(first.split("= ")[1]) + 1)), 1)
-        from rleif_kit.worlds.arith.judge import verifier_labels
-
-        examples.append({"id": p["id"], "question": p["question"], "solution": solution,
-                         "labels": verifier_labels(p["question"], solution, p["answer"])})
+    examples = half_slipped_examples()
     initial = trainable_parameters(load_rm_for_training(str(small_model_dir), "token", cfg, False)[0])
     model, tok, result = train_prm(cfg, paths, examples)
     now = {n: p for n, p in model.named_parameters() if p.requires_grad}
@@ -256,22 +263,13 @@ def test_the_likelihood_prm_trains_every_parameter_calibrates_and_reloads(tmp_pa
     from rleif_kit.reward_scoring.prm import answer_scores, step_scores
     from rleif_kit.rewards.prm import train_prm
     from rleif_kit.rewards.rm_training import load_rm_for_training
-    from rleif_kit.worlds.arith.judge import verifier_labels
-    from rleif_kit.worlds.arith.problems import generate_problems
 
     base = shutil.copytree(small_model_dir, tmp_path / "run" / "base")
     cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", f'reward_model.prm_base="{base}"',
                                                          'reward_model.prm_head="likelihood"',
                                                          "reward_model.rm_epochs=4", "reward_model.rm_batch_size=16"),
                        stage="04_reward_models", report_dir=str(tmp_path / "r"), workdir=str(ROOT))
-    examples = []
-    for i, p in enumerate(generate_problems(120, seed=3, min_steps=2, max_steps=3)):
-        solution = p["solution"]
-        if i % 2:  # the first step's result + 1
-            first = solution.split(". ")[0]
-            solution = solution.replace(first, first[:-1] + str((int(first.split("= ")[1]) + 1)), 1)
-        examples.append({"id": p["id"], "question": p["question"], "solution": solution,
-                         "labels": verifier_labels(p["question"], solution, p["answer"])})
+    examples = half_slipped_examples()
     initial = trainable_parameters(load_rm_for_training(str(small_model_dir), "likelihood", cfg, False)[0])
     model, tok, result = train_prm(cfg, paths, examples)
     now = {n: p for n, p in model.named_parameters() if p.requires_grad}

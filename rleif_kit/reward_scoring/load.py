@@ -32,6 +32,13 @@ def head_labels(head: str) -> dict[str, dict]:
     return {} if names is None else {"id2label": dict(names), "label2id": {v: k for k, v in names.items()}}
 
 
+def head_kwargs(head: str) -> dict[str, Any]:
+    """A head's ``from_pretrained`` keyword arguments: its number of outputs (none for a language model, whose head is
+    its vocabulary) and its label names (:func:`head_labels`)."""
+    _, num_labels, _ = HEADS[head]
+    return {**({} if num_labels is None else {"num_labels": num_labels}), **head_labels(head)}
+
+
 def head_class(head: str):
     import transformers  # heavy: loaded on first use
 
@@ -50,13 +57,11 @@ def load_rm(model_dir: str | Path, load_in_4bit: bool = False, bf16: bool = Fals
         raise FileNotFoundError(f"{model_dir} is not a saved reward model (no {RM_INFO}): run {REWARD_MODELS}")
     info = json.loads(info_path.read_text())
     base = resolve_ref(info.get("base_model", ""), model_dir)  # stored relative to the folder (models.refs)
-    cls, num_labels, _ = head_class(info["head"])
+    cls, _, _ = head_class(info["head"])
     tokenizer = load_tokenizer(str(model_dir))
 
     dtype = torch.bfloat16 if (load_in_4bit or use_bf16(bf16)) else torch.float32  # fp32 only on CPUs
-    kwargs: dict[str, Any] = {"dtype": dtype, **head_labels(info["head"])}
-    if num_labels is not None:
-        kwargs["num_labels"] = num_labels
+    kwargs: dict[str, Any] = {"dtype": dtype, **head_kwargs(info["head"])}
     if load_in_4bit:
         kwargs["quantization_config"] = nf4_config(torch.bfloat16)
     if info["finetune"] == "full":

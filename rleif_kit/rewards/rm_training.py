@@ -18,7 +18,7 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.models import trainer_logs
 from rleif_kit.models.loading import load_tokenizer, nf4_config, resolve_rm_base, use_bf16
 from rleif_kit.models.refs import relink_adapter
-from rleif_kit.reward_scoring.load import RM_INFO, head_class, head_labels
+from rleif_kit.reward_scoring.load import RM_INFO, head_class, head_kwargs
 
 CHECKPOINTS = "checkpoints"  # the Trainer's output_dir inside the model folder (nothing is saved there)
 
@@ -31,12 +31,10 @@ def load_rm_for_training(path: str, head: str, cfg: RunConfig, bf16: bool) -> tu
     """
     import torch  # heavy: loaded on first use
 
-    cls, num_labels, task = head_class(head)
+    cls, _, task = head_class(head)
     finetune = cfg.reward_model.rm_finetune
     dtype = torch.bfloat16 if bf16 else torch.float32
-    kwargs: dict[str, Any] = {"dtype": dtype, **head_labels(head)}
-    if num_labels is not None:
-        kwargs["num_labels"] = num_labels
+    kwargs: dict[str, Any] = {"dtype": dtype, **head_kwargs(head)}
     if finetune == "qlora":
         kwargs["quantization_config"] = nf4_config(dtype)
     tokenizer = load_tokenizer(path)
