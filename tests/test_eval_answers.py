@@ -31,7 +31,8 @@ GSM8K_CASES = [
     ("The answer is: \u22124", "-4", True, True),                       # unicode minus
     ("The answer is: -3", "3", False, False),
     ("The answer is: 1,234,567", "1234567", True, True),
-    ("The answer is: 12 apples and 3 pears", "12", True, True),         # first number after the mark
+    ("The answer is: 12 apples and 3 pears", "12", False, False),       # two quantities: refused, not cut at 12
+    ("The answer is: 12 apples", "12", True, True),                     # one quantity: its number
     ("The answer is: 41. Wait. The answer is: 42", "42", True, True),   # the LAST mark counts
     ("The answer is: 42\n#### 41", "42", True, True),                   # the mark wins over ####
     ("Work...\n#### 42", "42", True, True),                             # GSM8k's own format

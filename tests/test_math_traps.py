@@ -167,6 +167,82 @@ MATH_TRAPS = {
         ("2^{1/3}", "\\sqrt[3]{2}", None, True, "a fractional exponent is a root"),
         ("8^{2/3}", "4", None, True, "... and evaluates exactly"),
     ],
+    "base subscripts": [
+        ("1011_{2}", "1011_2", None, True, "a one-digit base with braces or without"),
+        ("123_6", "123_{6}", None, True, "... either side"),
+        ("2112_{3}", "2112_3", "Express your answer in base 3.", True, "a MATH test answer"),
+        ("100_{10}", "100_10", None, True, "all of a subscript's digits are its base"),
+        ("123_6", "124_{6}", None, False, "another numeral in the same base"),
+        ("123_{6}", "123_{7}", None, False, "the same digits in another base"),
+        ("123_6", "51", "Express your answer in base 6.", False,
+         "the decimal value (1*36 + 2*6 + 3 = 51) is not the base-6 numeral asked for"),
+        ("1011_2", "1011_{3}", None, False, "a base-2 numeral is not the base-3 one"),
+    ],
+    "irrational golds": [
+        ("1.414213562373", "\\sqrt{2}", None, False, "a 13-digit decimal is not sqrt(2)"),
+        ("3.14159265358979", "\\pi", None, False, "a 15-digit decimal is not pi"),
+        ("1.41421356237310\\pi", "\\sqrt{2}\\pi", None, False, "a decimal factor does not stand for sqrt(2)"),
+        ("\\frac{1414213562373}{10^{12}}", "\\sqrt2", None, False, "nor a fraction of its digits"),
+        ("\\sqrt{8}", "2\\sqrt{2}", None, True, "exact irrationals compare exactly"),
+        ("\\frac{\\sqrt6}{\\sqrt3}", "\\sqrt2", None, True, "... after simplifying"),
+        ("0.5\\sqrt{2}", "\\frac{\\sqrt2}{2}", None, True, "a decimal coefficient is its exact fraction"),
+        ("\\sqrt{3+2\\sqrt{2}}", "1+\\sqrt2", None, True, "a nested radical that denests"),
+    ],
+    "repeating decimals": [
+        ("0.\\overline{3}", "\\frac{1}{3}", None, True, "a repeating decimal is its exact value, as 0.5 is 1/2"),
+        ("0.1\\overline{6}", "\\frac16", None, True, "a fixed digit before the period"),
+        ("1.\\overline{27}", "\\frac{14}{11}", None, True, "a whole part and a two-digit period"),
+        ("-0.\\overline{142857}", "-\\frac17", None, True, "a sign in front"),
+        ("0.\\overline{3}", "0.3", None, False, "the period is not dropped"),
+        ("0.\\overline{3}", "0.333", None, False, "nor rounded"),
+        ("0.1\\overline{6}", "\\frac{1}{3}", None, False, "0.1666... is not 1/3"),
+        ("0.\\overline{16}", "\\frac16", None, False, "0.1616... (16/99) is not 0.1666..."),
+    ],
+    "named functions": [
+        ("f(x) = x^2+1", "x^2+1", None, True, "a named function's left-hand side goes"),
+        ("f^{-1}(x) = \\frac{x-1}{2}", "\\frac{x-1}{2}", None, True, "an inverse function's too"),
+        ("g(t)=3t", "3t", None, True, "another name and variable"),
+        ("f'(x) = 2x", "2x", None, True, "a derivative's"),
+        ("f(x) = x^2+1", "x^2-1", None, False, "the right-hand side still has to be right"),
+        ("f^{-1}(x) = 2x+1", "\\frac{x-1}{2}", None, False, "the function, not its inverse"),
+        ("g(t) = 3t", "3", None, False, "the coefficient alone is not the function"),
+        ("f(x)+g(x)=5", "5", None, False, "a sum of functions is no left-hand side to drop"),
+    ],
+    "products of constants and radicals": [
+        ("3\\pi\\sqrt{2}", "3\\sqrt{2}\\pi", None, True, "the order of the factors does not matter"),
+        ("\\sqrt{2}\\pi", "\\pi\\sqrt2", None, True, "... nor with no coefficient"),
+        ("2\\pi\\sqrt[3]{5}", "2\\sqrt[3]{5}\\pi", None, True, "a cube root beside pi"),
+        ("\\pi\\binom{4}{2}", "6\\pi", None, True, "a binomial coefficient beside pi"),
+        ("3\\pi\\sqrt{2}", "3\\sqrt{3}\\pi", None, False, "another radical"),
+        ("3\\pi\\sqrt{2}", "3\\sqrt{2}", None, False, "pi dropped"),
+        ("2\\pi\\sqrt{2}", "3\\sqrt{2}\\pi", None, False, "another coefficient"),
+    ],
+    "matrix brackets": [
+        ("\\begin{bmatrix}1&2\\\\3&4\\end{bmatrix}", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", None, True,
+         "square and round brackets hold the same matrix"),
+        ("\\begin{matrix}1&2\\\\3&4\\end{matrix}", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", None, True,
+         "... as do no brackets"),
+        ("\\begin{vmatrix}1&2\\\\3&4\\end{vmatrix}", "\\begin{vmatrix}1 & 2 \\\\ 3 & 4\\end{vmatrix}", None, True,
+         "a determinant equals the determinant with the same entries"),
+        ("\\begin{vmatrix}1&2\\\\3&4\\end{vmatrix}", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", None, False,
+         "a determinant is not the matrix"),
+        ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\begin{vmatrix}1&2\\\\3&4\\end{vmatrix}", None, False,
+         "... either way"),
+        ("\\begin{vmatrix}1&2\\\\3&4\\end{vmatrix}", "-2", None, False,
+         "an unevaluated determinant does not state its value"),
+        ("\\begin{Vmatrix}1&2\\\\3&4\\end{Vmatrix}", "\\begin{vmatrix}1&2\\\\3&4\\end{vmatrix}", None, False,
+         "a norm is not a determinant"),
+    ],
+    "euler's e": [
+        ("2e - 1", "2e-1", None, True, "Euler's e beside digits, spaced or not"),
+        ("2e-1", "-1+2e", None, True, "2e-1 is 2e - 1"),
+        ("\\frac{e}{2}", "0.5e", None, True, "e over 2"),
+        ("e^{2} - 1", "e^2-1", None, True, "a power of e"),
+        ("2e - 1", "0.2", None, False, "never scientific notation"),
+        ("2e-1", "\\frac15", None, False, "... written without spaces either"),
+        ("3e - 2", "0.03", None, False, "another coefficient"),
+        ("2e", "5.43656365691809", None, False, "a decimal never stands for 2e"),
+    ],
     "malformed": [
         ("\\frac{1}{2", "\\frac12", None, False, "unbalanced braces"),
         ("", "0", None, False, "empty"),
@@ -222,6 +298,19 @@ GSM8K_TRAPS = {
         ("The answer is: about 18", "18", False, "'about' the stated number"),
         ("The answer is: 18 apples, which is about 3 dozen", "18", True, "a hedge on another number is no hedge"),
     ],
+    "read whole or refused": [
+        ("The answer is: 1 000 000", "1000000", True, "digits grouped by spaces are one number"),
+        ("The answer is: 12 345 apples", "12345", True, "... with a unit after them"),
+        ("The answer is: 7.5 hours", "7.5", True, "one quantity, one unit"),
+        ("The answer is: 1\u202f000", "1000", True, "a narrow no-break space between the groups"),
+        ("The answer is: 1 000 000", "1", False, "... not its first group"),
+        ("The answer is: 7 hours and 30 minutes", "7", False, "a compound quantity is not its first number"),
+        ("The answer is: 7 hours and 30 minutes", "7.5", False, "... nor converted: the gold's unit is unknown"),
+        ("The answer is: 2 feet 6 inches", "2", False, "without 'and'"),
+        ("The answer is: 3,5", "3", False, "a decimal comma is not a thousands separator"),
+        ("The answer is: 3,5", "3.5", False, "... nor read as a decimal (it may be a list)"),
+        ("The answer is: 12 34", "12", False, "two numbers side by side"),
+    ],
     "format": [
         ("The answer is: \\boxed{18}", "18", True, "\\boxed"),
         ("The answer is: $18.", "18", True, "a dollar sign and a sentence period"),
@@ -231,6 +320,10 @@ GSM8K_TRAPS = {
         ("The answer is: 50%", "50", True, "a percentage is its number"),
     ],
 }
+
+
+SYMMETRIC = ("unordered", "mixed numbers", "numeric policy", "base subscripts", "irrational golds", "repeating decimals",
+             "named functions", "products of constants and radicals", "matrix brackets", "euler's e")
 
 
 def _flat(traps):
@@ -243,7 +336,7 @@ def test_math_trap(cls, pred, gold, question, equal, reason):
 
 
 @pytest.mark.parametrize("cls,pred,gold,question,equal,reason",
-                         [c for c in _flat(MATH_TRAPS) if c[0] in ("unordered", "mixed numbers", "numeric policy")])
+                         [c for c in _flat(MATH_TRAPS) if c[0] in SYMMETRIC])
 def test_math_trap_is_symmetric(cls, pred, gold, question, equal, reason):
     """Which side is the gold does not matter for these classes."""
     if gold is not None:
@@ -262,6 +355,10 @@ def test_the_trap_set_has_its_classes_and_at_least_100_cases():
     assert all(n >= 4 for n in counts.values()), counts
     verdicts = [c[4] for c in _flat(MATH_TRAPS)] + [c[3] for c in _flat(GSM8K_TRAPS)]
     assert 0.3 < sum(verdicts) / len(verdicts) < 0.7  # both verdicts are well represented
+    second_pass = [MATH_TRAPS[c] for c in SYMMETRIC[3:]] + [GSM8K_TRAPS["read whole or refused"]]
+    for cases in second_pass:  # issue 31's classes: at least three cases of each verdict
+        verdicts = [c[-2] for c in cases]
+        assert sum(verdicts) >= 3 and len(verdicts) - sum(verdicts) >= 3, cases[0]
 
 
 def test_a_hedged_answer_line_is_ambiguous_in_strict_and_flexible():

@@ -7,13 +7,21 @@ stated one value, and a checker that reads 18 there scores a hedge right. The ru
 
 - mixed numbers: ``6\\frac15`` and ``33 \\frac{1}{3}`` (LaTeX) or "2 1/2" (text) are 31/5, 100/3, 5/2 — only
   when the fraction is proper (``2\\frac{3}{2}`` stays a product); a sign in front applies to the whole;
-- scientific notation: "1.5e3", "1.5E+3", "1.5 x 10^3", "1.5 \\times 10^{3}", "1.5·10³" are 1500;
+- scientific notation: "1.5e3", "1.5E+3", "1.5 x 10^3", "1.5 \\times 10^{3}", "1.5·10³" are 1500, "2.5e-2" is 1/40;
+  a lowercase e after a whole number with a minus ("2e-1", "2e - 1") is Euler's e: 2e - 1, never 0.2;
 - scale words after digits: "1.5 million", "3 thousand", "2.5 billion"; numbers spelled out in words
   ("twelve") are not read: the trained format states the number;
 - "expression = value" (``3 * 6 = 18``): the value after the last "=" counts, when everything before it is
-  arithmetic; "value ≈ decimal" (``\\frac13 \\approx 0.33``): the exact value before it counts;
+  arithmetic; "value ≈ decimal" (``\\frac13 \\approx 0.33``): the exact value before it counts; a short or
+  named-function left-hand side goes (``x = 5``, ``f(x) = x^2``, ``f^{-1}(x) = \\frac{x-1}{2}``, ``g(t)=3t``);
+- repeating decimals (``0.\\overline{3}``, ``0.1\\overline{6}``, ``\\bar{}`` too) are their exact value (1/3, 1/6),
+  as ``0.5`` is ``\\frac12``: the notation states the number exactly, so it is read, never refused;
 - ranges and alternatives ("18-20" with 18 < 20, "18–20", "18 to 20", "between 18 and 20", "18 or 20"):
-  ambiguous, never one value (in MATH, "or" / "and" between answers make a list, which matches a list gold).
+  ambiguous, never one value (in MATH, "or" / "and" between answers make a list, which matches a list gold);
+- a GSM8k answer line is read whole or refused, never cut at its first number: digits grouped by spaces three
+  at a time ("1 000 000") are one number; a decimal comma or a list ("3,5", "3, 5"), two numbers side by side
+  ("12 34") and a compound quantity ("7 hours and 30 minutes", "2 ft 6 in": the gold's unit is unknown) are
+  ambiguous.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from rleif_kit.worlds.math.latex import rewrite_command
+from rleif_kit.worlds.math.latex import rewrite_command, split_top
 from rleif_kit.worlds.numbers import format_number, number_value, numbers
 
 AMBIGUOUS = "ambiguous"  # what a line that states a range or alternatives reads as (never equal to a value)
@@ -59,8 +67,15 @@ def rewrite_scientific(text: str) -> str:
     """"1.5e3", "1.5 x 10^3", "1.5 \\times 10^{3}", "1.5·10³" -> "1500" (exact; exponents up to 3 digits)."""
     text = text.translate(_SUPERSCRIPTS) if "10" in text else text
     for pattern in (_SCI_E, _SCI_TIMES):
-        text = pattern.sub(lambda m: _decimal(Fraction(m.group(1)) * Fraction(10) ** int(m.group(2))), text)
+        text = pattern.sub(lambda m: m.group() if _euler(m) else
+                           _decimal(Fraction(m.group(1)) * Fraction(10) ** int(m.group(2))), text)
     return text
+
+
+def _euler(m: re.Match) -> bool:
+    """"2e-1" is 2e - 1 (Euler's e beside digits), not 0.2: a lowercase e after a whole number, with a minus. A
+    decimal mantissa ("2.5e-2"), a capital E or a positive exponent ("1e3") is scientific notation."""
+    return m.re is _SCI_E and "." not in m.group(1) and "e" in m.group() and m.group(2).startswith("-")
 
 
 def rewrite_mixed(text: str, latex: bool = True) -> str:
@@ -139,6 +154,7 @@ def line_value(text: str) -> Fraction | str | None:
     """The one value an answer line states (what follows "The answer is:"), :data:`AMBIGUOUS` for a range
     or alternatives, None when it states no number. See the module docstring for the styles read."""
     line = _clean(_first_line(text)[:400])  # an answer line, not a document
+    line = _GROUPED.sub(lambda m: re.sub(r"\D", "", m.group()), line)  # "1 000 000" is one number
     if "=" in line:
         head, _, value = line.rpartition("=")
         if len(numbers(value)) == 1 and all(_ARITHMETIC.fullmatch(_OPERATOR_COMMANDS.sub(" ", part))
@@ -157,4 +173,57 @@ def line_value(text: str) -> Fraction | str | None:
     if is_range(line):
         return AMBIGUOUS
     found = numbers(line)
+    if found and _NOT_WHOLE.match(line, found[0].end()):
+        return AMBIGUOUS
     return number_value(found[0]) if found else None
+
+
+# digits grouped by spaces, three to a group ("1 000 000", "12 345"; thin and no-break spaces too): one number
+_GROUPED = re.compile(r"(?<![\w.,])\d{1,3}(?:[ \u00a0\u2009\u202f]\d{3})+(?![\d,]|\.\d)")
+# what after the first number says it is not the whole answer: a decimal comma or a list ("3,5", "3, 5"), another
+# number after a space ("12 34"), or a compound quantity ("7 hours and 30 minutes", "2 ft 6 in", "7h 30m": which
+# unit the gold is in is unknown, so it is refused rather than converted)
+_NOT_WHOLE = re.compile(r",\s?\d|\s+\d|\s*[a-zA-Z]+\.?,?\s*(?:and\s+)?\$?\d")
+
+
+_REPEATING = re.compile(r"(?<![\d.])(\d*)\.(\d*)\\(?:overline|bar)\s*(?:\{(\d+)\}|(\d))")
+
+
+def rewrite_repeating(text: str) -> str:
+    """Repeating decimals to exact fractions: ``0.\\overline{3}`` -> ``\\frac{1}{3}``, ``0.1\\overline{6}`` ->
+    ``\\frac{1}{6}``, ``1.\\overline{27}`` -> ``\\frac{14}{11}`` (a sign in front stays in front)."""
+    def exact(m: re.Match) -> str:
+        whole, fixed, period = m.group(1) or "0", m.group(2), m.group(3) or m.group(4)
+        shift = 10 ** len(fixed)
+        value = int(whole) + Fraction(int(fixed or "0"), shift) + Fraction(int(period), (10 ** len(period) - 1) * shift)
+        return f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
+    return _REPEATING.sub(exact, text)
+
+
+_PLAIN_VALUE = re.compile(r"-?\d+(?:\.\d+)?(?:/\d+)?|-?\\frac\{\d+\}\{\d+\}")
+_LATEX_OPERATORS = re.compile(r"\\(?:times|cdot|div|frac|sqrt)(?![a-zA-Z])")
+_SHORT_LHS = re.compile(r"\s*(?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\{?\w+\}?)?\s*")
+# a named function's left-hand side: f(x), f^{-1}(x), f'(x), g(t), P(A), h(2), f(x,y)
+_FUNCTION_LHS = re.compile(r"\s*(?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\{?\w+\}?)?(?:\^\{?-1\}?|'{1,3})?\s*"
+                           r"\(\s*(?:[a-zA-Z0-9.\-]+|\\[a-zA-Z]+)(?:\s*,\s*(?:[a-zA-Z0-9.\-]+|\\[a-zA-Z]+))*\s*\)\s*")
+
+
+def _arithmetic(parts: list[str]) -> bool:
+    return all(re.fullmatch(r"[\d\s.+\-*/()^!{}]*", _LATEX_OPERATORS.sub(" ", p)) and re.search(r"\d", p)
+               for p in parts)
+
+
+def value_of_equation(s: str) -> str:
+    """``x = 5`` -> ``5``; ``f(x) = x^2`` -> ``x^2``; ``3 \\cdot 6 = 18`` -> ``18`` (the value of an answer line that
+    shows its computation: the last side, when it is a number and every side before it is arithmetic; or the
+    value stated first, ``18 = 3 \\cdot 6``); anything else unchanged (``x+y=5`` stays an equation)."""
+    parts = split_top(s, "=")
+    if len(parts) < 2:
+        return s
+    if _arithmetic(parts[:-1]) and _PLAIN_VALUE.fullmatch(parts[-1].replace(" ", "")):
+        return parts[-1].strip()
+    if _PLAIN_VALUE.fullmatch(parts[0].replace(" ", "")) and _arithmetic(parts[1:]):
+        return parts[0].strip()
+    if len(parts) == 2 and (_SHORT_LHS.fullmatch(parts[0]) or _FUNCTION_LHS.fullmatch(parts[0])):
+        return parts[1]
+    return s

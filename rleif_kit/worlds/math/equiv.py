@@ -9,9 +9,12 @@ scorer that is loose in the wrong way inflates accuracy. The rules here:
   number is never accepted at x100 or /100; 0.333 is not 1/3 (the numeric policy: ``math_sympy``);
 - expressions compare with ``sympy.simplify(a - b) == 0`` under a time limit, and model text is
   converted to sympy by a small whitelisting converter (``latex_to_sympy``), never ``eval``-ed raw;
-- answer styles (mixed numbers, scientific notation, scale words, "expression = value", ranges):
-  ``answer_styles``; a range ("18-20", "18 to 20") is never a value;
-- collections: tuples, points, intervals and matrices compare item by item in order; sets ``\\{...\\}``,
+- answer styles (mixed numbers, scientific notation, scale words, "expression = value" and a named function's
+  left-hand side, repeating decimals, ranges): ``answer_styles``; a range ("18-20", "18 to 20") is never a value;
+  a subscript is read with its braces or without (``123_6`` = ``123_{6}``; all of ``100_10``'s digits are its base);
+- collections: tuples, points, intervals and matrices compare item by item in order (``pmatrix``, ``bmatrix``,
+  ``Bmatrix`` and ``matrix`` are one matrix; a ``vmatrix`` is a determinant and a ``Vmatrix`` a norm, never the
+  matrix with the same entries, nor the value they stand for); sets ``\\{...\\}``,
   unions of intervals, "a \\pm b" and bare lists ("6, -2", "2 or 3") compare in any order — a bare list in
   order only when the question asks for an order ("in increasing order", "respectively", ...).
 
@@ -22,7 +25,8 @@ from __future__ import annotations
 
 import re
 
-from rleif_kit.worlds.math.answer_styles import is_range, rewrite_mixed, rewrite_scales, rewrite_scientific
+from rleif_kit.worlds.math.answer_styles import (is_range, rewrite_mixed, rewrite_repeating, rewrite_scales,
+                                                rewrite_scientific, value_of_equation)
 from rleif_kit.worlds.math.symbolic import MAX_EXPONENT, MAX_SYMPY_CHARS, _limited, latex_to_sympy, sympy_equal, to_sympy
 from rleif_kit.worlds.math.latex import braces_balanced, rewrite_command, split_top
 
@@ -37,13 +41,13 @@ _REPLACE = [("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\dbinom", "\\binom"
             ("\u2154", "\\frac{2}{3}"), ("\u00bc", "\\frac{1}{4}"), ("\u00be", "\\frac{3}{4}"),
             ("\u215b", "\\frac{1}{8}")]
 _TEXT_CMD = r"\\(?:text|textbf|textit|textnormal|mbox|mathrm|mathbf|operatorname)"
+_SUBSCRIPT = re.compile(r"_(\d+|[a-zA-Z])")
 _TRAILING_UNIT = re.compile(_TEXT_CMD + r"\{[^{}]*\}(?:\^\{?\d\}?)?\s*$")
 _WORD_UNITS = re.compile(r"(?<=[\d})\]])\s+[a-zA-Z]{2,}(?:\s+[a-zA-Z]+){0,2}(?:\^\{?\d\}?)?$")
 # trailing words that are not units: constants, scale words and short letter runs that read as variables ("3 ab")
 _NOT_UNITS = {"pi", "dozen", "score", "half", "third", "quarter", "squared", "cubed"}
 _SHORT_UNITS = {"cm", "mm", "km", "m", "ft", "in", "yd", "mi", "kg", "g", "mg", "lb", "lbs", "oz", "ml", "l", "hr",
                 "hrs", "min", "s", "sec", "mph", "kph", "cc", "sq", "cu", "deg", "rad", "am", "pm", "usd"}
-_SHORT_LHS = re.compile(r"\s*(?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\{?\w+\}?)?\s*")
 
 
 def _strip_wrappers(s: str) -> str:
@@ -60,8 +64,6 @@ def _strip_wrappers(s: str) -> str:
 
 MAX_ANSWER_CHARS = 2000
 _HEDGE_TEXT = re.compile(r"\b(?:or more|or less|or fewer|at most|at least|more than|less than|fewer than)\b", re.I)
-_PLAIN_VALUE = re.compile(r"-?\d+(?:\.\d+)?(?:/\d+)?|-?\\frac\{\d+\}\{\d+\}")
-_OPERATOR_COMMANDS = re.compile(r"\\(?:times|cdot|div|frac|sqrt)(?![a-zA-Z])")
 _ALTERNATIVES = re.compile(r",?\s+(?:or|and)\s+")
 
 
@@ -72,27 +74,6 @@ def _unit_or_not(m: re.Match) -> str:
             words[0].lower() not in _SHORT_UNITS:
         return m.group()
     return ""
-
-
-def _value_of_equation(s: str) -> str:
-    """``x = 5`` -> ``5``; ``3 \\cdot 6 = 18`` -> ``18`` (the value of an answer line that shows its computation:
-    the last side, when it is a number and every side before it is arithmetic); anything else unchanged."""
-    parts = split_top(s, "=")
-    if len(parts) < 2:
-        return s
-    last = parts[-1].strip()
-    arithmetic = all(re.fullmatch(r"[\d\s.+\-*/()^!{}]*", _OPERATOR_COMMANDS.sub(" ", p)) and re.search(r"\d", p)
-                     for p in parts[:-1])
-    if arithmetic and _PLAIN_VALUE.fullmatch(last.replace(" ", "")):
-        return last
-    first = parts[0].strip()
-    if _PLAIN_VALUE.fullmatch(first.replace(" ", "")) and all(  # "18 = 3 \\cdot 6": the value stated first
-            re.fullmatch(r"[\d\s.+\-*/()^!{}]*", _OPERATOR_COMMANDS.sub(" ", p)) and re.search(r"\d", p)
-            for p in parts[1:]):
-        return first
-    if len(parts) == 2 and _SHORT_LHS.fullmatch(parts[0]):
-        return parts[1]
-    return s
 
 
 def normalize(answer: str | None) -> str | None:
@@ -115,6 +96,7 @@ def normalize(answer: str | None) -> str | None:
     s = _strip_wrappers(s)
     for old, new in _REPLACE:
         s = s.replace(old, new)
+    s = rewrite_repeating(s)
     s = rewrite_scales(re.sub(_TEXT_CMD + r"\{\s*((?:thousand|million|billion|trillion)\b)\s*\}", r" \1", s))
     whole = re.fullmatch(_TEXT_CMD + r"\{([^{}]*)\}", s.strip())
     if whole:
@@ -130,7 +112,7 @@ def normalize(answer: str | None) -> str | None:
     for approx in ("\\approx", "\u2248"):
         if approx in s and s.split(approx)[0].strip():
             s = s.split(approx)[0]
-    s = _value_of_equation(s)
+    s = value_of_equation(s)
     s = re.sub(r"^\s*[a-zA-Z]\s*\\in\s*", "", s)  # "x \in [2,5)" -> "[2,5)"
     s = rewrite_mixed(s, latex=False)
     spaced_list = re.search(r",\s", s) is not None  # "10, 200" is two answers, "10,200" one number
@@ -138,6 +120,7 @@ def normalize(answer: str | None) -> str | None:
     s = re.sub(r"\s+", "", s).replace("\x00", " ").replace("\x01", "\\\\")
     if not s or not braces_balanced(s):
         return None
+    s = _SUBSCRIPT.sub(r"_{\1}", s)  # "123_6" is "123_{6}": a base's digits, all of them ("100_10" is base 10)
     for name, nargs, fmt in (("\\frac", 2, lambda a, b, option: f"\\frac{{{a}}}{{{b}}}"),
                              ("\\binom", 2, lambda a, b, option: f"\\binom{{{a}}}{{{b}}}"),
                              ("\\sqrt", 1, lambda a, option: f"\\sqrt[{option}]{{{a}}}" if option
@@ -171,12 +154,18 @@ def asks_for_order(question: str | None) -> bool:
                                                    and re.search(r"\ball\b", question, re.I) is None)
 
 
+# a matrix in round, square or curly brackets is one matrix; vertical bars make it a determinant (a number), double
+# bars a norm: neither equals the matrix with the same entries
+_MATRIX_KINDS = {"vmatrix": "determinant", "Vmatrix": "norm"}
+
+
 def _structure(s: str) -> tuple[str, list[str]] | None:
     """(kind, items) for tuples, intervals, ordered lists and matrices; None for a single value."""
-    m = re.fullmatch(r"\\begin\{([pbvB]?matrix)\}(.*)\\end\{\1\}", s)
+    m = re.fullmatch(r"\\begin\{([pbvVB]?matrix)\}(.*)\\end\{\1\}", s)
     if m:
         rows = [r.split("&") for r in m.group(2).split("\\\\") if r]
-        return f"matrix{len(rows)}x{len(rows[0]) if rows else 0}", [e for r in rows for e in r]
+        return f"{_MATRIX_KINDS.get(m.group(1), 'matrix')}{len(rows)}x{len(rows[0]) if rows else 0}", \
+            [e for r in rows for e in r]
     opener = s[:1]
     if opener in ("(", "[") and s[-1:] in ")]":
         inner = s[1:-1]

@@ -5,9 +5,13 @@ Why its own module: nothing a model writes may reach sympy's ``eval`` except pla
 the main thread, an abandoned daemon thread elsewhere).
 
 Numeric policy (``sympy_equal``): rationals compare exactly (a terminating decimal is its fraction, so 0.333
-is not 1/3 and 3.14 is not pi); only when both sides are exact irrational numbers that sympy cannot simplify
-to the same form are they compared numerically, at 30 digits, with a relative tolerance of 1e-12 (twelve
-significant digits). A decimal never stands for an irrational number.
+is not 1/3 and 3.14 is not pi); only when both sides are exact irrational numbers written without decimals
+that sympy cannot simplify to the same form are they compared numerically, at 30 digits, with a relative
+tolerance of 1e-12 (twelve significant digits). A decimal never stands for an irrational number, however many
+digits it has (a 13-digit sqrt(2), a 15-digit pi, ``1.41421356237310\\pi``): an answer with a decimal compares
+exactly or not at all. A rational number against an exact expression sympy cannot simplify is equal only when
+the expression agrees with it to 50 digits and sympy does not know it to be irrational. Euler's ``e`` is
+sympy's ``E`` (``2e - 1`` is 2e - 1, never the float 2e-1).
 """
 
 from __future__ import annotations
@@ -41,8 +45,9 @@ def latex_to_sympy(s: str) -> str | None:
     so nothing a model writes reaches sympy's ``eval`` except plain arithmetic on symbols.
     """
     t = rewrite_command(s, "\\frac", 2, lambda a, b, option: f"(({a})/({b}))")
-    t = t and rewrite_command(t, "\\binom", 2, lambda a, b, option: f"binomial({a},{b})")
-    t = t and rewrite_command(t, "\\sqrt", 1, lambda a, option: f"root({a},{option})" if option else f"sqrt({a})")
+    # a space before each name: "\\pi\\sqrt{2}" must not become "\\pisqrt(2)", which no rule below reads
+    t = t and rewrite_command(t, "\\binom", 2, lambda a, b, option: f" binomial({a},{b})")
+    t = t and rewrite_command(t, "\\sqrt", 1, lambda a, option: f" root({a},{option})" if option else f" sqrt({a})")
     if t is None:
         return None
     for old, new in sorted(_FUNCS.items(), key=lambda kv: -len(kv[0])):
@@ -60,6 +65,7 @@ def latex_to_sympy(s: str) -> str | None:
     t = re.sub(r"[a-zA-Z]+", letters, t)
     if "\0" in t:
         return None
+    t = re.sub(r"(?<=\d)(?=[a-zA-Z])", "*", t)  # "2e-1" is 2*e - 1: Python's tokenizer would read the float 0.2
     return re.sub(r"\d*\.\d+", lambda m: f"({Fraction(m.group()).numerator}/{Fraction(m.group()).denominator})", t)
 
 
@@ -81,6 +87,8 @@ def to_sympy(s: str) -> Any | None:
     local.update(sqrt=sympy.sqrt, root=sympy.root, sin=sympy.sin, cos=sympy.cos, tan=sympy.tan, cot=sympy.cot,
                  sec=sympy.sec, csc=sympy.csc, asin=sympy.asin, acos=sympy.acos, atan=sympy.atan, log=sympy.log,
                  exp=sympy.exp, pi=sympy.pi, oo=sympy.oo, binomial=sympy.binomial)
+    if "e" in local:  # a lone e is Euler's number (MATH writes e^2, 2e - 1, \\frac{e}{2}), not an unknown
+        local["e"] = sympy.E
     transformations = standard_transformations + (implicit_multiplication_application, factorial_notation)
     try:
         raw = parse_expr(text, local_dict=local, transformations=transformations, evaluate=False)
@@ -174,7 +182,22 @@ def sympy_equal(a: str, b: str) -> bool:
         return True
     if diff.free_symbols or not (ea.is_number and eb.is_number) or ea.is_Rational and eb.is_Rational:
         return False
-    va, vb = sympy.N(ea, 30), sympy.N(eb, 30)
+    if _DECIMAL.search(a) or _DECIMAL.search(b):  # a decimal is exactly its fraction: simplify has spoken
+        return False
+    if ea.is_Rational or eb.is_Rational:  # a rational against an expression simplify could not reduce to it
+        other = eb if ea.is_Rational else ea
+        return other.is_rational is not False and _close(ea, eb, 60, "1e-50")
+    return _close(ea, eb, 30, "1e-12")
+
+
+_DECIMAL = re.compile(r"\d\.\d")
+
+
+def _close(ea: Any, eb: Any, digits: int, tolerance: str) -> bool:
+    """|a - b| within ``tolerance`` relative (at least 1 absolute), both evaluated to ``digits`` digits."""
+    import sympy  # heavy: loaded on first use
+
+    va, vb = sympy.N(ea, digits), sympy.N(eb, digits)
     if not (va.is_finite and vb.is_finite):
         return False
-    return bool(abs(va - vb) <= sympy.Float("1e-12", 30) * max(1, abs(vb)))
+    return bool(abs(va - vb) <= sympy.Float(tolerance, digits) * max(1, abs(vb)))
