@@ -246,7 +246,7 @@ def test_regenerate_never_leaves_a_partial_set_behind(tmp_path, raw, capsys, mon
         code = main(["data", PRESET, *_sets(run, raw, **{"sft.build": "regenerate"}), "--settings",
                      str(raw / "settings.json")])
     err = capsys.readouterr().err
-    assert code == 2 and "problems have no answer yet" in err and "rerun to continue" in err
+    assert code == 4 and "problems have no answer yet" in err and "rerun to continue" in err  # resumable: stopped
     assert not (run / "stepwise.jsonl").exists() and (run / "stepwise.regenerate.jsonl").exists()
 
 

@@ -446,3 +446,33 @@ def test_an_instruction_whose_answer_is_a_refusal_is_eliminated_with_the_reason(
                                               world.operators[0])))
     assert outcome.kind == "eliminated" and outcome.record["reason"] == "answer_refusal"
     assert outcome.record["answer"].startswith("I'm sorry")  # kept with the record: the reason can be read
+
+
+def test_rleif_evolve_exits_4_when_every_request_failed_and_never_gives_up_on_a_down_endpoint(tmp_path, monkeypatch,
+                                                                                              capsys):
+    """Issue 30: ``rleif evolve`` exited 0 with every request failed. Now exit 4 with the cause and an example; a
+    connection failure is the endpoint's, so it uses none of the ids' ``retry_failed`` attempts: after more reruns
+    than that, the ids are still pending, none given up as api_error."""
+    import socket
+
+    from rleif_kit.pipeline.cli import main
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("RLEIF_EVOLVE_KEY", FAKE_KEY)
+    monkeypatch.chdir(ROOT)
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"api": {"base_url": f"http://127.0.0.1:{port}/v1", "api_key_env": "RLEIF_EVOLVE_KEY",
+                                            "timeout": 2, "max_retries": 0}, "models": {"evolve": "fake-evolver"}}))
+    args = ["evolve", "params/tiny-cpu.toml", "--settings", str(settings),
+            *[a for o in tiny_overrides(tmp_path / "run", *_openai_extra(4)) for a in ("--set", o)]]
+    for _ in range(4):  # retry_failed is 3
+        assert main(args) == 4
+        out = capsys.readouterr().out
+        assert "stopped: every one of 4 evolutions failed (mostly connection)" in out and "connection error" in out
+    stage = tmp_path / "run" / "01_evolve"
+    assert not list(read_jsonl(stage / "eliminated.jsonl"))  # none given up
+    assert len(list(read_jsonl(stage / "failed.jsonl"))) == 16  # 4 ids x 4 runs, every one retried
+    failures = json.loads((stage / "failures.json").read_text())
+    assert failures["status"] == "stopped" and failures["causes"]["connection"]["count"] == 4

@@ -107,12 +107,16 @@ def test_a_malformed_answer_is_asked_again_and_then_succeeds(tmp_path):
 def test_an_always_malformed_answer_is_recorded_failed_and_never_guessed(tmp_path):
     with FakeOpenAIServer(responder=lambda body: "Ranking: A > A > B") as server:  # repeats a label
         out, cfg, settings = tmp_path / "irm.jsonl", _cfg(tmp_path), _settings(tmp_path, server)
-        assert judge_irm_rankings(cfg, settings, _groups(2), out, progress=False) == []
+        # every label failed: 04 must not train on nothing; they failed for good, so not a resumable stop
+        with pytest.raises(ValueError, match=r"every one of 2 irm_judge labels failed \(mostly unparseable\)"
+                                             r"[\s\S]*'Ranking: A > A > B'[\s\S]*failed for good"):
+            judge_irm_rankings(cfg, settings, _groups(2), out, progress=False)
         assert len(server.requests) == 2 * MAX_ATTEMPTS
         records = list(read_jsonl(out))
         assert [r["status"] for r in records] == ["failed", "failed"]
         assert all(r["reason"] == "unparseable" and r["answer"] == "Ranking: A > A > B" for r in records)
-        assert judge_irm_rankings(cfg, settings, _groups(2), out, progress=False) == []  # a rerun: final
+        with pytest.raises(ValueError, match="failed for good"):  # a rerun: final, nothing asked again
+            judge_irm_rankings(cfg, settings, _groups(2), out, progress=False)
         assert len(server.requests) == 2 * MAX_ATTEMPTS
     assert json.loads(report_path(out).read_text())["failed"] == {"unparseable": 2}
 
@@ -158,16 +162,36 @@ def test_a_crash_mid_run_then_a_resume_does_not_re_ask_finished_sets(tmp_path, m
         assert sorted(f"g{g}" for g in asked) == sorted({f"g{g}" for g in range(8)} - done_before)
 
 
-def test_api_errors_are_retried_by_later_runs_then_recorded_failed(tmp_path):
+def test_a_failing_endpoint_is_retried_by_every_rerun_and_stops_04_each_time(tmp_path):
+    """A 500 is the endpoint's fault, not the item's: never given up, every rerun asks again and stops 04 (exit 4)
+    with the cause and the server's text, until the endpoint answers."""
+    from rleif_kit.core.exits import StageIncomplete
+
     with FakeOpenAIServer(fail_rate=1.0, fail_modes=("500",)) as server:
         out, cfg, settings = tmp_path / "irm.jsonl", _cfg(tmp_path), _settings(tmp_path, server)
         for run in range(cfg.evol_instruct.retry_failed + 1):
-            judge_irm_rankings(cfg, settings, _groups(1), out, progress=False)
+            with pytest.raises(StageIncomplete, match=r"every one of 1 irm_judge labels failed \(mostly http 5xx\)"
+                                                      r"[\s\S]*http 500: The server had an error"):
+                judge_irm_rankings(cfg, settings, _groups(1), out, progress=False)
+        assert len(server.requests) == cfg.evol_instruct.retry_failed + 1  # every run asked again
+        server.fail_rate = 0.0
+        server.responder = ranking_judge
+        assert judge_irm_rankings(cfg, settings, _groups(1), out, progress=False)  # recovered: pairs, no raise
+    failures = json.loads((tmp_path / "run" / "04_reward_models" / "failures.json").read_text())
+    assert failures["status"] == "ok" and failures["failed"] == 0
+
+
+def test_a_request_the_server_refuses_is_given_up_after_retry_failed_runs(tmp_path):
+    with FakeOpenAIServer(fail_rate=1.0, fail_modes=("400",)) as server:
+        out, cfg, settings = tmp_path / "irm.jsonl", _cfg(tmp_path), _settings(tmp_path, server)
+        for run in range(cfg.evol_instruct.retry_failed + 1):
+            with pytest.raises(Exception, match="irm_judge labels failed"):
+                judge_irm_rankings(cfg, settings, _groups(1), out, progress=False)
         assert len(server.requests) == cfg.evol_instruct.retry_failed  # the last run asked nothing
     statuses = [r["status"] for r in read_jsonl(out)]
     assert statuses == ["api_error"] * (cfg.evol_instruct.retry_failed - 1) + ["failed"]
-    assert list(json.loads(report_path(out).read_text())["failed"]) == ["api: http 500: The server had an error "
-                                                                       "while processing your request (injected)."]
+    assert list(json.loads(report_path(out).read_text())["failed"]) == [
+        "api: http 400: This request exceeds the model's context length (injected)."]
 
 
 def step_judge(body: dict) -> str:

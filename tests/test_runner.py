@@ -86,3 +86,58 @@ def test_an_endpoint_rejection_or_a_budget_stop_ends_the_run_with_its_own_exit_c
     assert stop.value.exit_code == 4 and "rerun to continue" in str(stop.value)
     assert not (tmp_path / "rb" / "02_dedup.ipynb").exists() and not (tmp_path / "b" / "01_evolve" / ".done.json").exists()
     assert json.loads((tmp_path / "b" / "01_evolve" / "usage.json").read_text())["requests"] == 5
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on: a connection there is refused at once."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_unreachable_endpoint_stops_01_and_a_plain_rerun_retries_once_it_is_back(tmp_path, monkeypatch):
+    """Issue 30: with the endpoint down, 01_evolve said "ok", exited 0 and wrote its done marker with every request
+    failed; the rerun then skipped it. Now it ends stopped (exit 4, no marker, 02 not run) with the cause and an
+    example in the report's metrics, and a plain rerun (no --force) retries exactly the failed ones."""
+    import json
+
+    from rleif_kit.core.run_setup import setup
+    from rleif_kit.core.settings import load_settings
+    from rleif_kit.evolve.stage import run_evolve
+    from rleif_kit.pipeline.runner import StageStopped
+    from rleif_kit.testing.fake_openai import FakeOpenAIServer
+    from test_evolve import FAKE_KEY, _openai_extra, evolution_responder
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("RLEIF_EVOLVE_KEY", FAKE_KEY)
+    settings = tmp_path / "settings.json"
+
+    def point_at(url: str) -> str:
+        settings.write_text(json.dumps({"api": {"base_url": url, "api_key_env": "RLEIF_EVOLVE_KEY", "timeout": 2,
+                                                "max_retries": 0}, "models": {"evolve": "fake-evolver"}}))
+        return str(settings)
+
+    args = (str(TINY_PARAMS), "01_evolve,02_dedup", tiny_overrides(tmp_path / "run", *_openai_extra(5)))
+    with pytest.raises(StageStopped, match=r"every one of 5 evolutions failed \(mostly connection\)") as stop:
+        run_pipeline(*args, point_at(f"http://127.0.0.1:{_closed_port()}/v1"), report_dir=str(tmp_path / "r"))
+    assert stop.value.exit_code == 4
+    assert not (tmp_path / "run" / "01_evolve" / ".done.json").exists()
+    assert not (tmp_path / "r" / "02_dedup.ipynb").exists()
+    failures = json.loads((tmp_path / "r" / "metrics.json").read_text())["01_evolve"]["failures"]
+    assert failures["status"] == "stopped" and failures["causes"]["connection"]["count"] == 5
+    assert "connection error" in failures["causes"]["connection"]["example"].lower()
+    status = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert status["stages"]["01_evolve"]["status"] == "stopped"
+    with FakeOpenAIServer(responder=evolution_responder, require_key=FAKE_KEY) as server:
+        runs = run_pipeline(*args, point_at(server.base_url), report_dir=str(tmp_path / "r"))
+        sent = len(server.requests)
+        cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "fresh", *_openai_extra(5)), stage="01_evolve",
+                           report_dir=str(tmp_path / "rf"), workdir=str(ROOT))
+        run_evolve(cfg, paths, load_settings(settings), progress=False)
+        fresh = len(server.requests) - sent
+    assert [r.stage for r in runs] == ["01_evolve", "02_dedup"]
+    assert sent == fresh  # the retry asked what an uninterrupted run asks, nothing twice
+    assert (tmp_path / "run" / "01_evolve" / ".done.json").exists()
+    assert json.loads((tmp_path / "run" / "01_evolve" / "failures.json").read_text())["status"] == "ok"

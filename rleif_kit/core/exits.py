@@ -13,6 +13,13 @@ BUDGET_PREFIX = "budget:"
 REJECTED_PREFIX = "endpoint rejected the request"
 
 
+class StageIncomplete(RuntimeError):
+    """A stage ended with work left that a rerun continues (too many requests failed, items pending): exit 4,
+    no done marker. ``rleif run`` reports the stage "stopped", not "failed"."""
+
+    exit_code = EXIT_STOPPED
+
+
 class EndpointRejected(RuntimeError):
     """The endpoint refused the requests (authentication, permission, unknown model): nothing more was sent."""
 

@@ -361,7 +361,10 @@ class DiagnosticsConfig(_Section):
     duplicate_share_fail: float = opt(0.7, "... and above which it fails", unit)
     evolve_failure_warn: float = opt(0.02, "share of evolutions still failed (API errors after retries) above "
                                            "which the failure check warns", unit)
-    evolve_failure_fail: float = opt(0.1, "... and above which it fails", unit)
+    evolve_failure_fail: float = opt(0.1, "... and above which it fails; past it 01_evolve also ends stopped (exit "
+                                          "4, no done marker: a rerun retries the failed ones)", unit)
+    judge_failure_fail: float = opt(0.1, "share of judge labels (IRM rankings, PRM step labels) failed above which "
+                                         "04 stops before training (exit 4: a rerun retries them)", unit)
     probe_pairs: int = opt(200, "counterfactual probes: right solutions (PRM) and instructions (IRM) edited per "
                                 "probe", positive)
     probe_ok: float = opt(0.8, "a probe is ok when at least this share of its pairs moves the right way (down for a "

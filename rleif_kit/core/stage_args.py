@@ -12,7 +12,7 @@ from typing import Callable
 
 from rleif_kit.core import run_lock
 from rleif_kit.core.config import ConfigError
-from rleif_kit.core.exits import EXIT_REJECTED, EndpointRejected
+from rleif_kit.core.exits import EXIT_REJECTED, EndpointRejected, StageIncomplete
 from rleif_kit.core.settings import SettingsError
 
 READ_ONLY = ("diagnostics",)  # stages that only read the run: no lock
@@ -37,10 +37,11 @@ def run_entry_point(stage: str, main: Callable[[], int | None]) -> int:
     try:
         with run_lock.locking(stage not in READ_ONLY):  # one run per output directory (core/run_lock.py)
             return main() or 0
-    except (ConfigError, SettingsError, FileNotFoundError, ValueError, run_lock.RunLocked, EndpointRejected) as e:
+    except (ConfigError, SettingsError, FileNotFoundError, ValueError, run_lock.RunLocked, EndpointRejected,
+            StageIncomplete) as e:
         text = str(e)
         print(f"python -m rleif_kit.{stage}: error:" + ("\n" if "\n" in text else " ") + text, file=sys.stderr)
-        return EXIT_REJECTED if isinstance(e, EndpointRejected) else 2
+        return EXIT_REJECTED if isinstance(e, EndpointRejected) else getattr(e, "exit_code", 2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

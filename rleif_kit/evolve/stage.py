@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 
+from rleif_kit.checks import stage_failures
+from rleif_kit.checks.stage_failures import Failures, counts_against_item, failure_lines
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
 from rleif_kit.core.paths import RunPaths
@@ -54,6 +56,7 @@ class EvolveResult:
     per_round: dict = field(default_factory=dict)  # round -> Counter(kept/eliminated/failed)
     per_operator: dict = field(default_factory=dict)  # operator -> Counter
     reasons: dict = field(default_factory=dict)  # elimination reason -> count
+    failures: dict = field(default_factory=dict)  # what 01_evolve/failures.json holds (checks/stage_failures.py)
 
 
 # ---------------------------------------------------------------- what the records were made under
@@ -126,7 +129,10 @@ class EvolveFiles:
         self.evolved_path, self.eliminated_path, self.failed_path = paths.evolved, paths.eliminated, paths.evolve_failed
         self.kept = {r["id"]: r for r in _records(self.evolved_path, paths)}
         self.eliminated = {r["id"]: r for r in _records(self.eliminated_path, paths)}
-        self.attempts = Counter(r["id"] for r in _records(self.failed_path, paths))
+        self.attempts: Counter = Counter()  # failures that used up one of an id's retry_failed attempts
+        self.last_error: dict[str, str] = {}
+        for r in _records(self.failed_path, paths):
+            self._count_failure(r)
         self.writers = {k: JsonlWriter(p, fsync_every=fsync_every) for k, p in
                         (("kept", self.evolved_path), ("eliminated", self.eliminated_path),
                          ("failed", self.failed_path))}
@@ -138,7 +144,20 @@ class EvolveFiles:
         elif outcome.kind == "eliminated":
             self.eliminated[outcome.record["id"]] = outcome.record
         else:
-            self.attempts[outcome.record["id"]] += 1
+            self._count_failure(outcome.record)
+
+    def _count_failure(self, record: dict) -> None:
+        # an unreachable or failing endpoint is not the request's fault: every rerun retries it
+        self.last_error[record["id"]] = str(record.get("error"))
+        self.attempts[record["id"]] += counts_against_item(record.get("error"))
+
+    def failures(self) -> Failures:
+        """The evolutions still failed (to retry) or given up after their attempts, against all asked for."""
+        pending = {i: e for i, e in self.last_error.items() if i not in self.kept and i not in self.eliminated}
+        given_up = {i: self.last_error.get(i, "api error") for i, r in self.eliminated.items()
+                    if r.get("reason") == "api_error"}
+        total = len(self.kept) + len(self.eliminated) + len(pending)
+        return Failures("evolutions", total, {**pending, **given_up})
 
     def close(self) -> None:
         for w in self.writers.values():
@@ -228,7 +247,7 @@ async def run_evolve_async(cfg: RunConfig, paths: RunPaths, settings: Any = None
                     lineages[task.root_id] = None  # this lineage waits for the next run
                 bar.update(1)
                 bar.set_postfix(kept=len(files.kept), eliminated=len(files.eliminated),
-                                failed=sum(files.attempts.values()), in_flight=in_flight, refresh=False)
+                                failed=len(files.last_error), in_flight=in_flight, refresh=False)
 
             await run_bounded(tasks, evolver.evolve, on_outcome, max_live, stopped)
             if stopped():
@@ -238,7 +257,11 @@ async def run_evolve_async(cfg: RunConfig, paths: RunPaths, settings: Any = None
         files.close()
         if backend is not None and hasattr(backend, "aclose"):
             await backend.aclose()
-    return _result(files, evolver, paths)
+    result = _result(files, evolver, paths)
+    # past [diagnostics] evolve_failure_fail, or all failed: the stage is stopped (no done marker, exit 4)
+    result.failures = stage_failures.write(paths.stage_dir(EVOLVE), files.failures(),
+                                           cfg.diagnostics.evolve_failure_fail)
+    return result
 
 
 def _result(files: EvolveFiles, evolver: Any, paths: RunPaths) -> EvolveResult:
@@ -315,4 +338,6 @@ def evolve_command(params: str, overrides: list[str], settings_path: str | None,
     print(f"kept {result.kept}, eliminated {result.eliminated}, failed {result.failed}"
           + (f"; stopped: {result.stopped_reason} (raise the budget in [evol_instruct], then rerun to continue)"
              if result.stopped_reason else ""))
-    return EXIT_STOPPED if result.stopped_reason else 0
+    if result.failures.get("status") == "stopped":
+        print(failure_lines(result.failures, "rerun the same command: it retries exactly the failed ones"))
+    return EXIT_STOPPED if result.stopped_reason or result.failures.get("status") == "stopped" else 0

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from rleif_kit.core import run_lock
 from rleif_kit.core.config import ConfigError, load_config, to_toml
-from rleif_kit.core.exits import EXIT_REJECTED, EndpointRejected
+from rleif_kit.core.exits import EXIT_REJECTED, EndpointRejected, StageIncomplete
 from rleif_kit.core.settings import SettingsError, load_settings
 from rleif_kit.models.generation import VLLMMissing
 from rleif_kit.models.loading import ModelNotFound
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2  # argparse's exit status for a usage error
     args = _parser().parse_args(argv)
     user_errors: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError, run_lock.RunLocked,
-                                                     EndpointRejected)
+                                                     EndpointRejected, StageIncomplete)  # StageIncomplete: exit 4
     try:
         from rleif_kit.pipeline.runner import StageFailed  # papermill's machinery: only once a command runs
         from rleif_kit.worlds.math.data import HubUnavailable

@@ -23,13 +23,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rleif_kit.checks import stage_failures
 from rleif_kit.core import run_lock
+from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.config import RunConfig, config_changes, load_config
 from rleif_kit.core.progress import ENV as PROGRESS_ENV
 from rleif_kit.core.records import read_records, write_json_atomic
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import STAGES
-from rleif_kit.core.exits import EXIT_REJECTED, EXIT_STOPPED, EndpointRejected
+from rleif_kit.core.exits import EXIT_REJECTED, EXIT_STOPPED, EndpointRejected, StageIncomplete
 from rleif_kit.models.loading import resolve_model_name
 from rleif_kit.pipeline import resume
 from rleif_kit.pipeline.loop import iteration_dir, iteration_overrides, plan_steps, summarize_loop
@@ -145,8 +147,12 @@ def run_stage(stage: str, ctx: RunContext, report_dir: Path) -> StageRun:
                             kernel_name="python3", log_output=False, stdout_file=stream, stderr_file=stream,
                             config=_kernel_config())
     except Exception as err:  # papermill's PapermillExecutionError and kernel deaths alike
-        rejected = getattr(err, "ename", None) == EndpointRejected.__name__
-        raise StageFailed(_failure_summary(stage, output, err), EXIT_REJECTED if rejected else 2) from err
+        ename = getattr(err, "ename", None)
+        if ename == StageIncomplete.__name__:  # work left that a rerun continues: stopped, not failed
+            raise StageStopped(f"{stage}: {getattr(err, 'evalue', err)}; not marked complete, later stages not run: "
+                               "rerun to continue") from err
+        raise StageFailed(_failure_summary(stage, output, err),
+                          EXIT_REJECTED if ename == EndpointRejected.__name__ else 2) from err
     finally:
         stream.close()
         if previous is None:
@@ -162,6 +168,17 @@ def _clear_metrics(report_dir: Path, stage: str) -> None:
     data = read_records(metrics)
     if data.pop(stage, None) is not None:
         write_json_atomic(metrics, data)
+
+
+def _record_failures(report_dir: Path, stage: str, stage_dir: Path) -> dict | None:
+    """Copy the stage's ``failures.json`` (what its requests came to, by cause) into the report's metrics."""
+    failures = stage_failures.read(stage_dir)
+    if failures is not None:
+        metrics = report_dir / "metrics.json"
+        data = read_records(metrics)
+        data.setdefault(stage, {})["failures"] = failures
+        write_json_atomic(metrics, data)
+    return failures
 
 
 def _decide(cfg, stage: str, notebook: Path, force: bool, reran: str | None) -> tuple[bool, str]:
@@ -180,7 +197,15 @@ def _execute(cfg, stage: str, ctx: RunContext, out_dir: Path, later: list[tuple[
         resume.invalidate(output_dir, name)
     out_dir.mkdir(parents=True, exist_ok=True)
     _clear_metrics(out_dir, stage)
-    run = run_stage(stage, ctx, out_dir)
+    stage_dir = RunPaths(cfg.output_dir).stage_dir(stage)
+    stage_failures.clear(stage_dir)
+    try:
+        run = run_stage(stage, ctx, out_dir)
+    finally:  # a stage that stopped on its failures says which, by cause, in the report
+        failures = _record_failures(out_dir, stage, stage_dir)
+        if failures and failures.get("status") != "ok":
+            print(stage_failures.failure_lines(failures, "fix the cause, then run the same command again: it retries "
+                                               "exactly the failed items (no --force needed)"), flush=True)
     incomplete = resume.incomplete_reason(cfg, stage, read_records(out_dir / "metrics.json").get(stage, {}))
     if incomplete:  # later stages would run on part of the data: stop here
         raise StageStopped(f"{stage}: {incomplete}; not marked complete, later stages not run: rerun to continue")

@@ -32,8 +32,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from rleif_kit.checks import stage_failures
+from rleif_kit.checks.stage_failures import Failures, counts_against_item
 from rleif_kit.core.config import RunConfig
-from rleif_kit.core.exits import REJECTED_PREFIX, rejected_error
+from rleif_kit.core.exits import REJECTED_PREFIX, StageIncomplete, rejected_error
+from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
 from rleif_kit.core.progress import Bar
 from rleif_kit.core.stages import REWARD_MODELS
@@ -119,7 +122,7 @@ async def _judge_async(cfg: RunConfig, backend: Any, role: str, items: list[_Ite
     latest, api_errors = {}, Counter()
     for r in read_jsonl(out_path):  # read_jsonl skips a torn last line; JsonlWriter cuts it off
         latest[r["id"]] = r
-        api_errors[r["id"]] += r["status"] == "api_error"
+        api_errors[r["id"]] += r["status"] == "api_error" and counts_against_item(r.get("reason"))
     shas = {it.id: _sha(it.prompt or "") for it in items}
 
     def final(r: dict | None, i: str) -> bool:  # decided for good, and about the prompt asked now
@@ -139,7 +142,8 @@ async def _judge_async(cfg: RunConfig, backend: Any, role: str, items: list[_Ite
             if not result.ok:
                 if backend.stopped_reason or (result.error or "").startswith("budget"):
                     return None  # a cap or a rejected endpoint: not this item's fault; the next run resumes it
-                last = api_errors[item.id] + 1 >= cfg.evol_instruct.retry_failed
+                # the endpoint's own failures (connection, timeout, 5xx) are retried by every rerun
+                last = counts_against_item(result.error) and api_errors[item.id] + 1 >= cfg.evol_instruct.retry_failed
                 return {"status": "failed" if last else "api_error", "reason": f"api: {result.error}",
                         "attempts": attempt + 1}
             answer, label = result.text, None if cut_off(result) else item.parse(result.text)  # cut: ask again
@@ -185,7 +189,33 @@ def _judge(cfg: RunConfig, settings: Any, role: str, items: list[_Item], out_pat
     decided, report = run_sync(_judge_async(cfg, backend, role, items, out_path, max_attempts, progress))
     if report.stopped_reason and report.stopped_reason.startswith(REJECTED_PREFIX):
         raise rejected_error(f"{role}: {report.stopped_reason}")  # 04 stops here, not with a model of no labels
+    _stop_on_failures(cfg, role, items, out_path, decided)
     return decided
+
+
+def _stop_on_failures(cfg: RunConfig, role: str, items: list[_Item], out_path: Path, decided: dict) -> None:
+    """Count the labels that failed (to retry, or for good) into ``04_reward_models/failures.json``; past
+    ``[diagnostics] judge_failure_fail`` (or all failed) stop 04 before it trains on what is left: exit 4 when a
+    rerun can retry them, a plain error when they failed for good (the judge's answers are unreadable)."""
+    latest = {r["id"]: r for r in read_jsonl(out_path)}
+    asked = [it for it in items if it.prompt is not None]  # a solution without steps is not a request
+    retry = {it.id: str(latest[it.id].get("reason")) for it in asked
+             if it.id not in decided and it.id in latest and latest[it.id]["status"] == "api_error"}
+    final = {i: str(r.get("reason")) + (f": {r['answer'][:120]!r}" if r.get("answer") else "")
+             for i, r in decided.items() if r["status"] == "failed" and r["reason"] != "no_steps"}
+    failures = Failures(f"{role} labels", len(asked), {**final, **retry})
+    record = stage_failures.write(RunPaths(cfg.output_dir).stage_dir(REWARD_MODELS), failures,
+                                  cfg.diagnostics.judge_failure_fail)
+    part = next(p for p in record["parts"] if p["what"] == failures.what)
+    why = stage_failures.stop_reason(part)
+    if why is None:
+        return
+    if retry:
+        raise StageIncomplete(f"{role}: " + stage_failures.failure_lines(
+            {**part, "reason": why}, "fix the cause, then rerun: the failed labels are asked again"))
+    raise ValueError(f"{role}: " + stage_failures.failure_lines(
+        {**part, "reason": why}, f"they failed for good: check models.{role} in settings.json and its prompt "
+                                 "template, then rerun"))
 
 
 # ---------------------------------------------------------------- IRM: rankings of sibling sets

@@ -27,7 +27,8 @@ from typing import Any, Callable, Iterable
 
 __all__ = ["FakeOpenAIServer", "RequestRecord", "FAIL_MODES"]
 
-FAIL_MODES = ("429", "500", "timeout")
+FAIL_MODES = ("429", "500", "timeout", "400")
+DEFAULT_FAIL_MODES = FAIL_MODES[:3]  # the ones a client retries; "400" only when asked for
 FAKE_MODEL = "fake-model"
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 429: "Too Many Requests",
@@ -93,7 +94,7 @@ class FakeOpenAIServer:
         responder: Callable[[dict], str] | None = None,
         latency_s: float = 0.0,
         fail_rate: float = 0.0,
-        fail_modes: Iterable[str] = FAIL_MODES,
+        fail_modes: Iterable[str] = DEFAULT_FAIL_MODES,
         retry_after_s: float = 0.1,
         seed: int = 0,
         hang_s: float = 30.0,
@@ -339,6 +340,10 @@ class FakeOpenAIServer:
         if mode == "500":
             self._count("500")
             return _error(500, "The server had an error while processing your request (injected).", "server_error", None)
+        if mode == "400":  # a request the server refuses on its own account (not the endpoint's fault)
+            self._count("400")
+            return _error(400, "This request exceeds the model's context length (injected).",
+                          "invalid_request_error", "context_length_exceeded")
         return self._completion(body)
 
     def _completion(self, body: dict) -> _Reply:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rleif_kit.core.config import RunConfig
+from rleif_kit.core.exits import StageIncomplete
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
 from rleif_kit.llm import ChatRequest, run_sync
 from rleif_kit.llm.base import cut_off, cut_off_reason
@@ -129,7 +130,7 @@ def build_sft_dataset(cfg: RunConfig, settings: Any = None, progress: bool = Tru
         pending = len({p["id"] for p in problems} - {r["id"] for r in outcomes})
         if pending:  # never a partial set that a rerun would take as done: the outcomes so far wait in the log
             why = getattr(backend, "stopped_reason", None) or "requests failed after their retries"
-            raise ValueError(f"[sft] build = 'regenerate': {pending} of {len(problems)} problems have no answer yet "
+            raise StageIncomplete(f"[sft] build = 'regenerate': {pending} of {len(problems)} problems have no answer yet "
                              f"({why}); the {len(outcomes)} answered are kept in {log_path}: rerun to continue")
         rows = [{k: r[k] for k in ("id", "instruction", "response", "source")} for r in outcomes if r["kept"]]
         rejected = [{"id": r["id"], "reason": r["reason"]} for r in outcomes if not r["kept"]]
