@@ -141,3 +141,36 @@ def test_an_unreachable_endpoint_stops_01_and_a_plain_rerun_retries_once_it_is_b
     assert sent == fresh  # the retry asked what an uninterrupted run asks, nothing twice
     assert (tmp_path / "run" / "01_evolve" / ".done.json").exists()
     assert json.loads((tmp_path / "run" / "01_evolve" / "failures.json").read_text())["status"] == "ok"
+
+
+def test_a_sigterm_mid_stage_leaves_the_status_and_the_report_page(tmp_path):
+    """The README promises a page "also after a failure"; a stopped run (SIGTERM) left none. Now SIGTERM is handled
+    as Ctrl-C is: the stage is "stopped" with the signal's name, index.html is written, the exit status is 130."""
+    import json
+    import os
+    import signal
+    import time
+
+    from rleif_kit.testing.fake_openai import FakeOpenAIServer
+    from test_evolve import FAKE_KEY, _openai_extra, evolution_responder
+
+    with FakeOpenAIServer(responder=evolution_responder, require_key=FAKE_KEY, latency_s=60) as server:
+        settings = tmp_path / "settings.json"
+        settings.write_text(json.dumps({"api": {"base_url": server.base_url, "api_key_env": "RLEIF_EVOLVE_KEY",
+                                                "timeout": 120, "max_retries": 0}, "models": {"evolve": "fake-evolver"}}))
+        sets = [a for o in tiny_overrides(tmp_path / "run", *_openai_extra(2)) for a in ("--set", o)]
+        proc = subprocess.Popen([sys.executable, "-m", "rleif_kit.pipeline.cli", "run", str(TINY_PARAMS), "--stages",
+                                 "01_evolve", "--settings", str(settings), "--report-dir", str(tmp_path / "r"), *sets],
+                                cwd=ROOT, env={**os.environ, "RLEIF_EVOLVE_KEY": FAKE_KEY}, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 120
+        while not server.requests and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)  # the stage is under way once its first request reaches the server
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out
+    status = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert status["stages"]["01_evolve"]["status"] == "stopped", status
+    assert status["stages"]["01_evolve"]["reason"] == "terminated (SIGTERM)", status
+    assert (tmp_path / "r" / "index.html").exists() and "report:" in out and "terminated (SIGTERM)" in out
+    assert not (tmp_path / "run" / "01_evolve" / ".done.json").exists()

@@ -306,8 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rleif {args.command}: error:\n{e}" if "\n" in str(e) else f"rleif {args.command}: error: {e}",
               file=sys.stderr)
         code = EXIT_REJECTED if isinstance(e, EndpointRejected) else getattr(e, "exit_code", 2)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM / SIGHUP during `rleif run` ("terminated (SIGTERM)")
+        print(str(e) or "interrupted", file=sys.stderr)
         code = 130
     return code
 

@@ -15,9 +15,11 @@ status for the report (``run_status.py``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-
 import os
+import signal
+import threading
 import sys
 import time
 from dataclasses import dataclass
@@ -232,9 +234,34 @@ def run_pipeline(params_path: str, stages: str | None = None, overrides: list[st
     run_lock.acquire(cfg.output_dir, "rleif run " + " ".join([params_path, *(f"--set {o}" for o in overrides)]))
     try:
         ctx = RunContext(params_path, tuple(overrides), settings_path, workdir, force)
-        return _run_steps(cfg, ctx, report_dir, n, steps)
+        with _terminate_as_interrupt():
+            return _run_steps(cfg, ctx, report_dir, n, steps)
     finally:
         run_lock.release(cfg.output_dir)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's stop, ``kill``, a closed terminal's hang-up) arrived: handled as Ctrl-C is, so the run's
+    status and its report page are written before the exit (130)."""
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """While the run goes on, SIGTERM / SIGHUP raise :class:`Terminated` in the main thread (only there can a signal
+    handler be set; elsewhere, as in a notebook's thread, nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise Terminated(f"terminated ({signal.Signals(signum).name})")
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _status_header(cfg: RunConfig, params_path: str, overrides: list[str], reports: Path) -> dict:
@@ -299,8 +326,9 @@ def _run_steps(cfg: RunConfig, ctx: RunContext, report_dir: str | None, n: int, 
             except StageStopped as err:
                 status.set(key, "stopped", str(err), seconds=time.perf_counter() - start)
                 raise
-            except KeyboardInterrupt:
-                status.set(key, "stopped", "interrupted (Ctrl-C)", seconds=time.perf_counter() - start)
+            except KeyboardInterrupt as err:
+                why = str(err) if isinstance(err, Terminated) else "interrupted (Ctrl-C)"
+                status.set(key, "stopped", why, seconds=time.perf_counter() - start)
                 raise
             except BaseException as err:
                 status.set(key, "failed", str(err) or type(err).__name__, seconds=time.perf_counter() - start)
