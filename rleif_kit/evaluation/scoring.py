@@ -37,13 +37,27 @@ def check_code(samples: Sequence[Mapping[str, Any]], problems: Mapping[str, dict
     """HumanEval / MBPP rows for samples ``{"id", "task_id", "completion_id", "response" or "completion"}``,
     each run against its problem's tests in the sandbox (a response cut out by WizardCoder's post-processing
     for ``benchmark``); ``correct`` = passed, ``result`` = why not, ``judged`` = how the verdict was made."""
-    checked = check_samples(samples, problems, timeout=timeout, workers=workers, progress=False,
-                            extract=get_benchmark(benchmark).extract, desc=benchmark)
-    return [{"id": s.get("id", f"{s['task_id']}#{c['completion_id']}"), "task_id": s["task_id"],
-             "completion_id": c["completion_id"], "response": s.get("response"), "completion": c["completion"],
-             "correct": c["passed"], "result": c["result"], "judged": c["judged"], "wall_s": c["wall_s"],
-             **({"base_correct": c["base_passed"]} if "base_passed" in c else {})}
-            for s, c in zip(samples, checked)]
+    extract = get_benchmark(benchmark).extract
+    bad = {i for i, s in enumerate(samples) if problems[s["task_id"]].get("error")}  # the task's data, not the sample
+    runnable = [s for i, s in enumerate(samples) if i not in bad]
+    checked = iter(check_samples(runnable, problems, timeout=timeout, workers=workers, progress=False,
+                                 extract=extract, desc=benchmark) if runnable else [])
+    rows, seen = [], {}
+    for i, s in enumerate(samples):
+        seen[s["task_id"]] = seen.get(s["task_id"], -1) + 1
+        if i in bad:
+            why = problems[s["task_id"]]["error"]
+            completion = s["completion"] if "completion" in s else extract(s.get("response") or "")
+            c = {"completion_id": s.get("completion_id", seen[s["task_id"]]), "completion": completion,
+                 "passed": False, "result": f"task error: {why}", "judged": "task-error", "wall_s": 0.0}
+        else:
+            c = next(checked)
+        rows.append({"id": s.get("id", f"{s['task_id']}#{c['completion_id']}"), "task_id": s["task_id"],
+                     "completion_id": c["completion_id"], "response": s.get("response"), "completion": c["completion"],
+                     "correct": c["passed"], "result": c["result"], "judged": c["judged"], "wall_s": c["wall_s"],
+                     **({"base_correct": c["base_passed"]} if "base_passed" in c else {}),
+                     **({"task_error": problems[s["task_id"]]["error"]} if i in bad else {})})
+    return rows
 
 
 def _share(rows: Sequence[Mapping[str, Any]], key: str) -> float | None:
@@ -53,7 +67,8 @@ def _share(rows: Sequence[Mapping[str, Any]], key: str) -> float | None:
 
 def summarize(benchmark: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """n and strict accuracy, plus the shares the benchmark names (GSM8k flexible and compat, MATH compat, arith
-    the share with every step right); a code benchmark pass@k (k up to the samples per task) over ``n_tasks``."""
+    the share with every step right); a code benchmark pass@k (k up to the samples per task) over ``n_tasks``,
+    with ``task_errors`` the tasks whose data could not be judged (counted as failed, as a bad gold is in math)."""
     bench = get_benchmark(benchmark)
     out: dict[str, Any] = {"n": len(rows), "accuracy": _share(rows, "correct")}
     for key in bench.summary:  # "flexible_correct" -> "flexible_accuracy"; "steps_ok" stays itself
@@ -62,7 +77,8 @@ def summarize(benchmark: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, An
         by_task: dict[str, list[bool]] = {}
         for r in rows:
             by_task.setdefault(r["task_id"], []).append(bool(r["correct"]))
-        out.update(pass_at_k_table(by_task, PASS_KS), n_tasks=len(by_task))
+        out.update(pass_at_k_table(by_task, PASS_KS), n_tasks=len(by_task),
+                   task_errors=len({r["task_id"] for r in rows if r.get("task_error")}))  # failed: bad task data
     return out
 
 

@@ -98,15 +98,35 @@ def mbppplus_prompt(record: Mapping[str, Any]) -> str:
 
 
 def entry_point(record: Mapping[str, Any]) -> str:
-    """The function under test: ``entry_point`` when given, else the first function the first test calls that is
-    not a builtin (``assert set(f(x)) == ...`` -> ``f``)."""
+    """The function under test, found the way the tests call it: ``entry_point`` when given; else, among the names
+    the asserts call (outermost first), the first that the task's reference ``code`` defines; else the first that
+    is not a builtin (``assert set(f(x)) == ...`` -> ``f``); else a builtin name every test calls on plain arguments
+    (MBPP 126 names its function ``sum``: ``assert sum(10,15) == 6``). A test that does not parse, or tests that
+    call no function, are a :class:`MbppDataError` naming the task."""
     if isinstance(record.get("entry_point"), str) and record["entry_point"]:
         return record["entry_point"]
-    for test in record["test_list"]:
-        for node in ast.walk(ast.parse(test.strip())):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not hasattr(builtins, node.func.id):
-                return node.func.id
+    calls = []
+    for i, test in enumerate(record["test_list"], 1):
+        try:
+            calls.append(_calls(test))
+        except SyntaxError as e:
+            raise MbppDataError(f"task {record['task_id']}: test {i} does not parse ({e.msg})") from None
+    defined = set(re.findall(r"^def\s+(\w+)", record.get("code") or "", flags=re.M))  # top-level functions only
+    named = [name for names in calls for name, _ in names]
+    innermost_everywhere = [name for name, inner in calls[0] if not inner and
+                            all(any(n == name and not i for n, i in names) for names in calls)] if calls else []
+    for name in [n for n in named if n in defined] + [n for n in named if not hasattr(builtins, n)] + \
+            innermost_everywhere:
+        return name
     raise MbppDataError(f"task {record['task_id']}: no function call in its tests")
+
+
+def _calls(test: str) -> list[tuple[str, bool]]:
+    """(name, has a call inside its arguments) of every call of a plain name in one assert, outermost first."""
+    return [(node.func.id, any(isinstance(a, ast.Call) for arg in node.args + [k.value for k in node.keywords]
+                               for a in ast.walk(arg)))
+            for node in ast.walk(ast.parse(test.strip()))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)]
 
 
 class _Candidate(ast.NodeTransformer):
@@ -147,8 +167,10 @@ def _records(path: Path) -> Iterable[dict]:
 
 
 def load_tasks(variant: str, path: Path | None) -> list[dict]:
-    """The test tasks of ``variant`` from ``path`` (JSONL or a JSON list) or the hub, sorted by task number,
-    each checked for the fields the prompt and the tests need."""
+    """The test tasks of ``variant`` from ``path`` (JSONL or a JSON list) or the hub, sorted by task number, each
+    checked for the fields the prompt and the tests need. A task that lacks them keeps its place with ``error``
+    (why; :func:`items` makes it a per-task error row, never the end of the run); a record without a task id is
+    no task, and is a :class:`MbppDataError` for the file."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown MBPP variant {variant!r}; expected one of {VARIANTS}")
     rows = list(_records(path)) if path is not None else _hub(variant)
@@ -158,42 +180,71 @@ def load_tasks(variant: str, path: Path | None) -> list[dict]:
         number = task_number(r.get("task_id")) if isinstance(r, dict) else None
         if number is None:
             raise MbppDataError(f"{where}: record {i}: needs a task_id such as 11 or \"Mbpp/11\"")
-        tests = r.get("test_list")
-        if not (isinstance(tests, list) and tests and all(isinstance(t, str) for t in tests)) \
-                and not (variant == "mbppplus" and has_plus(r)):
-            raise MbppDataError(f"{where}: task {number}: needs 'test_list', a list of assert lines")
-        if not isinstance(r.get("text"), str) and not isinstance(r.get("prompt"), str):
-            raise MbppDataError(f"{where}: task {number}: needs 'text' (MBPP) or 'prompt' (MBPP+)")
-        if not isinstance(r.get("text"), str):
-            r = {**r, "text": mbppplus_input(r).split(ASSERTION_LINE.split("{")[0])[0]}
-        tasks.append({**r, "task_id": number})
+        tasks.append({**r, "task_id": number, **_task_error(variant, r, number)})
     numbers = {t["task_id"] for t in tasks}
     if variant == "mbpp" and numbers > set(TEST_SPLIT):  # the full 974-task file: its test split
         tasks = [t for t in tasks if t["task_id"] in TEST_SPLIT]
     return sorted(tasks, key=lambda t: t["task_id"])
 
 
+def _task_error(variant: str, r: Mapping[str, Any], number: int) -> dict[str, str]:
+    """``{"text": ...}`` for an MBPP+ record that has only a prompt, ``{"error": why}`` for a task without what its
+    prompt and tests need, else nothing."""
+    tests = r.get("test_list")
+    if not (isinstance(tests, list) and tests and all(isinstance(t, str) for t in tests)) \
+            and not (variant == "mbppplus" and has_plus(r)):
+        return {"error": f"task {number}: needs 'test_list', a list of assert lines"}
+    if not isinstance(r.get("text"), str) and not isinstance(r.get("prompt"), str):
+        return {"error": f"task {number}: needs 'text' (MBPP) or 'prompt' (MBPP+)"}
+    if not isinstance(r.get("text"), str):
+        try:
+            return {"text": mbppplus_input(r).split(ASSERTION_LINE.split("{")[0])[0]}
+        except MbppDataError as e:
+            return {"error": str(e)}
+    return {}
+
+
 def items(variant: str, path: Path | None) -> list[dict]:
     """Benchmark items: ``{"id", "question", "gold": None, "problem", "prompt"}`` (``prompt`` is the exact model
-    input of the variant)."""
+    input of the variant). A task whose data is bad (no tests, tests that do not parse or call no function) is an
+    item too, its ``problem`` carrying ``error``: scoring records it as a failed task with that reason."""
     make = mbpp_prompt if variant == "mbpp" else mbppplus_prompt
     if variant == "mbppplus" and path is None:
         path = evalplus.default_path("mbppplus")  # EvalPlus's own copy, where evalplus ran here before
     tasks = load_tasks(variant, path)
-    plus = variant == "mbppplus" and bool(tasks) and all(has_plus(t) for t in tasks)
+    good = [t for t in tasks if "error" not in t]
+    plus = variant == "mbppplus" and bool(good) and all(has_plus(t) for t in good)
     outputs = evalplus.reference_outputs(str(path), [{**t, "task_id": task_id_for(variant, t["task_id"])}
-                                                     for t in tasks], variant) if plus else {}
+                                                     for t in good], variant) if plus else {}
     out = []
     for t in tasks:
         tid = task_id_for(variant, t["task_id"])
-        judged = problem(t, variant)
-        if plus:
-            judged = evalplus.attach(judged, t, outputs[tid], variant)
-        elif not t.get("test_list"):
-            raise MbppDataError(f"{path}: task {t['task_id']}: needs 'test_list' (some records have EvalPlus's "
-                                "inputs, some not)")
-        out.append({"id": tid, "question": t["text"], "gold": None, "problem": judged, "prompt": make(t)})
+        try:
+            if "error" in t:
+                raise MbppDataError(t["error"])
+            judged = problem(t, variant)
+            if plus:
+                judged = evalplus.attach(judged, t, outputs[tid], variant)
+            elif not t.get("test_list"):
+                raise MbppDataError(f"task {t['task_id']}: needs 'test_list' (some records of {path} have EvalPlus's "
+                                    "inputs, some not)")
+        except (MbppDataError, SyntaxError) as e:
+            why = str(e) if isinstance(e, MbppDataError) else f"task {t['task_id']}: a test does not parse ({e.msg})"
+            judged = {"task_id": tid, "prompt": "", "entry_point": "", "test": "", "error": why}
+        text = t.get("text") if isinstance(t.get("text"), str) else ""
+        out.append({"id": tid, "question": text, "gold": None, "problem": judged, "prompt": _prompt(make, t, text)})
     return out
+
+
+def _prompt(make: Any, task: Mapping[str, Any], text: str) -> str:
+    """The variant's prompt; for a task whose data is bad, the same frame with what it has (it is generated for
+    like any other, so a run's items stay the data's tasks, and scored as a task error)."""
+    try:
+        return make(task)
+    except (MbppDataError, KeyError, TypeError, AttributeError):
+        tests = task.get("test_list") if isinstance(task.get("test_list"), list) else []
+        return mbpp_prompt({"task_id": task["task_id"], "text": text,
+                            "test_list": [t for t in tests if isinstance(t, str)]})
 
 
 def _hub(variant: str) -> list[dict]:
