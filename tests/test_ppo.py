@@ -69,8 +69,13 @@ def test_updates_move_every_trainable_weight_and_reference_stays_sft(tmp_path, s
     assert not torch.allclose(pol_logits, ref_logits, atol=1e-5)
     row = result.log[-1]
     for key in ("reward_mean", "reward_std", "rI_mean", "rA_mean", "low_rA_share", "kl", "entropy", "clip_frac",
-                "value_loss", "response_len"):
+                "value_loss", "response_len", "approx_kl", "explained_variance"):
         assert key in row
+    # issue 32: where the step's time went; the phases add up to the step, less the bookkeeping between them
+    phases = ("generate_s", "policy_pass_s", "ref_pass_s", "reward_s", "update_s", "checkpoint_s")
+    assert all(row[k] >= 0 for k in phases) and row["checkpoint_s"] > 0  # step 1's row: step 0's checkpoint
+    assert 0.9 * row["step_s"] <= sum(row[k] for k in phases) <= row["step_s"] + 1e-3
+    assert row["gen_tokens_per_s"] > 0 and row["pad_ratio"] >= 1.0 and row["approx_kl"] >= 0
 
     # the export: standalone weights whose card's snippet generates what the kit generates, no absolute path
     from rleif_kit.models.generation import generate

@@ -85,6 +85,24 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     return loss, clip_frac
 
 
+def approx_kl(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """KL(old || new) of an update, as cleanrl and TRL log it: mean of (ratio - 1) - log ratio over the response
+    tokens (the k3 estimator; never negative, 0 when the policy did not move)."""
+    log_ratio = logp - old_logp
+    return masked_mean(torch.exp(log_ratio) - 1 - log_ratio, mask)
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
+    """1 - Var(returns - values) / Var(returns) over the response tokens: 1 when the value head predicts the
+    returns, 0 when it does no better than their mean, negative when worse; NaN when the returns do not vary."""
+    n = mask.sum().clamp(min=1)
+    def var(x):  # noqa: E306 - population variance over the masked tokens
+        mean = (x * mask).sum() / n
+        return (((x - mean) ** 2) * mask).sum() / n
+    total = var(returns)
+    return float("nan") if total.item() == 0 else (1 - var(returns - values) / total).item()
+
+
 def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
                clip_range: float) -> torch.Tensor:
     """Clipped value loss: 0.5 * mean(max((V - R)^2, (V_clipped - R)^2)), V_clipped within ±clip of the old V."""

@@ -25,20 +25,16 @@ policy in ``ppo/policy.py``, the reward in ``ppo/rewards.py``; the A/B and expor
 
 from __future__ import annotations
 
-import json
-import math
 import random
-import statistics
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from rleif_kit.checks.probes import truth_log_fields
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
-from rleif_kit.core.jsonl import write_jsonl
+from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.stages import PPO
 from rleif_kit.core.verdict import Verdict
@@ -54,16 +50,16 @@ from rleif_kit.ppo.policy import (
     save_checkpoint,
 )
 from rleif_kit.ppo.gate import reward_gate
-from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate, term_log_fields
+from rleif_kit.ppo.phases import PhaseTimer, rollout_fields
+from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
 from rleif_kit.ppo.rollout import Rollout, generate_rollout
 from rleif_kit.ppo.samples import save_rollout_samples
+from rleif_kit.ppo.step_row import KL_ADVICE, guard, step_record  # noqa: F401 - KL_ADVICE: read by callers
 from rleif_kit.worlds.data import instruction_pool
 
 STAGE = PPO
-RANK_MEANS = ("kl", "kl_after", "entropy", "response_len", "policy_loss", "value_loss", "clip_frac")  # per-rank means
-KL_ADVICE = ("lower [ppo] lr (1e-6 for 7B), raise kl_coef (0.1), keep clip_range 0.2, and use rollout_batch >= 64 "
-             "for 7B")
-
+RANK_MEANS = ("kl", "kl_after", "entropy", "response_len", "policy_loss", "value_loss", "clip_frac", "approx_kl",
+              "explained_variance", "gen_tokens_per_s", "pad_ratio")  # per-rank means
 
 def response_view(policy: Policy, ids, attn, prompt_width: int, reference: bool = False, with_values: bool = True,
                   temperature: float = 1.0):
@@ -90,16 +86,20 @@ def _view(policy: Policy, roll: Rollout, rows, **kw):
                          temperature=roll.temperature, **kw)
 
 
-def score_rollout(policy: Policy, roll: Rollout, mini_batch: int) -> None:
+def score_rollout(policy: Policy, roll: Rollout, mini_batch: int, timer: PhaseTimer | None = None) -> None:
     """Fill in the rollout's log-probs (policy and reference), values and mean entropy, without gradients."""
     import torch  # heavy: loaded on first use
 
+    timer = timer or PhaseTimer()
     logps, refs, vals, ents = [], [], [], []
     with torch.no_grad():
-        for sl in _slices(roll, mini_batch):
-            logp, values, logits = _view(policy, roll, sl)
-            ref, _, _ = _view(policy, roll, sl, reference=True)
-            logps.append(logp), refs.append(ref), vals.append(values), ents.append(pm.entropy_from_logits(logits))
+        with timer("policy_pass"):
+            for sl in _slices(roll, mini_batch):
+                logp, values, logits = _view(policy, roll, sl)
+                logps.append(logp), vals.append(values), ents.append(pm.entropy_from_logits(logits))
+        with timer("ref_pass"):
+            for sl in _slices(roll, mini_batch):
+                refs.append(_view(policy, roll, sl, reference=True)[0])
     roll.logp, roll.ref_logp, roll.values = torch.cat(logps), torch.cat(refs), torch.cat(vals)
     roll.entropy = pm.masked_mean(torch.cat(ents), roll.response_mask).item()
 
@@ -138,11 +138,12 @@ def ppo_step(policy: Policy, optimizer: Any, roll: Rollout, scores: dict, cfg: R
     adv, returns = pm.gae(rewards, roll.values, mask, ppo.gamma, ppo.lam)
     adv = pm.masked_whiten(adv, mask)
     policy.model.train()  # activation checkpointing runs in train mode only; load_policy switched dropout off
-    B, stats = mask.shape[0], {"policy_loss": [], "value_loss": [], "clip_frac": []}
+    B, stats = mask.shape[0], {"policy_loss": [], "value_loss": [], "clip_frac": [], "approx_kl": []}
     for _ in range(ppo.ppo_epochs):
         for idx in torch.randperm(B).split(ppo.mini_batch):
             logp, values, _ = _view(policy, roll, idx)
             pl, clip_frac = pm.policy_loss(logp, roll.logp[idx], adv[idx], mask[idx], ppo.clip_range)
+            stats["approx_kl"].append(pm.approx_kl(logp.detach(), roll.logp[idx], mask[idx]).item())
             vl = pm.value_loss(values, roll.values[idx], returns[idx], mask[idx], ppo.clip_range)
             loss = pl + ppo.vf_coef * vl
             if dist.any_rank(not torch.isfinite(loss)):
@@ -155,6 +156,7 @@ def ppo_step(policy: Policy, optimizer: Any, roll: Rollout, scores: dict, cfg: R
             stats["clip_frac"].append(clip_frac.item())
     out = {k: sum(v) / len(v) for k, v in stats.items()}
     out["kl_after"] = kl_after_update(policy, roll, ppo.mini_batch)
+    out["explained_variance"] = pm.explained_variance(roll.values, returns, mask)  # the value head before the update
     return out
 
 
@@ -178,37 +180,8 @@ def kl_after_update(policy: Policy, roll: Rollout, mini_batch: int) -> float:
     return torch.cat(kls).mean().item()
 
 
-def step_record(step: int, scores: dict, roll: Rollout, update: dict, kl_coef: float) -> dict:
-    """One log row: reward mean/std, mean rI and rA, share of rA < 0.5, KL per sequence, entropy, ..., and where
-    a verifier judges the responses, reward against truth: the AUC of rA and of r over right vs wrong responses
-    (``rA_truth_auc``, ``r_truth_auc``; None when the batch is all right or all wrong), their mean rewards, and
-    the share right."""
-    kl = pm.sequence_kl(roll.logp, roll.ref_logp, roll.response_mask)
-    r = scores["reward"]
-    return {"step": step, "reward_mean": statistics.fmean(r), "reward_std": statistics.pstdev(r),
-            "rI_mean": statistics.fmean(scores["rI"]), "rA_mean": statistics.fmean(scores["rA"]),
-            "low_rA_share": sum(a < 0.5 for a in scores["rA"]) / len(r),
-            "flagged_share": sum(scores["flagged"]) / len(r), "kl": kl.mean().item(), "kl_coef": kl_coef,
-            "entropy": roll.entropy, "response_len": roll.response_mask.sum(dim=1).mean().item(), **update,
-            **truth_log_fields(scores.get("correct", []), scores), **term_log_fields(scores)}
-
-
-def guard(row: dict, kl_limit: float) -> str:
-    """'' when the step is healthy; else why the run must stop."""
-    keys = ("kl", "kl_after", "policy_loss", "value_loss", "reward_mean")
-    bad = [k for k in keys if not math.isfinite(row.get(k, 0.0))]
-    if bad:
-        return f"step {row['step']}: {', '.join(bad)} not finite — {KL_ADVICE}"
-    kl = max(row["kl"], row.get("kl_after", row["kl"]))
-    if kl > kl_limit:
-        return f"step {row['step']}: KL {kl:.2f} passed the limit {kl_limit:g} — {KL_ADVICE}"
-    return ""
-
-
 def _read_log(path: Path, upto: int) -> list[dict]:
-    if not path.exists():
-        return []
-    return [r for r in map(json.loads, path.read_text().splitlines()) if r["step"] < upto]
+    return [r for r in read_jsonl(path) if r["step"] < upto]  # a torn last line (a crash mid-write) is dropped
 
 
 def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None, scorer: RewardScorer | None = None,
@@ -253,29 +226,36 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
             raise_if_failed(gate, ppo.force)
     log = _read_log(log_path, start)
     if dist.is_main():
-        write_jsonl(log_path, log)
+        write_jsonl(log_path, log)  # the steps after the checkpoint resumed from are redone
+    writer = JsonlWriter(log_path, fsync_every=1) if dist.is_main() else None
+    saved_s = 0.0  # seconds the last checkpoint took: reported in the next step's row
     result = PPOResult(start, log, gate, resumed_from=start)
     t0 = time.perf_counter()
     bar = tqdm(total=ppo.total_steps, initial=start, desc="PPO", disable=not progress or not dist.is_main())
     scalars = StepLog(cfg, paths, "ppo", ppo.total_steps, start, enabled=dist.is_main())  # TensorBoard, progress
     for step in range(start, ppo.total_steps):
-        step_t0 = time.perf_counter()
+        step_t0, timer = time.perf_counter(), PhaseTimer()
         torch.manual_seed(cfg.base.seed * 7919 + step)
         batch = dist.shard(_batch_for_step(pool, step, ppo.rollout_batch, cfg.base.seed))  # this rank's slice
         prompts = [scorer.world.prompt_for(r, cot=cfg.eval.cot_prompt) for r in batch]
-        roll = generate_rollout(policy, prompts, cfg)
-        score_rollout(policy, roll, ppo.mini_batch)
-        scores = scorer(batch, roll.responses)
-        update = ppo_step(policy, optimizer, roll, scores, cfg, kl_ctl.coef)
+        with timer("generate"):
+            roll = generate_rollout(policy, prompts, cfg)
+        score_rollout(policy, roll, ppo.mini_batch, timer)
+        with timer("reward"):
+            scores = scorer(batch, roll.responses)
+        with timer("update"):
+            update = ppo_step(policy, optimizer, roll, scores, cfg, kl_ctl.coef)
+        update.update(rollout_fields(int(roll.response_mask.sum().item()), timer.seconds["generate"],
+                                     roll.attention_mask.numel(), int(roll.attention_mask.sum().item())))
         row = step_record(step, dist.gather_lists(scores), roll, update, kl_ctl.coef)  # rewards of the whole batch
         row.update({k: round(v, 3) for k, v in getattr(scorer, "timings", {}).items()})  # verify_s: the sandbox
-        row.update(dist.gather_mean({k: row[k] for k in RANK_MEANS if k in row}))  # the same row on every rank
-        row["step_s"] = round(time.perf_counter() - step_t0, 3)  # rollout, reward (verify_s of it) and update
+        row.update(dist.gather_mean({k: row[k] for k in RANK_MEANS if row.get(k) is not None}))  # same on every rank
         result.stopped = guard(row, ppo.kl_limit)
         save_rollout_samples(paths.ppo_rollouts, step, ppo.total_steps - 1, bool(result.stopped), batch, roll, scores)
-        if dist.is_main():
-            with open(log_path, "a") as f:
-                f.write(json.dumps(row) + "\n")
+        row.update(timer.fields(), checkpoint_s=round(saved_s, 3))  # the checkpoint saved after the previous step
+        row["step_s"] = round(time.perf_counter() - step_t0 + saved_s, 3)  # the phases and the bookkeeping between
+        if writer is not None:
+            writer.write(row)
         result.log.append(row)
         scalars.add(row, step)
         bar.update(1)
@@ -284,13 +264,17 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
             break
         kl_ctl.update(row["kl"], ppo.rollout_batch)
         result.steps = step + 1
-        if result.steps % ppo.save_every == 0 or result.steps == ppo.total_steps:
+        saved_t0 = time.perf_counter()  # after the step's row is written: a crash never leaves a checkpoint
+        if result.steps % ppo.save_every == 0 or result.steps == ppo.total_steps:  # ahead of its log
             if dist.is_main():
                 save_checkpoint(policy, optimizer, checkpoints / f"step-{result.steps:06d}",
                                 {"step": result.steps, "kl_coef": kl_ctl.coef})
             dist.barrier()
+        saved_s = time.perf_counter() - saved_t0
     bar.close()
     scalars.close()
+    if writer is not None:
+        writer.close()
     dist.debug_dump("ppo", policy.named_trainable().items())
     result.runtime_s = time.perf_counter() - t0
     if result.stopped:
