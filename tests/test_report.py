@@ -154,7 +154,8 @@ def test_a_healthy_run_shows_every_stage_its_verdict_numbers_and_the_headline(re
     assert "<th>removed_share</th><td><span class=\"num\">0.2782</span></td>" in text
     assert '<nav class="contents">' in text and 'href="#05_ppo"' in text
     assert "ppo.lr <em>(--set)</em>" in text
-    assert "Verdicts of the current stages:" in text  # 02 ok warn, 05 ok, 06 ok, 07 warn ok: 4 ok, 2 warn
+    assert "Checks, each counted once (in the latest current stage that records it):" in text  # 02 ok warn, 05 ok,
+    # 06 ok, 07 warn ok: 4 ok, 2 warn
     assert '<span class="pill" style="background:#2e7d32">4 ok</span>' in text  # the counts in their colours
     assert '<span class="pill" style="background:#f9a825">2 warn</span>' in text
     # embedded figures, each linked at full size; no script
@@ -171,7 +172,7 @@ def test_a_failed_stage_is_red_with_its_error_and_stale_stages_grey_and_uncounte
     assert text.count("These figures are stale: they are from an older run.</b> 01_evolve reran after") == 6
     assert "Stages: 1 ok, 1 failed, 6 stale." in text
     # the stale stages' verdicts are not counted as this run's; the headline takes no figure from them
-    assert "Verdicts of the current stages: none (6 more on stale stages, not counted)." in text  # 2 + 1 + 1 + 2
+    assert "records it): none (6 more on stale stages, not counted)." in text  # 2 + 1 + 1 + 2
     assert "PPO vs SFT" not in text and "no result yet" in text
 
 

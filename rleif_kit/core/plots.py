@@ -109,8 +109,12 @@ def plot_similarity_histogram(similarities: Sequence[float], threshold: float,
 def plot_score_histograms(series: dict[str, Sequence[float]], healthy: tuple[float, float],
                           title: str = "Reward-model scores on held-out samples") -> Figure:
     """One histogram per named score list on [0, 1], with the healthy mean band shaded and each mean marked."""
-    fig, axes = plt.subplots(1, len(series), figsize=(4.2 * len(series), 3.2), squeeze=False)
-    for ax, (name, values) in zip(axes[0], series.items()):
+    cols = min(2, max(1, len(series)))  # two panels a row: readable at a page's width (the report's, a notebook's)
+    rows = -(-max(1, len(series)) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.3 * rows), squeeze=False)
+    for ax in axes.flat[len(series):]:
+        ax.set_visible(False)
+    for ax, (name, values) in zip(axes.flat, series.items()):
         ax.axvspan(*healthy, color="#2e7d32", alpha=0.12, label=f"healthy mean {healthy[0]:g}–{healthy[1]:g}")
         ax.hist(list(values), bins=20, range=(0, 1), color="#1f77b4")
         if values:
@@ -182,8 +186,9 @@ def smooth(values: Sequence[float], weight: float = 0.8) -> list[float]:
 
 def plot_ppo_curves(log: Sequence[dict], title: str = "PPO training") -> Figure:
     """One panel per logged quantity against the PPO step — each step's value as faint dots, the smoothed curve
-    over it — and reward against truth where a verifier judges the samples."""
-    fig, axes = plt.subplots(2, 4, figsize=(16, 7))
+    over it — and reward against truth where a verifier judges the samples. Two panels a row, so the figure reads at
+    a page's width (the report shows it at about 1150 px) without zooming."""
+    fig, axes = plt.subplots(4, 2, figsize=(11, 11))
     steps = [r["step"] for r in log]
     for ax, (key, label) in zip(axes.flat, PPO_PANELS):
         values = [float(r[key]) if r.get(key) is not None else float("nan") for r in log]
@@ -228,7 +233,8 @@ def plot_reward_health_curves(log: Sequence[dict], low_ra_band: tuple[float, flo
                               truth_band: tuple[float, float] | None = None) -> Figure:
     """Reward, share of rA < 0.5 (healthy band shaded over the steps check 2 reads), KL (warn and fail
     lines) and reward against truth (``truth_band`` = fail and ok lines of its AUC) against the PPO step."""
-    fig, axes = plt.subplots(1, 4, figsize=(16, 3.4))
+    fig, grid = plt.subplots(2, 2, figsize=(11, 6.6))  # two a row: readable at a page's width
+    axes = list(grid.flat)
     _truth_panel(axes[3], log, truth_band)
     steps = [r["step"] for r in log]
     for ax, key, label in zip(axes, ("reward_mean", "low_rA_share", "kl"), ("reward r", "share of rA < 0.5",

@@ -3,29 +3,37 @@
 It tells the truth about every stage: ``run.json`` (``run_status.py``) says which stages ran, failed, stopped,
 were skipped unchanged or are stale (an earlier stage reran after their figures were recorded); without it, an
 executed notebook holding an error counts as failed and a stage with no notebook as not run. Failed stages are
-red with their error, stale and missing ones grey with the reason, and only current stages count in the totals.
+red with their error, stopped ones amber with their reason, stale and missing ones grey, and only current stages
+count in the totals — each check once, in the latest current stage that records it (``report_checks.py``).
 
-The page: a contents bar; a headline card (what went in, what came out — the SFT accuracy before and after, PPO's
-gain over SFT with its 95% interval drawn — the reward's health and the wall time per stage); per stage its
-status, its verdicts with their numbers, thresholds and advice (a threshold the preset moved is marked with the
-preset's reason from ``[reasons]``), its figures as tables, its plots (embedded, each linked to the full-size
-file) and links to the executed notebook and the stage's log; the config keys the run moved from the kit's
-defaults; a ``[loop]`` run adds the summary across iterations and a block per iteration. Plain HTML, no script.
+The page: a contents bar; the **what next** box (``report_next.py``: the first stage that failed or stopped, else
+the first check that fails or warns, with its cause and action and a link to its row of docs/troubleshooting.md;
+for a healthy run, where to go from the demo); a headline card (what went in, what came out — the SFT accuracy
+before and after, PPO's gain over SFT with its 95% interval drawn — the reward's health and the wall time per
+stage); per stage its status, its failed requests by cause, its verdicts with their numbers, thresholds and advice
+(each check's name linked to its troubleshooting entry; a threshold the preset moved marked with the preset's
+reason from ``[reasons]``), the counterfactual probes drawn beside their table (``report_probes.py``), its figures
+as tables (never raw JSON), its plots (``report_figures.py``: embedded, each linked to the full-size file) and
+links to the executed notebook and the stage's log; the config keys the run moved from the kit's defaults; a
+``[loop]`` run adds the summary across iterations and a block per iteration. Plain HTML, no script.
 
     python -m rleif_kit.pipeline.report reports/tiny-cpu      # rewrite the page from what is there
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rleif_kit.core.records import read_records
 from rleif_kit.core.stages import STAGES
+from rleif_kit.pipeline.report_checks import counted, docs_href, owners, stale_checks
+from rleif_kit.pipeline.report_figures import figure, unique
+from rleif_kit.pipeline.report_next import Scope, failures_table, what_next
+from rleif_kit.pipeline.report_probes import probe_block
 from rleif_kit.pipeline.report_parts import (
     TRUSTED,
     config_table,
@@ -56,20 +64,25 @@ table.inner td, table.inner th { padding: 0.1em 0.4em; } .num { font-variant-num
 .problem.failed { border-color: #c62828; background: #ffebe9; } .problem.stale, .problem.notrun { border-color: #8c959f; }
 .problem.stopped { border-color: #f9a825; background: #fff8c5; }
 section.stage.failed h2 { color: #c62828; } section.stage.stale, section.stage.notrun { opacity: 0.75; }
+section.stage.stopped h2, section.stage.running h2 { color: #9a6700; }
+section.next { border: 2px solid; border-left-width: 8px; border-radius: 8px; padding: 0.1em 1.2em 0.6em;
+               margin: 1em 0; background: #fff; } section.next h2 { border: 0; margin-top: 0.5em; }
+section.next.failed, section.next.fail { background: #ffebe9; } section.next.stopped, section.next.running,
+section.next.warn { background: #fff8c5; } section.next.ok { background: #dafbe1; } .lead { font-size: 1.05em; }
+table.next th { width: 9em; background: transparent; } table.next { background: #ffffffb0; }
+table.failures td.example { font-family: ui-monospace, monospace; font-size: 0.85em; word-break: break-word; }
+table.failures caption { text-align: left; font-weight: 600; padding: 0.2em 0; }
+tr.verdict.elsewhere td, tr.verdict.elsewhere th { opacity: 0.7; }
+table.verdicts td:nth-child(3), table.verdicts td:nth-child(4) { min-width: 12em; }
+.side { display: flex; gap: 1.5em; flex-wrap: wrap; align-items: flex-start; } svg.probes { flex: none; }
 .preset { color: #8250df; font-size: 0.85em; margin-top: 0.2em; }
 tr.verdict.fail th { color: #c62828; } tr.verdict.warn th { color: #9a6700; }
 figure { display: inline-block; margin: 0.5em; vertical-align: top; max-width: 100%; }
 figure img { max-width: 540px; width: 100%; border: 1px solid #d0d7de; }
+figure.wide { display: block; margin: 0.5em 0; } figure.wide img { max-width: 100%; width: auto; }
 figcaption { font-size: 0.85em; color: #57606a; }
 .muted { color: #57606a; font-size: 0.9em; }
 """
-
-
-def _figure(path: Path, href: str) -> str:
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return (f'<figure><a href="{esc(href)}" title="open at full size"><img alt="{esc(path.stem)}" '
-            f'src="data:image/png;base64,{data}"></a><figcaption>{esc(path.name)} · '
-            f'<a href="{esc(href)}">full size</a></figcaption></figure>')
 
 
 def notebook_error(notebook: Path) -> str | None:
@@ -118,57 +131,58 @@ def _problem(stage: str, st: dict[str, Any]) -> str:
     return f'<div class="problem {esc(status.replace(" ", ""))}"><b>{esc(what)}.</b> {esc(st.get("reason", ""))}</div>'
 
 
+@dataclass
+class _Links:
+    """What every stage block links to: the moved config keys, the docs folder, each check's counting stage."""
+    changed: dict[str, dict[str, Any]]
+    docs: str | None
+    owner: dict[str, str] = field(default_factory=dict)
+
+
 def _stage_block(folder: Path, prefix: str, stage: str, metrics: dict[str, Any], figures: list[Path],
-                 st: dict[str, Any], changed: dict[str, dict[str, Any]]) -> str:
+                 st: dict[str, Any], links: _Links) -> str:
     """``prefix``: "" for the run's own folder, "iter-k/" for an iteration's (ids and links)."""
     status = st.get("status", "not run")
     wall = f' <span class="muted">{st["seconds"]:.0f} s</span>' if "seconds" in st else ""
     parts = [f'<section class="stage {esc(status.replace(" ", ""))}" id="{esc(prefix + stage)}" '
              f'data-stage="{esc(stage)}" data-status="{esc(status)}"><h2>{esc(stage)} {stage_pill(status)}{wall}</h2>',
              _problem(stage, st)]
-    links = []
+    files = []
     if (folder / f"{stage}.ipynb").exists():
-        links.append(f'executed notebook: <a href="{esc(prefix + stage)}.ipynb">{esc(stage)}.ipynb</a>')
+        files.append(f'executed notebook: <a href="{esc(prefix + stage)}.ipynb">{esc(stage)}.ipynb</a>')
     if st.get("log"):  # relative to the run's report folder already, an iteration's too
-        links.append(f'log: <a href="{esc(st["log"])}">{esc(st["log"])}</a>')
-    if links:
-        parts.append(f'<p class="muted">{" · ".join(links)}</p>')
+        files.append(f'log: <a href="{esc(st["log"])}">{esc(st["log"])}</a>')
+    if files:
+        parts.append(f'<p class="muted">{" · ".join(files)}</p>')
+    parts.append(failures_table(metrics.get("failures"), links.docs))
     if status in ("failed", "not run") and not metrics:
-        return "\n".join(parts) + "</section>"
-    parts.append(verdict_table(metrics, changed))
-    parts.append(figures_table(metrics))
-    parts.extend(_figure(p, prefix + "figures/" + p.name) for p in figures)
-    return "\n".join(parts) + "</section>"
+        return "\n".join(p for p in parts if p) + "</section>"
+    parts.append(verdict_table(metrics, links.changed, links.docs, stage, links.owner, prefix))
+    # the probes where they are counted: a chart beside their table (07's matplotlib copy is the same chart)
+    probes = probe_block(metrics, links.changed, links.docs) if any(
+        links.owner.get(c) == stage for c in links.owner if "_probe_" in c) else ""
+    parts.append(probes)
+    parts.append(figures_table(metrics, ("failures", "probes") if probes else ("failures",)))
+    parts.extend(figure(p, prefix + "figures/" + p.name) for p in figures
+                 if not (probes and p.stem.endswith("_probes")))
+    return "\n".join(p for p in parts if p) + "</section>"
 
 
-REDRAWN = {"dedup_operators"}  # 07's notebook draws 02's view again, from the same file, for its own reader
-
-
-def _unique(pngs: list[Path]) -> list[Path]:
-    """One copy of a plot: the same bytes under two names, or a later stage's redraw of an earlier one's (REDRAWN)."""
-    seen, names, out = set(), set(), []
-    for p in pngs:
-        digest, view = hashlib.sha256(p.read_bytes()).hexdigest(), p.stem[3:]
-        if digest not in seen and not (view in REDRAWN and view in names):
-            seen.add(digest)
-            names.add(view)
-            out.append(p)
-    return out
-
-
-def _folder_blocks(folder: Path, prefix: str, changed: dict[str, dict[str, Any]]) -> tuple[list[str], dict]:
+def _folder_blocks(folder: Path, prefix: str, changed: dict[str, dict[str, Any]],
+                   docs: str | None) -> tuple[list[str], dict]:
     """One block per stage, each with its ``figures/NN_*.png``; and the statuses."""
     metrics = read_records(folder / "metrics.json")
     statuses = stage_statuses(folder, prefix)
-    pngs = _unique(sorted((folder / "figures").glob("*.png")))
+    links = _Links(changed, docs, owners(metrics, statuses, STAGES))
+    pngs = unique(sorted((folder / "figures").glob("*.png")))
     blocks, used = [], set()
     for stage in STAGES:
         mine = [p for p in pngs if p.name[:3] == stage[:2] + "_"]
         used.update(mine)
-        blocks.append(_stage_block(folder, prefix, stage, metrics.get(stage, {}), mine, statuses[stage], changed))
+        blocks.append(_stage_block(folder, prefix, stage, metrics.get(stage, {}), mine, statuses[stage], links))
     rest = [p for p in pngs if p not in used]
     if rest:
-        blocks.append("<section><h2>Other figures</h2>" + "".join(_figure(p, prefix + "figures/" + p.name)
+        blocks.append("<section><h2>Other figures</h2>" + "".join(figure(p, prefix + "figures/" + p.name)
                                                                    for p in rest) + "</section>")
     return blocks, statuses
 
@@ -189,18 +203,18 @@ def _iteration_folders(report_dir: Path) -> list[Path]:
 
 
 def _summary_line(metrics: dict[str, Any], statuses: dict[str, dict[str, Any]]) -> str:
-    """Stage and verdict counts: verdicts of current stages only (stale ones are counted apart)."""
+    """Stage and check counts: each check once, in the latest current stage that records it (``report_checks``);
+    checks only stale stages record are counted apart."""
     by_status: dict[str, int] = {}
     for st in statuses.values():
         by_status[st["status"]] = by_status.get(st["status"], 0) + 1
-    current = [s for s, st in statuses.items() if st["status"] in TRUSTED]
-    verdicts = [v for s in current for v in (metrics.get(s, {}).get("verdicts") or {}).values() if isinstance(v, str)]
-    stale = [v for s, st in statuses.items() if st["status"] == "stale"
-             for v in (metrics.get(s, {}).get("verdicts") or {}).values()]
+    verdicts = [v.get("status") for _, v in counted(metrics, statuses, STAGES)]
+    stale = stale_checks(metrics, statuses, STAGES)
     stages = ", ".join(f"{n} {s}" for s, n in by_status.items())
     counts = " ".join(verdict_pill(s, f"{verdicts.count(s)} {s}") for s in ("ok", "warn", "fail") if verdicts.count(s))
     extra = f" ({len(stale)} more on stale stages, not counted)" if stale else ""
-    return f'<p>Stages: {esc(stages)}. Verdicts of the current stages: {counts or "none"}{esc(extra)}.</p>'
+    return (f'<p>Stages: {esc(stages)}. Checks, each counted once (in the latest current stage that records it): '
+            f'{counts or "none"}{esc(extra)}.</p>')
 
 
 def write_report(report_dir: str | Path) -> Path:
@@ -211,7 +225,8 @@ def write_report(report_dir: str | Path) -> Path:
     changes = run.get("config_changes", [])
     changed = {c["key"]: c for c in changes}
     min_gain = changed.get("diagnostics.ab_min_gain", {}).get("value", 0.03)
-    blocks, statuses = _folder_blocks(report_dir, "", changed)
+    docs = docs_href(report_dir)
+    blocks, statuses = _folder_blocks(report_dir, "", changed, docs)
     iterations = _iteration_folders(report_dir)
     latest_metrics, latest = dict(metrics), dict(statuses)  # a loop's headline: each stage's latest iteration
     for folder in iterations:
@@ -219,7 +234,7 @@ def write_report(report_dir: str | Path) -> Path:
         for stage, st in theirs.items():
             if st["status"] != "not run":
                 latest[stage], latest_metrics[stage] = st, their_metrics.get(stage, {})
-    nav = ['<a href="#headline">Headline</a>'] + [
+    nav = ['<a href="#next">What next</a>', '<a href="#headline">Headline</a>'] + [
         f'<a href="#{esc(s)}">{esc(s[:2])} {stage_pill(statuses[s]["status"])}</a>' for s in STAGES]
     nav += ['<a href="#config">Config</a>'] + [f'<a href="#{f.name}">{esc(f.name)}</a>' for f in iterations]
     where = " ".join(x for x in [f"<code>{esc(run['params'])}</code>" if run.get("params") else "",
@@ -228,6 +243,9 @@ def write_report(report_dir: str | Path) -> Path:
                                  f"· finished {esc(run['finished'])}" if run.get("finished") else ""] if x)
     body = [f'<nav class="contents">{"".join(nav)}</nav>', f"<h1>RLEIF run · {esc(run.get('run') or report_dir.name)}</h1>",
             f'<p class="muted">{where}</p>' if where else "", _summary_line(metrics, statuses),
+            what_next([Scope("", metrics, statuses)] + [
+                Scope(f"{f.name}/", read_records(f / "metrics.json"), stage_statuses(f, f"{f.name}/"))
+                for f in iterations], run, list(STAGES), docs),
             headline(latest_metrics, latest, list(STAGES), min_gain,
                      f"each stage's latest iteration (of {len(iterations) + 1})" if iterations else "")]
     summary_path = report_dir / "loop_summary.json"
@@ -240,7 +258,7 @@ def write_report(report_dir: str | Path) -> Path:
                 f'{config_table(changes) if run else "<p>No run.json: run through rleif run to see it.</p>"}</section>')
     for folder in iterations:
         body.append(f'<h2 id="{folder.name}">Iteration {folder.name.split("-")[1]}</h2>')
-        body.extend(_folder_blocks(folder, f"{folder.name}/", changed)[0])
+        body.extend(_folder_blocks(folder, f"{folder.name}/", changed, docs)[0])
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>RLEIF run {esc(run.get('run') or report_dir.name)}</title><style>{CSS}</style></head>\n<body>\n"
             + "\n".join(b for b in body if b) + "\n</body></html>\n")

@@ -6,12 +6,13 @@ script), and the table of config keys the run moved from the kit's defaults, wit
 from __future__ import annotations
 
 import html
-import json
 from typing import Any
 
 from rleif_kit.checks.threshold_keys import threshold_keys
 from rleif_kit.core.progress import fmt_duration
 from rleif_kit.core.verdict import STATUS_COLORS, fmt_number
+from rleif_kit.pipeline.report_checks import TRUSTED  # noqa: F401 - report.py's, and the tests'
+from rleif_kit.pipeline.report_checks import PAGE, check_anchor, stage_verdicts
 
 # Stage statuses (run_status.py) -> colour and the word shown. Grey says "do not trust these figures".
 STAGE_COLOURS = {"ok": STATUS_COLORS["ok"], "skipped": STATUS_COLORS["ok"], "recorded": "#57606a",
@@ -19,7 +20,7 @@ STAGE_COLOURS = {"ok": STATUS_COLORS["ok"], "skipped": STATUS_COLORS["ok"], "rec
                  "stale": "#8c959f", "not run": "#8c959f"}
 STAGE_WORDS = {"ok": "ok", "skipped": "ok · unchanged", "recorded": "recorded", "running": "running (interrupted?)",
                "stopped": "stopped", "failed": "failed", "stale": "stale", "not run": "not run"}
-TRUSTED = ("ok", "skipped", "recorded")  # stages whose figures are this run's
+RECORD_ROWS = 10  # a list of records shows its first rows
 
 
 def esc(value: Any) -> str:
@@ -41,52 +42,84 @@ def verdict_pill(status: str, text: str | None = None) -> str:
 
 
 def fmt(value: Any) -> str:
-    """A figure for a table cell: floats to 4 significant digits, lists of numbers inline, the rest as text."""
+    """A figure as text, never as raw JSON: floats to 4 significant digits, a list of numbers inline (an interval),
+    other lists comma-separated, a dict as ``key: value; ...``, an empty one (or an empty list) as "none"."""
     if isinstance(value, bool) or value is None:
         return "—" if value is None else str(value).lower()
     if isinstance(value, float):
         return f"{value:.4g}"
-    if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value):
+    if isinstance(value, (list, tuple)) and not value:
+        return "none"
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
         return "[" + ", ".join(fmt(v) for v in value) + "]"
-    if isinstance(value, (list, tuple, dict)):
-        return json.dumps(value, default=str)
-    return str(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(fmt(v) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {fmt(v)}" for k, v in value.items()) or "none"
+    return str(value) if value != "" else "none"
+
+
+def named(values: dict[str, Any], sep: str = "; ") -> str:
+    """``{"mean": 0.51234, "band": [0.4, 0.7]}`` -> ``"mean = 0.5123; band = [0.4, 0.7]"``; "" for none."""
+    return sep.join(f"{k} = {_figure(v)}" for k, v in values.items()) if isinstance(values, dict) else fmt(values)
 
 
 def value_cell(value: Any, depth: int = 0) -> str:
-    """A dict becomes a nested table (one level of rows per key), never JSON cut mid-word; a long list of records
-    a small table of its first rows."""
+    """A dict becomes a nested table (one level of rows per key), never JSON cut mid-word; a list of records a small
+    table of its first rows; a list of sentences one per line; an empty dict or list "none"."""
     if isinstance(value, dict) and value and depth < 2:
         if all(isinstance(v, dict) for v in value.values()) and depth == 0:
             cols = sorted({k for v in value.values() for k in v}, key=str)
-            if len(cols) <= 8:
+            if 0 < len(cols) <= 8:
                 head = "".join(f"<th>{esc(c)}</th>" for c in cols)
                 rows = "".join(f"<tr><th>{esc(k)}</th>" + "".join(f"<td>{esc(fmt(v.get(c)))}</td>" for c in cols)
                                + "</tr>" for k, v in value.items())
                 return f'<table class="inner"><tr><th></th>{head}</tr>{rows}</table>'
         rows = "".join(f"<tr><th>{esc(k)}</th><td>{value_cell(v, depth + 1)}</td></tr>" for k, v in value.items())
         return f'<table class="inner">{rows}</table>'
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) and depth == 0:
+        cols = list(dict.fromkeys(k for v in value[:RECORD_ROWS] for k in v))[:8]
+        rows = "".join("<tr>" + "".join(f"<td>{esc(fmt(v.get(c)))}</td>" for c in cols) + "</tr>"
+                       for v in value[:RECORD_ROWS])
+        more = f'<div class="muted">{len(value) - RECORD_ROWS} more</div>' if len(value) > RECORD_ROWS else ""
+        head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+        return f'<table class="inner"><tr>{head}</tr>{rows}</table>{more}'
+    if isinstance(value, list) and any(isinstance(v, str) and len(v) > 40 for v in value):
+        return "<br>".join(esc(fmt(v)) for v in value)
     return f'<span class="num">{esc(fmt(value))}</span>' if isinstance(value, (int, float)) else esc(fmt(value))
 
 
-def figures_table(metrics: dict[str, Any]) -> str:
+def figures_table(metrics: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
+    """The stage's recorded figures, one row each (``skip``: those drawn elsewhere on the page)."""
     rows = [f"<tr><th>{esc(k)}</th><td>{value_cell(v)}</td></tr>" for k, v in metrics.items()
-            if k not in ("verdicts", "verdict_details")]
+            if k not in ("verdicts", "verdict_details", *skip)]
     return f'<table class="figures">{"".join(rows)}</table>' if rows else ""
 
 
-def _numbers(d: dict[str, Any]) -> str:
-    return "<br>".join(f"{esc(k)} = {esc(fmt_number(v))}" for k, v in d.items()) or "—"
+def _figure(v: Any) -> str:
+    numeric = isinstance(v, float) or (isinstance(v, (list, tuple)) and v and
+                                       all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v))
+    return fmt_number(v) if numeric else fmt(v)
 
 
-def verdict_table(metrics: dict[str, Any], changed: dict[str, dict[str, Any]]) -> str:
+def _numbers(d: Any) -> str:
+    if not isinstance(d, dict):
+        return esc(fmt(d)) if d else "—"
+    return "<br>".join(f"{esc(k)} = {esc(_figure(v))}" for k, v in d.items()) or "—"
+
+
+def check_cell(check: str, docs: str | None) -> str:
+    """The check's name, linked to its troubleshooting entry when the kit's docs are there."""
+    name = esc(check)
+    return f'<a class="check" href="{esc(docs)}/{PAGE}#{esc(check_anchor(check))}">{name}</a>' if docs else name
+
+
+def verdict_table(metrics: dict[str, Any], changed: dict[str, dict[str, Any]], docs: str | None = None,
+                  stage: str = "", owner: dict[str, str] | None = None, prefix: str = "") -> str:
     """Check | status | numbers | thresholds | advice; ``verdict_details`` when recorded, else the statuses alone.
-    A verdict whose thresholds come from a key the run moved from its default is marked with the key and reason."""
-    details = metrics.get("verdict_details")
-    if not isinstance(details, list):
-        raw = metrics.get("verdicts")
-        items = raw.items() if isinstance(raw, dict) else []
-        details = [{"check": k, "status": v if isinstance(v, str) else v.get("status", "")} for k, v in items]
+    A verdict whose thresholds come from a key the run moved from its default is marked with the key and reason;
+    one counted in another stage (``owner``: check -> stage, ``report_checks.owners``) says where."""
+    details = stage_verdicts(metrics)
     if not details:
         return ""
     rows = []
@@ -95,9 +128,14 @@ def verdict_table(metrics: dict[str, Any], changed: dict[str, dict[str, Any]]) -
         mark = "".join(f'<div class="preset" title="{esc(c["reason"] or "no reason given")}">preset: '
                        f'{esc(c["key"])} = {esc(fmt(c["value"]))} (kit default {esc(fmt(c["default"]))})'
                        f'{" — " + esc(c["reason"]) if c["reason"] else ""}</div>' for c in marks)
-        rows.append(f'<tr class="verdict {esc(v.get("status", ""))}"><th>{esc(v.get("check", ""))}</th>'
+        where = (owner or {}).get(v["check"], stage if owner is None else None)
+        elsewhere = "" if where == stage else (
+            f'<div class="muted">counted in <a href="#{esc(prefix + where)}">{esc(where[:2])}</a></div>' if where
+            else '<div class="muted">not counted: not a current stage</div>')
+        rows.append(f'<tr class="verdict {esc(v.get("status", ""))}{" elsewhere" if elsewhere else ""}">'
+                    f'<th>{check_cell(v["check"], docs)}{elsewhere}</th>'
                     f'<td>{verdict_pill(v.get("status", ""))}</td><td>{_numbers(v.get("numbers", {}))}</td>'
-                    f'<td>{_numbers(v.get("thresholds", {}))}{mark}</td><td>{esc(v.get("advice", ""))}</td></tr>')
+                    f'<td>{_numbers(v.get("thresholds", {}))}{mark}</td><td>{esc(v.get("advice") or "")}</td></tr>')
     head = "<tr><th>check</th><th>status</th><th>numbers</th><th>thresholds</th><th>advice</th></tr>"
     return f'<table class="verdicts">{head}{"".join(rows)}</table>'
 
