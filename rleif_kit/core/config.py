@@ -47,6 +47,10 @@ SECTIONS: dict[str, type] = {
 }
 
 
+KIT_ROOT = Path(__file__).resolve().parents[2]  # the kit's checkout: its params/ presets and prompt templates
+DEFAULT_PROMPTS_DIR = next(f.default for f in fields(EvolInstructConfig) if f.name == "prompts_dir")
+
+
 # Names users bring from transformers / TRL, mapped to ours for the "did you mean" hint.
 ALIASES = {"learning_rate": "lr", "num_train_epochs": "epochs", "per_device_train_batch_size": "batch_size",
            "gradient_accumulation_steps": "grad_accum", "max_seq_length": "max_seq_len",
@@ -95,9 +99,16 @@ class RunConfig:
         return self.base.run_name or Path(self.source).stem or "run"
 
     def resolve(self, path: str) -> Path:
-        """A path from the config, made absolute against the directory the run was started from."""
+        """A path from the config, made absolute against the directory the run was started from. The kit's default
+        prompts root (``[evol_instruct] prompts_dir``) falls back to the kit's own checkout when that directory has
+        none: a run config kept outside the repository still finds the shipped templates."""
         p = Path(path).expanduser()
-        return p if p.is_absolute() else (Path(self.workdir) / p).resolve()
+        if p.is_absolute():
+            return p
+        here = (Path(self.workdir) / p).resolve()
+        if path == DEFAULT_PROMPTS_DIR and not here.exists() and (KIT_ROOT / p).is_dir():
+            return (KIT_ROOT / p).resolve()
+        return here
 
     @property
     def output_dir(self) -> Path:
@@ -110,21 +121,27 @@ class RunConfig:
 MAX_INT = 2**53  # integers a float holds exactly; the settings that can hang a run have bounds of their own
 
 
-def _type_error(value: Any, hint: Any) -> str | None:
-    """None when ``value`` has the TOML type that ``hint`` asks for, else what was expected."""
+def _type_error(value: Any, hint: Any, check: Any = None) -> str | None:
+    """None when ``value`` has the TOML type that ``hint`` asks for, else what is wrong: "expected ..." or "must be
+    an integer ..." with the range the field's ``check`` configures (core/fields.ranged), and only that range."""
     if hint is bool:
-        return None if isinstance(value, bool) else "true or false"
-    if hint is int:  # no setting of the kit counts past a billion; beyond is a typo (or a hang)
-        ok = isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_INT
-        return None if ok else f"an integer between {-MAX_INT:,} and {MAX_INT:,}"
+        return None if isinstance(value, bool) else "expected true or false"
+    if hint is int:
+        span = getattr(check, "range", "")
+        if not isinstance(value, int) or isinstance(value, bool):
+            return "must be an integer" + (f" {span}" if span else "")
+        if abs(value) > MAX_INT:  # no setting of the kit counts past a billion: a typo (or a hang)
+            out_of_range = check(value) if check else None
+            return f"expected {out_of_range}" if out_of_range else f"must be an integer of at most {MAX_INT:,} (2**53)"
+        return None
     if hint is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        return None if ok else "a finite number"
+        return None if ok else "expected a finite number"
     if hint is str:
-        return None if isinstance(value, str) else "a string"
+        return None if isinstance(value, str) else "expected a string"
     if hint == list[str]:
         ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
-        return None if ok else "a list of strings"
+        return None if ok else "expected a list of strings"
     raise TypeError(f"unsupported config type {hint!r}")
 
 
@@ -132,23 +149,40 @@ def _where(source: str, section: str, key: str, value: Any) -> str:
     return f"{source}: [{section}] {key} = {value!r}"
 
 
-def _build_section(source: str, name: str, raw: dict[str, Any], errors: list[str]):
+def _close_key(key: str, known: list[str]) -> list[str]:
+    """Our name for a key users bring from transformers / TRL (``learning_rate`` -> ``lr``, also misspelt), else
+    the nearest of ours."""
+    ours = {alias: name for alias, name in ALIASES.items() if name in known}
+    if key in ours:
+        return [ours[key]]
+    return difflib.get_close_matches(key, known, n=1) or [ours[a] for a in difflib.get_close_matches(key, ours, n=1)]
+
+
+def _build_section(source: str, name: str, raw: dict[str, Any], errors: list[str], set_by: dict | None = None):
+    """``set_by``: (section, key) -> the ``--set`` text that gave the value, so its error names the --set, not the
+    file."""
     cls = SECTIONS[name]
     hints = get_type_hints(cls)
+    checks = {f.name: f.metadata.get("check") for f in fields(cls)}
     known = [f.name for f in fields(cls)]
+    set_by = set_by or {}
+
+    def origin(key: str) -> str:
+        return f"--set {set_by[name, key]}" if (name, key) in set_by else source
+
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
         if (name, key) in REPLACED:
-            errors.append(f"{source}: [{name}] {key}: {REPLACED[name, key]}")
+            errors.append(f"{origin(key)}: [{name}] {key}: {REPLACED[name, key]}")
             continue
         if key not in known:
-            close = [ALIASES[key]] if ALIASES.get(key) in known else difflib.get_close_matches(key, known, n=1)
+            close = _close_key(key, known)
             hint = f" (did you mean '{close[0]}'?)" if close else f" (known keys: {', '.join(known)})"
-            errors.append(f"{source}: [{name}] unknown key '{key}'{hint}")
+            errors.append(f"{origin(key)}: [{name}] unknown key '{key}'{hint}")
             continue
-        expected = _type_error(value, hints[key])
-        if expected:
-            errors.append(f"{_where(source, name, key, value)}: expected {expected}")
+        wrong = _type_error(value, hints[key], checks[key])
+        if wrong:
+            errors.append(f"{_where(origin(key), name, key, value)}: {wrong}")
             continue
         kwargs[key] = float(value) if hints[key] is float else value
     reported = set(raw) - set(kwargs)  # unknown or mistyped keys, already reported
@@ -163,7 +197,7 @@ def _build_section(source: str, name: str, raw: dict[str, Any], errors: list[str
     # rules across keys would read the defaults standing in for unknown or mistyped keys: skip them then
     for key, problem in section.problems(cross=not reported):
         if key not in reported:
-            errors.append(f"{_where(source, name, key, raw.get(key, getattr(section, key)))}: expected {problem}")
+            errors.append(f"{_where(origin(key), name, key, raw.get(key, getattr(section, key)))}: expected {problem}")
     return section
 
 
@@ -185,6 +219,7 @@ def build_config(raw: dict[str, Any], source: str = "<config>", overrides: list[
     """Validate a parsed TOML document (plus overrides) into a RunConfig, or raise ConfigError."""
     errors: list[str] = []
     data = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
+    set_by: dict[tuple[str, str], str] = {}  # (section, key) -> the --set that gave it
     for text in overrides:
         try:
             section, key, value = parse_override(text)
@@ -194,17 +229,19 @@ def build_config(raw: dict[str, Any], source: str = "<config>", overrides: list[
         data.setdefault(section, {})
         if isinstance(data[section], dict):
             data[section][key] = value
+            set_by[section, key] = text
     reasons = data.pop(REASONS, {})
     errors.extend(_reason_problems(source, reasons))
     for name, value in data.items():
         if name not in SECTIONS:
             close = difflib.get_close_matches(name, list(SECTIONS), n=1)
             hint = f" (did you mean [{close[0]}]?)" if close else f" (known sections: {', '.join(SECTIONS)})"
-            errors.append(f"{source}: unknown section [{name}]{hint}")
+            given = [f"--set {t}" for (s, _), t in set_by.items() if s == name] if name not in raw else [source]
+            errors.extend(f"{where}: unknown section [{name}]{hint}" for where in given)
         elif not isinstance(value, dict):
             errors.append(f"{source}: '{name}' must be a [{name}] section, got {value!r}")
-    sections = {n: _build_section(source, n, data.get(n, {}) if isinstance(data.get(n), dict) else {}, errors)
-                for n in SECTIONS}
+    sections = {n: _build_section(source, n, data.get(n, {}) if isinstance(data.get(n), dict) else {}, errors,
+                                  set_by) for n in SECTIONS}
     if not errors:
         errors.extend(f"{source}: {msg}" for msg in _cross_checks(sections))
     if errors:
@@ -279,7 +316,7 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (), workdir: st
     p = Path(path)
     p = p if p.is_absolute() else workdir / p
     if not p.exists():
-        raise ConfigError([f"{path}: config file not found (looked in {p.resolve()})"])
+        raise ConfigError([f"{path}: config file not found (looked in {p.resolve()}){_preset_hint(path, workdir)}"])
     if not p.is_file():
         raise ConfigError([f"{path}: is a directory, not a TOML config file (e.g. params/tiny-cpu.toml)"])
     try:
@@ -291,6 +328,25 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (), workdir: st
     except OSError as e:
         raise ConfigError([f"{path}: cannot be read: {e.strerror}"]) from None
     return build_config(raw, source=str(path), overrides=overrides, workdir=workdir)
+
+
+def _preset_hint(path: str | Path, workdir: Path) -> str:
+    """"; did you mean params/tiny-cpu.toml?" for a bare name (``tiny-cpu``, ``tiny-cpu.toml``) that names a preset
+    of ``<workdir>/params`` or of the kit's checkout, exactly or nearly; else ""."""
+    given = Path(path)
+    if len(given.parts) > 1 and given.parent.name != "params":
+        return ""
+    stem = given.name.removesuffix(".toml")
+    folders = [d for d in (KIT_ROOT / "params", workdir / "params") if d.is_dir()]  # the workdir's, set last, win
+    presets = {f.stem: f.resolve() for d in folders for f in sorted(d.glob("*.toml"))}
+    match = presets.get(stem) or next((presets[c] for c in difflib.get_close_matches(stem, presets, n=1)), None)
+    if match is None:
+        return ""
+    try:
+        shown = match.relative_to(workdir.resolve())
+    except ValueError:
+        shown = match
+    return f"; did you mean {shown}?"
 
 
 # TOML basic strings: quote and backslash escaped, control characters (newline, tab, ...) never raw

@@ -21,24 +21,26 @@ def required(help: str, check=None):
     return field(metadata={"help": help, "check": check})
 
 
-def positive(v):
-    return None if v > 0 else "a value > 0"
+def ranged(text: str, ok: Callable[[Any], bool]) -> Callable[[Any], str | None]:
+    """A range check: None when ``ok(v)``, else "a value <text>". The check keeps ``text`` as ``range``, so a
+    value of the wrong type (``rounds = 'two'``) is told the range too: "must be an integer from 1 to 1,000"."""
+    def check(v):
+        return None if ok(v) else f"a value {text}"
+    check.range = text
+    return check
 
 
-def non_negative(v):
-    return None if v >= 0 else "a value >= 0"
-
-
-def unit(v):
-    return None if 0 <= v <= 1 else "a value in [0, 1]"
+positive = ranged("> 0", lambda v: v > 0)
+non_negative = ranged(">= 0", lambda v: v >= 0)
+unit = ranged("in [0, 1]", lambda v: 0 <= v <= 1)
 
 
 def at_least(n):
-    return lambda v: None if v >= n else f"a value >= {n}"
+    return ranged(f">= {n}", lambda v: v >= n)
 
 
 def between(low, high):
-    return lambda v: None if low <= v <= high else f"a value from {low:,} to {high:,}"
+    return ranged(f"from {low:,} to {high:,}", lambda v: low <= v <= high)
 
 
 MAX_TOKENS = between(1, 1_000_000)  # no model writes a million tokens in one reply
@@ -46,6 +48,9 @@ MAX_TOKENS = between(1, 1_000_000)  # no model writes a million tokens in one re
 
 def steps_or_epochs(v):
     return None if v == -1 or v > 0 else "-1 (use epochs) or a number of steps > 0"
+
+
+steps_or_epochs.range = "(-1 = use epochs, or > 0)"
 
 
 def one_of(*choices):
@@ -104,8 +109,7 @@ def name_weights(values):
     return None
 
 
-def in_unit(v):
-    return None if 0 < v <= 1 else "a value in (0, 1]"
+in_unit = ranged("in (0, 1]", lambda v: 0 < v <= 1)
 
 
 def names(values):

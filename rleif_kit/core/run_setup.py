@@ -18,11 +18,11 @@ from importlib import metadata
 from pathlib import Path
 
 from rleif_kit.core import distributed as dist
-from rleif_kit.core.config import RunConfig, load_config, to_toml
+from rleif_kit.core.config import KIT_ROOT, ConfigError, RunConfig, load_config, parse_override, to_toml
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core import numerics, run_lock
 from rleif_kit.core.records import set_target, write_json_atomic
-from rleif_kit.core.stages import SETUP
+from rleif_kit.core.stages import EVOLVE, SETUP
 
 MANIFEST_PACKAGES = ("rleif-kit", "torch", "transformers", "trl", "peft", "bitsandbytes", "accelerate",
                      "datasets", "tokenizers", "openai", "papermill")
@@ -101,12 +101,30 @@ def quiet_harmless_noise() -> None:
     logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
 
 
+def check_prompts_root(cfg: RunConfig, stage: str) -> None:
+    """The prompt templates' root, where this stage reads them (evolution through a model; stage 00's SFT set built
+    by `regenerate`), is a directory: else one line naming the key, not a missing file deep inside the stage."""
+    ev = cfg.evol_instruct
+    if not ((stage == EVOLVE and ev.backend != "world") or (stage == SETUP and cfg.sft.build == "regenerate")):
+        return
+    root = cfg.resolve(ev.prompts_dir)
+    if not root.is_dir():
+        shipped = KIT_ROOT / "params" / "prompts"
+        where = (f"the kit's templates are in {shipped}" if shipped.is_dir() else
+                 "the kit ships its templates in its source checkout's params/prompts")
+        given = [f"--set {o}" for o in cfg.overrides if parse_override(o)[:2] == ("evol_instruct", "prompts_dir")]
+        raise ConfigError([f"{(given or [cfg.source])[-1]}: [evol_instruct] prompts_dir = {ev.prompts_dir!r}: no "
+                           f"directory {root} (a relative path resolves against {cfg.workdir}, where rleif runs; "
+                           f"{where})"])
+
+
 def setup(params_path: str, overrides: list[str] | tuple = (), stage: str = SETUP,
           report_dir: str | None = None, workdir: str | None = None) -> tuple[RunConfig, RunPaths]:
     """Everything a notebook needs before its first step."""
     quiet_harmless_noise()
     wd = Path(workdir) if workdir else default_workdir()
     cfg = load_config(params_path, list(overrides or ()), workdir=wd)
+    check_prompts_root(cfg, stage)
     note = numerics.pin(cfg.base.cpu_kernels)  # before anything loads torch: the libraries read it once
     if note:
         print(note)

