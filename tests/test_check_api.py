@@ -87,12 +87,14 @@ def test_format_check_table_layout():
     rows = [
         CheckRow("evolve", "gpt-4-level-chat", "https://x.test", True, 0.1234, "ok"),
         CheckRow("code_eval", "coder", "https://x.test", False, None, "E" * 100),
+        CheckRow("irm_judge", "judge", "https://x.test", True, 0.2, "R" * 100),
     ]
     lines = format_check_table(rows).splitlines()
     assert lines[0].split() == ["role", "model", "status", "latency_ms", "detail"]
     assert lines[1].split() == ["evolve", "gpt-4-level-chat", "ok", "123", "ok"]
     assert lines[2].split()[:4] == ["code_eval", "coder", "error", "-"]
-    assert lines[2].endswith("E" * 57 + "...")
+    assert lines[2].endswith(" " + "E" * 100)  # an error whole: its fix is at its end
+    assert lines[3].endswith(" " + "R" * 57 + "...")  # a reply cut
     assert len({line.index(line.split()[2]) for line in lines}) == 1  # status column aligned
 
 

@@ -19,7 +19,7 @@ from rleif_kit.core.settings import ROLES, Endpoint, Settings, SettingsError, lo
 
 __all__ = ["CheckRow", "check_api", "check_endpoint", "check_settings_file", "format_check_table"]
 
-DETAIL_WIDTH = 60
+DETAIL_WIDTH = 60  # a reply is cut to this; an error never is: its fix comes at its end
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,8 @@ def _reply_text(reply) -> str:
 
 
 def format_check_table(rows: Iterable[CheckRow]) -> str:
-    """A fixed-width text table, one line per row, for printing in a notebook or a terminal."""
+    """A fixed-width text table, one line per row, for printing in a notebook or a terminal. A model's reply is cut
+    to DETAIL_WIDTH; a failed row's message is shown whole (a missing key's says which variable to export)."""
     header = ("role", "model", "status", "latency_ms", "detail")
     lines = [header] + [
         (
@@ -109,7 +110,7 @@ def format_check_table(rows: Iterable[CheckRow]) -> str:
             r.model,
             "ok" if r.ok else "error",
             "-" if r.latency_s is None else f"{r.latency_s * 1000:.0f}",
-            _truncate(r.detail, DETAIL_WIDTH),
+            _truncate(r.detail, DETAIL_WIDTH) if r.ok else r.detail,
         )
         for r in rows
     ]
