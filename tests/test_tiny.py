@@ -66,3 +66,26 @@ def test_a_model_already_at_base_model_name_is_never_replaced(small_model_dir, t
     assert (policy / "model.safetensors").read_bytes() == before and not (policy / "tiny_shape.json").exists()
     with pytest.raises(FileExistsError, match="is not empty"):
         build_tiny_model(policy, ["a b c"])
+
+
+def test_the_chat_template_writes_the_prompt_the_kit_asks_without_one(small_model_dir):
+    """A chat server needs a template (`transformers serve` answers 500 without one); the tiny model's writes the
+    Alpaca prompt character for character as the local backend's fallback does, so nothing the kit asks changes."""
+    from rleif_kit.evolution.evolvers import alpaca_prompt
+    from rleif_kit.llm.hf_backend import messages_to_prompt
+
+    assert (small_model_dir / "chat_template.jinja").exists()  # where transformers 5 saves it
+    tok = AutoTokenizer.from_pretrained(small_model_dir)
+
+    class NoTemplate:
+        chat_template = None
+
+    for messages in ([{"role": "user", "content": "Tom has 3 apples. How many?"}],
+                     [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "A"},
+                      {"role": "assistant", "content": "B"}, {"role": "user", "content": "C"}],
+                     [{"role": "user", "content": None}]):
+        assert messages_to_prompt(messages, tok, alpaca_prompt) == messages_to_prompt(messages, NoTemplate(),
+                                                                                      alpaca_prompt)
+    parts = [{"role": "user", "content": [{"type": "text", "text": "Tom has 3 apples."}]}]  # OpenAI content parts
+    assert tok.apply_chat_template(parts, tokenize=False, add_generation_prompt=True) == alpaca_prompt(
+        "Tom has 3 apples.")

@@ -7,7 +7,9 @@ Why these choices:
 - digits are always single tokens (``Digits(individual_digits=True)``), so ``123`` is ``1 2 3`` and
   column arithmetic is learnable by a model this small;
 - byte-level BPE, so any text round-trips (no unknown token) and spaces survive decoding;
-- ``</s>`` is both EOS and padding, ``<s>`` is BOS, as in Llama-2.
+- ``</s>`` is both EOS and padding, ``<s>`` is BOS, as in Llama-2;
+- a chat template (``CHAT_TEMPLATE``) that writes the Alpaca prompt the kit fine-tunes on, so a chat server
+  (``transformers serve``, docs/testing.md) can serve the model: without one it answers 500.
 
 Build one by hand::
 
@@ -24,6 +26,23 @@ from typing import Iterable
 from rleif_kit.core.paths import staged_dir
 
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>"]
+
+# The user turns, joined by a blank line, in the Alpaca prompt without chain of thought: character for character
+# what llm/hf_backend.messages_to_prompt writes for a model without a template (evolution's ``alpaca_prompt``;
+# tests/test_tiny.py pins the two together), so the local backend asks the tiny model exactly as before. Other
+# roles are left out as there. Content may be a string or OpenAI-style parts ({"type": "text", "text": ...}).
+CHAT_TEMPLATE = (
+    "{%- set ns = namespace(turns=[]) -%}"
+    "{%- for m in messages if m['role'] == 'user' -%}"
+    "{%- if m['content'] is string -%}{%- set ns.turns = ns.turns + [m['content']] -%}"
+    "{%- elif m['content'] -%}"
+    "{%- set ns.turns = ns.turns + [m['content'] | selectattr('type', 'equalto', 'text') | map(attribute='text') "
+    "| join(' ')] -%}"
+    "{%- else -%}{%- set ns.turns = ns.turns + [''] -%}{%- endif -%}"
+    "{%- endfor -%}"
+    "{{- 'Below is an instruction that describes a task. Write a response that appropriately completes the "
+    "request.\\n\\n### Instruction:\\n' + ns.turns | join('\\n\\n') + '\\n\\n### Response:' -}}"
+)
 
 
 @dataclass(frozen=True)
@@ -56,7 +75,7 @@ def train_tokenizer(corpus: Iterable[str], vocab_size: int):
         show_progress=False,
     )
     tok.train_from_iterator(corpus, trainer=trainer)
-    return PreTrainedTokenizerFast(
+    fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         bos_token="<s>",
         eos_token="</s>",
@@ -65,6 +84,8 @@ def train_tokenizer(corpus: Iterable[str], vocab_size: int):
         padding_side="left",  # generation pads on the left; training collators pad explicitly
         model_max_length=512,
     )
+    fast.chat_template = CHAT_TEMPLATE  # saved as chat_template.jinja beside the tokenizer
+    return fast
 
 
 def build_tiny_model(out_dir: str | Path, corpus: Iterable[str], shape: TinyShape = TinyShape(),
