@@ -3,12 +3,18 @@
 Model names resolve as a local directory first, then as a hub id already in the Hugging Face
 cache, then (only when the hub is reachable and not switched off with HF_HUB_OFFLINE) as a hub id.
 A name that resolves nowhere is one clear error before any work starts.
+
+A hub id is loaded from the cache alone (``local_files_only``) when one request without retries finds the hub out
+of reach: offline, the library would otherwise retry each file for 23 s (1 + 2 + 4 + 8 + 8 s of "Retrying in ..."
+lines, twice for a tokenizer) before its own error. What the cache lacks then is one line (``ModelNotFound``).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,15 +42,56 @@ def _in_hf_cache(repo_id: str) -> bool:
     return isinstance(found, str)
 
 
-def _on_hub(repo_id: str) -> bool:
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
-        return False
+def _offline_env() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
+
+
+def _looks_like_id(name: str) -> bool:
+    return bool(re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name)) and not name.startswith((".", "/", "~"))
+
+
+@functools.lru_cache(maxsize=None)  # one request per id and process: a dead network costs its timeout once
+def _hub_answer(repo_id: str) -> bool | None:
+    """Whether the hub has ``repo_id``'s config.json, or None when the hub did not answer (no network, a proxy
+    that refuses): one HEAD request, which huggingface_hub sends without retries."""
     try:
         from huggingface_hub import file_exists  # heavy: loaded on first use
-
+        from huggingface_hub.errors import HfHubHTTPError
+    except ImportError:  # pragma: no cover - transformers always brings it
+        return None
+    try:
         return bool(file_exists(repo_id, "config.json"))
-    except Exception:  # no network, bad id, gated repo without a token: not resolvable from here
+    except HfHubHTTPError:  # the hub answered: gated, or a token it refuses; not loadable from here
         return False
+    except Exception:  # transport errors (connection refused, DNS, timeout), offline mode: no answer
+        return None
+
+
+def _on_hub(repo_id: str) -> bool:
+    return not _offline_env() and _hub_answer(repo_id) is True
+
+
+def hub_out_of_reach(name: str) -> str | None:
+    """Why a hub id must come from the cache alone ("HF_HUB_OFFLINE is set", "the hub does not answer"), or None
+    for a local directory, a name that is no hub id, or a hub that answers."""
+    if Path(name).expanduser().is_dir() or not _looks_like_id(name):
+        return None
+    if _offline_env():
+        return "HF_HUB_OFFLINE is set"
+    return "the hub does not answer (no network?)" if _hub_answer(name) is None else None
+
+
+def from_pretrained(load: Any, name: str | Path, **kwargs: Any) -> Any:
+    """``load(name, **kwargs)`` (a ``from_pretrained``), from the cache alone while the hub is out of reach; what
+    the cache lacks then is a ModelNotFound line, not the library's minute of retries."""
+    why = hub_out_of_reach(str(name))
+    if why is None:
+        return load(name, **kwargs)
+    try:
+        return load(name, local_files_only=True, **kwargs)
+    except OSError:  # transformers: not in the cached files
+        raise ModelNotFound(f"{name!r} is not a local directory, {why}, and the Hugging Face cache has no complete "
+                            f"copy of it. {_where_to_get(str(name), 'the model name')}") from None
 
 
 def resolve_model_name(name: str, cfg: RunConfig, key: str = "[base] model_name") -> str:
@@ -72,8 +119,7 @@ _KNOWN = {
                    "your choice (e.g. a Llama-2-7b chat model) as a local path or hub id, or \"sft\" for this "
                    "run's own SFT model",
     "llama-2-7b-hf": "Llama-2-7b-hf is gated on the hub: accept its license at huggingface.co/meta-llama/"
-                     "Llama-2-7b-hf, then `huggingface-cli download meta-llama/Llama-2-7b-hf --local-dir "
-                     "./models/Llama-2-7b-hf`",
+                     "Llama-2-7b-hf, then `hf download meta-llama/Llama-2-7b-hf --local-dir ./models/Llama-2-7b-hf`",
 }
 
 
@@ -81,8 +127,8 @@ def _where_to_get(name: str, key: str) -> str:
     known = _KNOWN.get(Path(name).name.lower())
     if known:
         return f"{known}; then set {key} to it."
-    return (f"Download the weights (`huggingface-cli download <org>/<model> --local-dir ./models/<model>`) and set "
-            f"{key} to that path.")
+    return (f"Download the weights (`hf download <org>/<model> --local-dir ./models/<model>`) where the hub is "
+            f"reachable and set {key} to that path.")
 
 
 def tiny_build_target(cfg: RunConfig) -> Path | None:
@@ -117,7 +163,7 @@ def load_merged(path: str | Path, inference: bool = False) -> tuple[Any, Any]:
     if info.get("finetune") == "full":
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     else:
-        base = AutoModelForCausalLM.from_pretrained(info["base_model"], dtype=dtype)
+        base = from_pretrained(AutoModelForCausalLM.from_pretrained, info["base_model"], dtype=dtype)
         model = PeftModel.from_pretrained(base, path).merge_and_unload()
     if inference:
         model = model.to(device).eval()
@@ -151,7 +197,7 @@ def use_fp16(requested: bool) -> bool:
 def load_tokenizer(path: str):
     from transformers import AutoTokenizer  # heavy: loaded on first use
 
-    tok = AutoTokenizer.from_pretrained(path)
+    tok = from_pretrained(AutoTokenizer.from_pretrained, path)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token  # Llama-2 has no pad token; EOS is the usual stand-in
     return tok
@@ -174,7 +220,7 @@ def load_for_training(path: str, sft: SFTConfig, bf16: bool) -> Any:
     kwargs: dict[str, Any] = {"dtype": dtype}
     if sft.finetune == "qlora":
         kwargs["quantization_config"] = nf4_config(dtype)
-    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    model = from_pretrained(AutoModelForCausalLM.from_pretrained, path, **kwargs)
     if sft.finetune == "full":
         return model
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training  # heavy: loaded on first use
