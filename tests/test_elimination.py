@@ -24,8 +24,8 @@ LONG_SORRY = (
     "I can't believe how busy the week was, she told her friend. How many muffins are left?")
 
 
-def test_reasons_are_the_documented_five():
-    assert REASONS == ("empty", "leaked_template", "refusal", "no_new_information", "unparseable")
+def test_reasons_are_the_documented_six():
+    assert REASONS == ("empty", "leaked_template", "refusal", "no_new_information", "unparseable", "garbled")
 
 
 def test_acceptable_child_passes():

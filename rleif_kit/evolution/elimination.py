@@ -9,6 +9,8 @@ and by the instruction reward model (IRM).
 Reasons, checked in this order (the first that applies wins)::
 
     unparseable         truncated (finish_reason "length"), dangling end, garbage, unbalanced ```
+    garbled             a replacement character U+FFFD (bytes that did not decode) or a control character
+                        (other than tab, newline, carriage return) in otherwise readable text
     empty               nothing but punctuation and stop words after cleaning
     leaked_template     evolution-template wording left inside the text (LEAK_PHRASES)
     refusal             a short text that refuses ("I'm sorry, but I can't rewrite this")
@@ -17,16 +19,18 @@ Reasons, checked in this order (the first that applies wins)::
 
 The evolved *response* (the answer the evolver writes to a kept instruction) has rules of its own
 (:func:`answer_elimination_reason`), the original method's: a refusal, too short, or nothing but
-punctuation and stop words. A reply cut at ``max_tokens`` is not eliminated: it is a failure, retried.
+punctuation and stop words, or garbled as above. A reply cut at ``max_tokens`` is not eliminated: it is a failure,
+retried.
 
 Pure standard library; an optional LLM equality judge lives in the engine, not here.
 """
 from __future__ import annotations
 
 import re
+import unicodedata
 
-REASONS = ("empty", "leaked_template", "refusal", "no_new_information", "unparseable")
-ANSWER_REASONS = ("answer_empty", "answer_refusal", "answer_too_short")
+REASONS = ("empty", "leaked_template", "refusal", "no_new_information", "unparseable", "garbled")
+ANSWER_REASONS = ("answer_empty", "answer_refusal", "answer_too_short", "answer_garbled")
 MIN_ANSWER_WORDS = 3  # "The answer is: 7" is four; "7." alone is no worked answer
 
 # Wording of the evolution prompts (WizardLM / WizardMath templates) that a model sometimes
@@ -159,6 +163,13 @@ def _unparseable(raw: str, text: str, finish_reason: str | None) -> bool:
     return len(words) >= 4 and (text[-1] in ",:;-(" or words[-1] in _DANGLING_WORDS)
 
 
+def _garbled(text: str) -> bool:
+    """U+FFFD or a control character: a model that emits bytes which are no text (a degenerate decode, a tokenizer
+    without a byte fallback). The equality judge would call such a text "different", and without the judge nothing
+    else looks at it, so it is caught here, whatever the share of readable characters around it."""
+    return "\ufffd" in text or any(unicodedata.category(ch) == "Cc" and ch not in "\t\n\r" for ch in text)
+
+
 def _is_refusal(text: str) -> bool:
     if len(text.split()) >= REFUSAL_MAX_WORDS:
         return False
@@ -187,6 +198,8 @@ def elimination_reason(parent: str, child: str, *, finish_reason: str | None = N
     text = clean_evolved_text(child)
     if _unparseable(child, text, finish_reason):
         return "unparseable"
+    if _garbled(text):
+        return "garbled"
     if not _skeleton(_tokens(text)):
         return "empty"
     if _leaks_template(text):
@@ -199,11 +212,14 @@ def elimination_reason(parent: str, child: str, *, finish_reason: str | None = N
 
 
 def answer_elimination_reason(answer: str) -> str | None:
-    """None when the evolved response is an answer, else one of ANSWER_REASONS: nothing but punctuation and stop
-    words (``answer_empty``), a refusal (``answer_refusal``), fewer than MIN_ANSWER_WORDS words and numbers
-    (``answer_too_short``). The caller has already turned a reply cut at ``max_tokens`` into a failure."""
+    """None when the evolved response is an answer, else one of ANSWER_REASONS: bytes that are no text
+    (``answer_garbled``), nothing but punctuation and stop words (``answer_empty``), a refusal (``answer_refusal``),
+    fewer than MIN_ANSWER_WORDS words and numbers (``answer_too_short``). The caller has already turned a reply cut
+    at ``max_tokens`` into a failure."""
     text = clean_evolved_text(answer)
     tokens = _tokens(text)
+    if _garbled(text):
+        return "answer_garbled"
     if not _skeleton(tokens):
         return "answer_empty"
     if _is_refusal(text):
