@@ -70,19 +70,18 @@ one chat round trip per configured model.
         ("md", r"""# 01 · Evol-Instruct: evolve the seed instructions
 
 RLEIF's data comes from evolving seed problems for several rounds. Each seed starts a **lineage**; in round
-$t$ its current instruction is rewritten by one operator,
+`t` its current instruction is rewritten by one operator,
 
-$$
-x^{(t)} = o_t\big(x^{(t-1)}\big), \qquad
-o_t \in \begin{cases}
-\text{up: add a constraint, concretize, more reasoning steps, deepen} & \text{with probability } p_\uparrow \\
-\text{down: simplify, a new easier topic} & \text{otherwise}
-\end{cases}
-$$
+```
+x[t] = o_t( x[t-1] )
 
-with $p_\uparrow$ = `evolve_up_ratio`, the operator drawn from the seed's id and the round (a rerun makes the
-same choices). An evolution that fails — no new information, leaked template wording, a refusal, empty or
-unparseable text — is **eliminated** with its reason and the lineage keeps $x^{(t-1)}$ for the next round.
+o_t  = an up operator:   add a constraint, concretize, more reasoning steps, deepen   (probability p_up)
+       a down operator:  simplify, a new easier topic                                 (otherwise)
+```
+
+with `p_up` = `evolve_up_ratio`, the operator drawn from the seed's id and the round (a rerun makes the
+same choices). An evolution that fails — no new information, leaked template wording, a refusal, empty,
+unparseable or garbled text — is **eliminated** with its reason and the lineage keeps `x[t-1]` for the next round.
 Every record carries its `parent_id` and `root_id` (the seed), so each instruction can be traced back.
 Every outcome is appended to JSONL as it arrives: rerun this notebook after a crash and it continues where it
 stopped.
@@ -128,15 +127,16 @@ stopped.
     "02_dedup": [
         ("md", r"""# 02 · Dedup: semantic deduplication, decontamination, template diversity
 
-Each instruction $x$ is embedded as $e(x)$ (MiniLM sentence embeddings) and compared by cosine similarity
-with those already kept, $K$, walking seeds first, then the evolutions round by round:
+Each instruction `x` is embedded as `e(x)` (MiniLM sentence embeddings) and compared by cosine similarity
+with those already kept, `K`, walking seeds first, then the evolutions round by round:
 
-$$
-\cos(u, v) = \frac{u \cdot v}{\lVert u \rVert\,\lVert v \rVert}, \qquad
-x \text{ is removed} \iff \max_{k \in K} \cos\big(e(x), e(k)\big) \ge \tau
-$$
+```
+cos(u, v) = u·v / (‖u‖ ‖v‖)
 
-with $\tau$ = `[evol_instruct].dedup_threshold` (WizardMath: 0.85), after a cheap exact-copy layer (and MinHash
+x is removed  ⇔  max over k in K of  cos(e(x), e(k))  ≥  τ
+```
+
+with `τ` = `[evol_instruct].dedup_threshold` (WizardMath: 0.85), after a cheap exact-copy layer (and MinHash
 if enabled). A removed item names the kept item it is most similar to: together they form a near-duplicate
 group. Without this the instruction reward model overfits to a few evolution templates and PPO's reward
 inflates. Items that share a long n-gram with an evaluation set are removed too: a reproduction that
@@ -188,11 +188,11 @@ RLEIF starts from a model fine-tuned on step-by-step solutions (`Step 1: … The
 process reward model later has steps to score. This stage trains with TRL's `SFTTrainer` — QLoRA
 (4-bit NF4 + LoRA) for 7B on one GPU, plain LoRA, or full fine-tuning — on the same Alpaca / WizardMath
 prompt the evaluation uses. The loss is the next-token cross-entropy on the **response tokens only**: for a
-prompt $x$ and its solution $y = (y_1, \dots, y_T)$,
+prompt `x` and its solution `y = (y_1, …, y_T)`,
 
-$$
-\mathcal{L}_{\text{SFT}}(\theta) = -\frac{1}{T} \sum_{t=1}^{T} \log \pi_\theta\left(y_t \mid x, y_{<t}\right)
-$$
+```
+L_SFT(θ) = − (1/T) · Σ_{t=1..T}  log π_θ( y_t | x, y_<t )
+```
 
 (averaged over the response tokens of a batch; the prompt's tokens are masked out, TRL's `completion_only_loss`),
 so the model learns to write solutions, not to repeat questions.
@@ -228,40 +228,42 @@ so the model learns to write solutions, not to repeat questions.
     "04_reward_models": [
         ("md", r"""# 04 · Reward models: IRM (is this instruction good?) and PRM (is each step right?)
 
-RLEIF's reward is $r = r_I \cdot r_A$ (`[ppo].reward_formula`). This stage trains the two models behind it.
+RLEIF's reward is `r = r_I · r_A` (`[ppo].reward_formula`). This stage trains the two models behind it.
 
-**The instruction reward model** (IRM) gives $r_I$. Sampled instructions are evolved into $k$ sibling variants
-with distinct operators; a judge ranks each sibling set (definition, precision, integrity), and a ranking of $k$
-becomes every (better, worse) pair it implies, $k(k-1)/2$ of them (ties give none), deduplicated and balanced
-across evolution operators. TRL's `RewardTrainer` fits a scalar head $r_\phi$ with the pairwise (Bradley–Terry) loss
+**The instruction reward model** (IRM) gives `r_I`. Sampled instructions are evolved into `k` sibling variants
+with distinct operators; a judge ranks each sibling set (definition, precision, integrity), and a ranking of `k`
+becomes every (better, worse) pair it implies, `k(k−1)/2` of them (ties give none), deduplicated and balanced
+across evolution operators. TRL's `RewardTrainer` fits a scalar head `r_φ` with the pairwise (Bradley–Terry) loss
 
-$$
-\mathcal{L}_{\text{IRM}}(\phi) = -\log \sigma\big(r_\phi(x_w) - r_\phi(x_l)\big), \qquad
-r_I(x) = \sigma\big(r_\phi(x)\big) \in [0, 1]
-$$
+```
+L_IRM(φ) = − log σ( r_φ(x_w) − r_φ(x_l) )
 
-for each pair of a preferred instruction $x_w$ and a rejected one $x_l$.
+r_I(x)   = σ( r_φ(x) )  ∈ [0, 1]
+```
+
+for each pair of a preferred instruction `x_w` and a rejected one `x_l`.
 
 **The process reward model** (PRM) scores each step. It is a token classifier read at the last token of step
-$i$ of a solution $s$ to question $q$, giving $p_i = P_\psi(\text{step } i \text{ correct} \mid q, s_{1..i})$; it is
-trained on the SFT model's own solutions with a label $c_i \in \{0, 1\}$ per step (judged, or verified on the
-arithmetic world) by the cross-entropy at exactly those tokens, $-\big[c_i \log p_i + (1 - c_i) \log(1 - p_i)\big]$
+`i` of a solution `s` to question `q`, giving `p_i = P_ψ(step i correct | q, s_1..i)`; it is
+trained on the SFT model's own solutions with a label `c_i ∈ {0, 1}` per step (judged, or verified on the
+arithmetic world) by the cross-entropy at exactly those tokens, `−[ c_i·log p_i + (1 − c_i)·log(1 − p_i) ]`
 averaged over the labelled step ends (every other token is ignored) — `[reward_model] prm_head = "token"`, the
 7B recipe's form.
 
 With `prm_head = "likelihood"` (the tiny preset) the PRM is generative: the SFT model, fine-tuned on the run's right
-solutions only, reads what step $i$ concludes (its result, and the last step's answer line and end of text) and
-takes the lowest token log-probability there, $x_i = \min_t \log P_\psi(t \mid q, s_{<t})$; a logistic calibration
-fitted on the labelled steps gives $p_i = \sigma(a x_i + b)$. A step whose claimed value the model would not have
+solutions only, reads what step `i` concludes (its result, and the last step's answer line and end of text) and
+takes the lowest token log-probability there, `x_i = min_t log P_ψ(t | q, s_<t)`; a logistic calibration
+fitted on the labelled steps gives `p_i = σ(a·x_i + b)`. A step whose claimed value the model would not have
 written scores low: the arithmetic is read where the model already does it, not learned again from one label per
 step (on the tiny preset the token classifier did not learn it; docs/stages/04_reward_models.md).
 One answer score comes from the step scores by `[reward_model].prm_aggregate`:
 
-$$
-r_A = \min_i p_i \ \ (\texttt{min}, \text{the default: as good as the worst step}) \qquad
-r_A = \prod_i p_i \ \ (\texttt{prod}) \qquad r_A = p_{\text{last}} \ \ (\texttt{last}) \qquad
-r_A = \tfrac{1}{n} \textstyle\sum_i p_i \ \ (\texttt{mean})
-$$
+```
+r_A = min_i p_i          min   (the default: as good as the worst step)
+r_A = Π_i p_i            prod
+r_A = p_last             last
+r_A = (1/n) · Σ_i p_i    mean
+```
 
 A solution whose steps cannot be found is flagged, never scored as one step.
 
@@ -348,52 +350,52 @@ pairs), `prm_steps.jsonl` (labelled steps); every step resumes from its files.""
         ("md", r"""# 05 · PPO with the RLEIF reward r = rI · rA
 
 Our own PPO loop (`rleif_kit/ppo/trainer.py`, readable top to bottom; TRL 1.16 has no PPOTrainer; the math is
-`rleif_kit/ppo/ppo_math.py`). The policy $\pi_\theta$ is the SFT model with a LoRA adapter and a value head $V$;
-the reference $\pi_{\text{ref}}$ is the same model with the adapter switched off. Each step samples
-`rollout_batch` responses $y = (a_1, \dots, a_T)$ to evolved instructions $x$ and scores each with the IRM and
+`rleif_kit/ppo/ppo_math.py`). The policy `π_θ` is the SFT model with a LoRA adapter and a value head `V`;
+the reference `π_ref` is the same model with the adapter switched off. Each step samples
+`rollout_batch` responses `y = (a_1, …, a_T)` to evolved instructions `x` and scores each with the IRM and
 the PRM:
 
-$$
-r = r_I(x) \cdot r_A(x, y) \qquad (\texttt{[ppo].reward\_formula})
-$$
+```
+r = r_I(x) · r_A(x, y)        ([ppo].reward_formula)
+```
 
 **Per-token reward.** A KL penalty against the reference on every response token, the score on the last:
 
-$$
-r_t = -\beta \left(\log \pi_\theta(a_t \mid s_t) - \log \pi_{\text{ref}}(a_t \mid s_t)\right) + \mathbb{1}[t = T]\, r
-$$
+```
+r_t = − β · ( log π_θ(a_t | s_t) − log π_ref(a_t | s_t) )  +  (r if t = T, else 0)
+```
 
-with $\beta$ = `kl_coef`, adapted towards `kl_target` when that is set ($n$ = `rollout_batch`):
+with `β` = `kl_coef`, adapted towards `kl_target` when that is set (`n` = `rollout_batch`):
 
-$$
-\beta \leftarrow \beta \left(1 + \operatorname{clip}\left(\mathrm{KL} / \mathrm{KL}_{\text{target}} - 1,
--0.2, 0.2\right) \cdot n / 10^4\right), \qquad
-\mathrm{KL} = \sum_t \log \pi_\theta(a_t \mid s_t) - \log \pi_{\text{ref}}(a_t \mid s_t)
-$$
+```
+β  ←  β · ( 1 + clip(KL / KL_target − 1, −0.2, 0.2) · n / 10⁴ )
+
+KL = Σ_t ( log π_θ(a_t | s_t) − log π_ref(a_t | s_t) )
+```
 
 where KL, the figure logged per response, is the sum over its tokens.
 
-**Advantages** (GAE, $\gamma$ = `gamma`, $\lambda$ = `lam`; the value after the last token is 0), whitened over
+**Advantages** (GAE, `γ` = `gamma`, `λ` = `lam`; the value after the last token is 0), whitened over
 the batch:
 
-$$
-\delta_t = r_t + \gamma V(s_{t+1}) - V(s_t), \qquad
-\hat{A}_t = \sum_{l \ge 0} (\gamma \lambda)^l \, \delta_{t+l}, \qquad
-R_t = \hat{A}_t + V(s_t)
-$$
+```
+δ_t = r_t + γ·V(s_(t+1)) − V(s_t)
+Â_t = Σ_{l ≥ 0} (γλ)^l · δ_(t+l)
+R_t = Â_t + V(s_t)
+```
 
 **Updates.** `ppo_epochs` passes over `mini_batch` slices minimise the clipped surrogate plus `vf_coef` times
-the clipped value loss, with $\epsilon$ = `clip_range` and the probability ratio
-$\rho_t = \pi_\theta(a_t \mid s_t) / \pi_{\theta_{\text{old}}}(a_t \mid s_t)$:
+the clipped value loss, with `ε` = `clip_range` and the probability ratio
+`ρ_t = π_θ(a_t | s_t) / π_θ_old(a_t | s_t)`:
 
-$$
-\mathcal{L}^{\text{clip}} = -\,\mathbb{E}_t\left[\min\left(\rho_t \hat{A}_t,\ \operatorname{clip}(\rho_t, 1 - \epsilon, 1 + \epsilon)\, \hat{A}_t\right)\right],
-\qquad
-\mathcal{L}^{V} = \tfrac{1}{2}\, \mathbb{E}_t\left[\max\left((V_t - R_t)^2, (V^{\text{clip}}_t - R_t)^2\right)\right]
-$$
+```
+L_clip = − E_t[ min( ρ_t·Â_t,  clip(ρ_t, 1 − ε, 1 + ε)·Â_t ) ]
 
-where $V^{\text{clip}}_t$ is the new value kept within $\pm\epsilon$ of the old one. Log-probabilities are taken at
-the sampling temperature, so $\rho_t$ and the KL stay on-policy.
+L_V    = ½ · E_t[ max( (V_t − R_t)²,  (V_t_clip − R_t)² ) ]
+```
+
+where `V_t_clip` is the new value kept within `±ε` of the old one. Log-probabilities are taken at
+the sampling temperature, so `ρ_t` and the KL stay on-policy.
 
 Before the first update the **reward-health gate** scores a sample with both reward models: a broken reward
 stops here, unless `[ppo] force = true`. The **KL guard** stops a run whose KL passes `kl_limit` and keeps the
@@ -478,16 +480,15 @@ completions run in a sandbox (own process group, uid, namespaces, rlimits, timeo
 appended as they are checked: a rerun skips what is done.
 
 **pass@k** (HumanEval, MBPP: `[eval].n_samples` completions per task) is the unbiased estimator of the Codex
-paper: with $n$ samples of which $c$ pass, the chance that at least one of $k$ drawn without replacement passes,
+paper: with `n` samples of which `c` pass, the chance that at least one of `k` drawn without replacement passes,
 
-$$
-\text{pass@}k = \mathbb{E}_{\text{tasks}}\left[1 - \frac{\binom{n - c}{k}}{\binom{n}{k}}\right]
-$$
+```
+pass@k = mean over tasks of  1 − C(n − c, k) / C(n, k)        C(n, k): n choose k
+```
 
-reported for each $k \in \{1, 10, 100\}$ that every task has $n \ge k$ samples for (pass@1 = $c/n$ averaged).
+reported for each `k ∈ {1, 10, 100}` that every task has `n ≥ k` samples for (pass@1 = `c/n` averaged).
 
-Last, the **A/B**: PPO against SFT on the same items, the gain $\Delta = \overline{\text{acc}}_{\text{PPO}} -
-\overline{\text{acc}}_{\text{SFT}}$ with a paired-bootstrap 95% interval (items resampled with their two answers
+Last, the **A/B**: PPO against SFT on the same items, the gain `Δ = mean acc_PPO − mean acc_SFT` with a paired-bootstrap 95% interval (items resampled with their two answers
 together, so item difficulty cancels) — PPO less than 3 points over SFT means the reward signal is probably not
 working.
 
@@ -527,20 +528,20 @@ working.
     "07_reward_diagnostics": [
         ("md", r"""# 07 · Reward diagnostics: is the reward signal real?
 
-PPO only helps when $r = r_I \cdot r_A$ tells better from worse. This notebook runs every reward-health check
+PPO only helps when `r = r_I · r_A` tells better from worse. This notebook runs every reward-health check
 whose artifacts exist and shows them as one table (ok / warn / fail, what was measured, the thresholds of
 `[diagnostics]`, advice, the artifact they came from): **1** the IRM's and PRM's score distributions
 (mean 0.4–0.7, std > 0.1; a collapsed IRM means overfitting), **2** the share of low answer scores over the
 first 200 PPO steps,
 
-$$
-\text{share} = \frac{1}{N} \sum_{j=1}^{N} \mathbb{1}\left[r_A^{(j)} < 0.5\right]
-$$
+```
+share = (1/N) · Σ_{j=1..N} [ r_A(j) < 0.5 ]        [ … ] = 1 when true, else 0
+```
 
 (healthy between `low_ra_healthy_min` and `low_ra_healthy_max`, 20–40% by default; under 10% the PRM passes everything and the reward is the IRM alone), **3** PPO against SFT on the same items
 with a paired-bootstrap interval (3 points or more), **reward against truth** where a verifier judges the
-samples — the AUC of $r$ over right vs wrong responses, $\text{AUC} = P\big(r(y^+) > r(y^-)\big) + \tfrac{1}{2}
-P\big(r(y^+) = r(y^-)\big)$, 0.5 being a reward blind to correctness — and the troubleshooting checks: evolution
+samples — the AUC of `r` over right vs wrong responses, `AUC = P( r(y+) > r(y−) ) + ½·P( r(y+) = r(y−) )`,
+0.5 being a reward blind to correctness — and the troubleshooting checks: evolution
 failures by cause, duplicate rate and the dedup floor, step markers in the SFT data, the SFT prompt against the
 evaluation prompt, KL blow-up early in PPO. `rleif doctor` prints the same verdicts in a terminal.
 
