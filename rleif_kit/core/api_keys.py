@@ -1,12 +1,13 @@
 """Keys, clients and redaction for the endpoints of ``settings.json`` (``rleif_kit.core.settings``).
 
 The key is read from its environment variable at the moment a client is built (:func:`read_api_key`),
-never stored; anything that may echo a key back (server error messages) goes through :func:`redact`
+never stored; anything that may echo a key back (server error messages, reply texts) goes through :func:`redact`
 with :func:`known_secrets` before it is printed. The ``openai`` package is imported lazily.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from typing import TYPE_CHECKING, Any, Iterable
@@ -92,17 +93,105 @@ def known_secrets(settings: Settings) -> list[str]:
     return list(dict.fromkeys(v for v in values if v))
 
 
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """Replace each secret, and the fragments servers echo back, with ``[REDACTED]``.
+#: A run of this many consecutive characters of a key, anywhere, is redacted: servers echo keys masked in every
+#: style (``...`` + the last 6, stars + the last 6, the first 10 + stars + the last 6), and 6 random characters of
+#: a key are already worth hiding. Shorter fragments are redacted only where they touch a mask (``sk-...wxyz``).
+MIN_RUN = 6
+_SHORT_RUN = 4
+_QUAD, _STRIDE = 4, 3  # 3 + 4 - 1 = 6: every run of MIN_RUN holds a 4-gram at a multiple of 3
+_MASK_AFTER = r"(?:(?<=\.\.\.)|(?<=…)|(?<=\*)|(?<=%2A))"
+_MASK_BEFORE = r"(?=\.\.\.|…|\*|%2A)"
 
-    Servers quote keys in error messages abbreviated, e.g. ``sk-abc123...wxyz`` or
-    ``sk-abc12****wxyz``; so besides the full secret, its first 8 and last 4 characters are
-    removed where they touch ``...``, ``…`` or ``*``.  Longest secrets go first so one secret
-    that contains another is removed whole.
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """Replace each secret, and every fragment of it a server may echo back, with ``[REDACTED]``.
+
+    Redacted: any run of :data:`MIN_RUN` or more consecutive characters of a secret, in the forms the client could
+    have sent it in or a server could quote it in (plain, URL-encoded, base64 at any of its three alignments, so
+    the base64 of ``Bearer <key>`` or ``user:<key>`` too); and 4 or 5 of its first / last characters where they
+    touch a mask (``...``, ``…``, ``*``). Overlapping finds of several secrets are merged into one ``[REDACTED]``.
+    The keyless placeholder is not a secret. Cost: one set lookup per character of ``text`` per secret.
     """
-    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-        head, tail = re.escape(secret[:8]), re.escape(secret[-4:])
-        text = re.sub(head + r"(?=\.\.\.|…|\*)", REDACTED, text)
-        text = re.sub(r"(?:(?<=\.\.\.)|(?<=…)|(?<=\*))" + tail, REDACTED, text)
-    return text
+    secrets = sorted({s for s in secrets if s and s != KEYLESS_PLACEHOLDER}, key=len, reverse=True)
+    if not text or not secrets:
+        return text
+    spans: list[tuple[int, int]] = []
+    for secret in secrets:
+        if len(secret) < MIN_RUN:  # too short for fragments: only where it appears whole
+            spans += [(m.start(), m.end()) for m in re.finditer(re.escape(secret), text)]
+            continue
+        for pattern in _fragment_patterns(secret):
+            spans += [(m.start(), m.end()) for m in pattern.finditer(text)]
+        spans += _runs(text, secret)
+    if not spans:
+        return text
+    out, last = [], 0
+    for start, end in _merged(spans):
+        out += [text[last:start], REDACTED]
+        last = end
+    return "".join(out + [text[last:]])
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(a, b) for a, b in merged]
+
+
+def _runs(text: str, secret: str) -> list[tuple[int, int]]:
+    """Spans of ``text`` that are runs of >= MIN_RUN characters of one of the secret's forms.
+
+    Why the stride: a run of 6 covers a 4-character window starting at a multiple of 3, so looking up every
+    third 4-gram finds each run (n/3 set lookups, ~0.1 ms for a 1,500-character reply); only there is each
+    6-gram checked and extended along the form.
+    """
+    grams, quads = _grams(secret)
+    spans, n, checked = [], len(text), -1
+    for j in range(0, n - _QUAD + 1, _STRIDE):
+        if text[j:j + _QUAD] not in quads:
+            continue
+        for i in range(max(j - (MIN_RUN - _QUAD), checked + 1), min(j, n - MIN_RUN) + 1):
+            checked = i
+            for form, k in grams.get(text[i:i + MIN_RUN], ()):  # extend along each place the 6-gram occurs
+                length = MIN_RUN
+                while i + length < n and k + length < len(form) and text[i + length] == form[k + length]:
+                    length += 1
+                spans.append((i, i + length))
+    return spans
+
+
+def _forms(secret: str) -> list[str]:
+    """The secret as a client could have sent it or a server could quote it: plain, URL-encoded, and the part of
+    its base64 (standard and URL-safe) that does not depend on what surrounds it, at each of the 3 alignments."""
+    import base64
+    from urllib.parse import quote, quote_plus
+
+    raw, forms = secret.encode("utf-8"), [secret, quote(secret, safe=""), quote_plus(secret)]
+    for pad in range(3):
+        encoded = base64.b64encode(b"\0" * pad + raw).decode("ascii")
+        inner = encoded[(8 * pad + 5) // 6: (8 * (pad + len(raw))) // 6]
+        forms += [inner, inner.replace("+", "-").replace("/", "_")]
+    return list(dict.fromkeys(f for f in forms if len(f) >= MIN_RUN))
+
+
+@functools.lru_cache(maxsize=8)  # in this process's memory only, as the client holds the key anyway
+def _grams(secret: str) -> tuple[dict[str, list[tuple[str, int]]], frozenset[str]]:
+    """Every MIN_RUN-character window of every form -> where it occurs, and every 4-character window (the
+    prefilter); built once per secret."""
+    grams: dict[str, list[tuple[str, int]]] = {}
+    for form in _forms(secret):
+        for k in range(len(form) - MIN_RUN + 1):
+            grams.setdefault(form[k:k + MIN_RUN], []).append((form, k))
+    return grams, frozenset(g[i:i + _QUAD] for g in grams for i in range(MIN_RUN - _QUAD + 1))
+
+
+@functools.lru_cache(maxsize=8)
+def _fragment_patterns(secret: str) -> tuple[re.Pattern, re.Pattern]:
+    """The secret's first / last 4-5 characters where they touch a mask (shorter than a run, so only there)."""
+    heads = "|".join(re.escape(secret[:k]) for k in range(MIN_RUN - 1, _SHORT_RUN - 1, -1))
+    tails = "|".join(re.escape(secret[-k:]) for k in range(MIN_RUN - 1, _SHORT_RUN - 1, -1))
+    return re.compile(f"(?:{heads}){_MASK_BEFORE}"), re.compile(f"{_MASK_AFTER}(?:{tails})")

@@ -12,7 +12,9 @@ mixed with the old ones). The runner picks one with a plain ``if``; tests pass t
   ``code_eval``), with the backend's concurrency and retries. The prompt goes as one user message:
   serve a base-format model (WizardMath) without a chat template around it, or the score will drop.
   OpenAI's own API takes at most 4 stop strings, so at most 4 go to the server and every stop is
-  applied again to the returned text (the same text either way, only a few more tokens paid for).
+  applied again to the returned text (the same text either way, only a few more tokens paid for). A rejection
+  (a wrong key, URL or model: the backend's ``stopped_reason``) raises ``EndpointRejected`` at once (exit 3,
+  one line), instead of leaving every item pending.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from rleif_kit.core.exits import REJECTED_PREFIX, rejected_error
 from rleif_kit.core.text import cut_at_stop
 from rleif_kit.llm import ChatRequest, run_sync
 from rleif_kit.llm.openai_backend import OpenAIBackend
@@ -101,6 +104,9 @@ class ServedModel:
                                 stop=tuple(stops[:MAX_SERVER_STOPS])) for i, p in enumerate(prompts)]
         results = run_sync(self._all(requests))
         self.errors = [r.error for r in results.values() if not r.ok]
+        stopped = self.backend.stopped_reason
+        if stopped and stopped.startswith(REJECTED_PREFIX):  # every further request would fail the same way
+            raise rejected_error(stopped)
         return [cut_at_stop(r.text, stops) if (r := results.get(str(i))) is not None and r.ok else None
                 for i in range(len(prompts))]
 

@@ -103,17 +103,26 @@ def cut_off_reason(max_tokens: int, key: str) -> str:
 USAGE_COUNTS = ("requests", "ok", "failed", "cached", "prompt_tokens", "completion_tokens")
 
 
-def merge_usage(previous: dict[str, Any] | None, now: dict[str, Any]) -> dict[str, Any]:
+def merge_usage(previous: dict[str, Any] | None, now: dict[str, Any],
+                ledger: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """``usage.json`` across invocations of a resumed stage: this invocation's figures at the top level (what the
     notebook and the resume logic read), every invocation in order under ``invocations``, and their sums under
     ``total`` (``cost_usd`` None as soon as one invocation's cost is unknown: an unknown cost never reads as $0).
-    A file from before invocations were kept counts as one invocation."""
+    A file from before invocations were kept counts as one invocation.
+
+    ``ledger`` (``usage.ledger_runs`` of ``usage.jsonl``) adds the invocations that never wrote ``usage.json``
+    (killed) with what the ledger saw them send; ``now`` names its own by ``inv``. ``total.unfinished``: requests
+    sent and never answered (in flight at a kill; their tokens and cost cannot be known)."""
     previous = previous or {}
     runs = list(previous.get("invocations", []))
     if previous and not runs:
         runs = [{k: v for k, v in previous.items() if k != "total"}]
+    known = {r.get("inv") for r in runs} | {now.get("inv")}
+    runs += [{**r, "ended": "without writing usage.json (killed, or another step through the same backend)"}
+             for r in ledger or [] if r["inv"] not in known]
     runs.append({k: v for k, v in now.items() if k not in ("invocations", "total")})
-    total: dict[str, Any] = {k: sum(int(r.get(k) or 0) for r in runs) for k in USAGE_COUNTS}
+    counts = USAGE_COUNTS + (("unfinished",) if ledger is not None else ())
+    total: dict[str, Any] = {k: sum(int(r.get(k) or 0) for r in runs) for k in counts}
     costs = [r.get("cost_usd") for r in runs]
     total["cost_usd"] = None if any(c is None for c in costs) else sum(costs)
     total["invocations"] = len(runs)

@@ -2,7 +2,10 @@
 
 Why sqlite3: it is in the standard library, a lookup by primary key takes microseconds (fast
 enough to call straight from the event loop, no threads), and WAL mode keeps the file consistent
-across a killed process.  Only successful results are stored: a failure should be retried.
+across a killed process.  Only complete, accepted replies are stored (:func:`complete_reply`): a failure, an
+empty reply or one cut off at ``max_tokens`` (``finish_reason`` "length") or by a content filter is asked again
+by the next run, never replayed, and such rows in an older cache are ignored: once the endpoint recovered, a
+rerun must send those requests again, not record the same failures.
 
 The key is the sha256 of everything that decides the answer: model, messages, temperature, top_p,
 max_tokens, sample_index and stop.  ``sample_index`` is what lets k samples of one prompt at
@@ -21,11 +24,19 @@ from pathlib import Path
 
 from rleif_kit.llm.base import ChatRequest, ChatResult
 
-__all__ = ["ResponseCache", "cache_key"]
+__all__ = ["ResponseCache", "cache_key", "complete_reply"]
+
+#: Finish reasons of a reply that did not end on its own: never cached, never served from the cache.
+INCOMPLETE = ("length", "content_filter")
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY, model TEXT NOT NULL, text TEXT NOT NULL, finish_reason TEXT,
     prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, latency_s REAL NOT NULL)"""
+
+
+def complete_reply(text: str | None, finish_reason: str | None) -> bool:
+    """A reply worth keeping: some text, and it ended on its own (not at ``max_tokens``, not filtered)."""
+    return bool(text and text.strip()) and finish_reason not in INCOMPLETE
 
 
 def cache_key(request: ChatRequest, model: str) -> str:
@@ -73,7 +84,8 @@ class ResponseCache:
         return db
 
     def get(self, request: ChatRequest, model: str) -> ChatResult | None:
-        """The stored result for this request and model (``cached=True``, ``key`` of ``request``)."""
+        """The stored result for this request and model (``cached=True``, ``key`` of ``request``); None also for a
+        row that is not a complete reply (an older cache kept cut-off ones)."""
         with self._lock:
             row = self._db.execute(
                 "SELECT model, text, finish_reason, prompt_tokens, completion_tokens FROM responses WHERE key = ?",
@@ -81,13 +93,16 @@ class ResponseCache:
         if row is None:
             return None
         stored_model, text, finish_reason, prompt_tokens, completion_tokens = row
+        if not complete_reply(text, finish_reason):
+            return None
         return ChatResult(key=request.key, text=text, error=None, finish_reason=finish_reason,
                           prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                           model=stored_model, latency_s=0.0, cached=True)
 
     def put(self, request: ChatRequest, result: ChatResult) -> None:
-        """Store an ok result under ``result.model`` (the name it was requested as); failures are ignored."""
-        if not result.ok:
+        """Store a complete, ok result under ``result.model`` (the name it was requested as); failures and cut-off
+        or empty replies are not stored."""
+        if not result.ok or not complete_reply(result.text, result.finish_reason):
             return
         key = cache_key(request, result.model)
         with self._lock:

@@ -1,6 +1,9 @@
 """The run's endpoint backend: the ``evolve`` model of settings.json with ``[evol_instruct]``'s concurrency,
 response cache and budget caps. Evolution, the answer rewrites of the SFT data and the judges all go
 through one such backend, so there is one HTTP client to trust and one set of budget rules.
+
+Every request of a backend on the run's own cache is accounted in the run's usage ledger,
+``01_evolve/usage.jsonl`` (``llm/usage.py``), as it is sent: what a killed process spent still counts.
 """
 
 from __future__ import annotations
@@ -12,19 +15,24 @@ from rleif_kit.core.config import RunConfig
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.llm.cache import ResponseCache
 from rleif_kit.llm.openai_backend import OpenAIBackend
+from rleif_kit.llm.usage import ledger_path
 
 
 def make_llm_backend(cfg: RunConfig, settings: Any = None, role: str = "evolve",
-                     cache_path: Path | None = None) -> Any:
+                     cache_path: Path | None = None, ledger: Path | None = None) -> Any:
     """The chat backend of ``role`` in settings.json with ``[evol_instruct]``'s concurrency, cache and caps.
 
     The cache is the run's ``01_evolve/cache.sqlite`` unless ``cache_path`` names another (a judge keeps
-    its own next to its output).
+    its own next to its output). The usage ledger is ``ledger``, else, on the run's own cache, the run's
+    ``01_evolve/usage.jsonl`` (next to ``usage.json``, which 01 rebuilds from it); ``backend.use_ledger(path)``
+    moves it (a step that writes its own ``<out>.usage.json`` keeps its ledger next to it).
     """
     ev = cfg.evol_instruct
     if settings is None:
         raise ValueError(f"this step needs an endpoint: pass a settings.json (--settings) with models.{role}")
     endpoint = settings.endpoint(role)
     cache = ResponseCache(cache_path or RunPaths(cfg.output_dir).response_cache) if ev.cache else None
+    if ledger is None and cache_path is None:
+        ledger = ledger_path(RunPaths(cfg.output_dir).evolve_usage)
     return OpenAIBackend(endpoint, concurrency=ev.concurrency, cache=cache, price=settings.price(endpoint.name),
-                         max_requests=ev.max_requests or None, max_cost=ev.max_cost or None)
+                         max_requests=ev.max_requests or None, max_cost=ev.max_cost or None, ledger=ledger)

@@ -16,8 +16,13 @@ Why it looks like this:
   not yielded, so the caller's resume logic (ids already in the output file) picks them up.
   ``max_cost`` is checked against the cost of finished requests, so it can be overshot by at
   most the ``concurrency`` requests that were in flight.
-* A wrong key, model or URL (HTTP 401 / 403 / 404) would fail every request the same way, so the
-  first one stops the run like a budget does, instead of burning through 15k failures.
+* A wrong key, model or URL (HTTP 401 / 403 / 404, or a 400 / 404 / 422 naming an unknown model:
+  ``errors.names_unknown_model``) would fail every request the same way, so the first one stops the run like a
+  budget does (an unknown model's reason lists the server's models). The first request to an endpoint goes
+  alone, the others wait for its answer: a wrong key costs 1 request, not ``concurrency``.
+* Failures carry the server's own words (``errors.failure_reason``); every text from the server, reply or error,
+  is redacted (``core/api_keys.redact``) before it is returned or cached. With a ledger (``llm/usage.py``), each
+  request is written to ``usage.jsonl`` as it is sent and as it ends: a killed process's spend still counts.
 * Per-request overhead is one task and one queue hand-off; the benchmark
   (``benchmarks/bench_evolve.py``) holds this to >= 85% of a bare client + semaphore loop.
 """
@@ -25,13 +30,13 @@ Why it looks like this:
 from __future__ import annotations
 
 import asyncio
-import math
+import os
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Iterable
 
-from rleif_kit.core.api_keys import make_async_client, redact
-from rleif_kit.core.settings import Endpoint, Price
+from rleif_kit.core.api_keys import make_async_client, read_api_key, redact
+from rleif_kit.core.settings import Endpoint, Price, SettingsError
 from rleif_kit.core.exits import BUDGET_PREFIX, REJECTED_PREFIX
 from rleif_kit.llm.base import (
     ChatRequest,
@@ -40,6 +45,14 @@ from rleif_kit.llm.base import (
     aiter_requests,
     run_sync,
 )
+from rleif_kit.llm.errors import (
+    FATAL_STATUSES,
+    failure_reason,
+    names_unknown_model,
+    served_models,
+    unknown_model_advice,
+)
+from rleif_kit.llm.usage import UsageLedger, estimate  # estimate: the dry run, here since it began here
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import openai
@@ -48,16 +61,13 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 __all__ = ["OpenAIBackend", "estimate"]
 
-#: Statuses that mean the endpoint configuration is wrong, not that this one request failed.
-FATAL_STATUSES = (401, 403, 404)
-_MAX_ERROR_CHARS = 300
-
 
 class OpenAIBackend:
     """Bounded-concurrency chat completions against ``endpoint`` (see the module docstring)."""
 
     def __init__(self, endpoint: Endpoint, *, concurrency: int = 16, cache: "ResponseCache | None" = None,
-                 price: Price | None = None, max_requests: int | None = None, max_cost: float | None = None):
+                 price: Price | None = None, max_requests: int | None = None, max_cost: float | None = None,
+                 ledger: str | os.PathLike[str] | None = None):
         if not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
         if max_cost is not None and price is None:
@@ -74,6 +84,17 @@ class OpenAIBackend:
         self.sent = 0  # requests started by this backend (what max_requests counts)
         self._client: "openai.AsyncOpenAI | None" = make_async_client(endpoint)  # bad config raises here
         self._client_loop: asyncio.AbstractEventLoop | None = None
+        self.ledger: UsageLedger | None = None
+        if ledger is not None:
+            self.use_ledger(ledger)
+        self._answered = False  # an answer came back from the endpoint: full concurrency from now on
+        self._probing = False  # the first request is out, alone
+
+    def use_ledger(self, path: str | os.PathLike[str] | None) -> None:
+        """Account every request of this backend in the usage ledger at ``path`` (None: no ledger)."""
+        if self.ledger is not None:
+            self.ledger.close()
+        self.ledger = UsageLedger(path, self.model) if path is not None else None
 
     # ------------------------------------------------------------------ public surface
 
@@ -88,7 +109,7 @@ class OpenAIBackend:
         source, exhausted, in_flight = aiter_requests(requests), False, 0
         try:
             while True:
-                while not exhausted and in_flight < self.concurrency:
+                while not exhausted and in_flight < (self.concurrency if self._answered else 1):
                     if self._stop_check():
                         exhausted = True
                         break
@@ -97,12 +118,11 @@ class OpenAIBackend:
                     except StopAsyncIteration:
                         exhausted = True
                         break
-                    hit = self.cache.get(request, self.model) if self.cache is not None else None
+                    hit = self._cached(request)
                     if hit is not None:
-                        self.usage.add(hit, self.price)
                         yield hit
                         continue
-                    self.sent += 1
+                    self._mark_sent()
                     in_flight += 1
                     task = asyncio.create_task(self._call(client, request, finished))
                     tasks.add(task)
@@ -123,28 +143,40 @@ class OpenAIBackend:
         cache and usage accounting are the same. A request refused by a budget comes back failed
         with ``error`` = ``stopped_reason`` (which starts with "budget:" or "endpoint rejected").
         """
-        hit = self.cache.get(request, self.model) if self.cache is not None else None
+        hit = self._cached(request)
         if hit is not None:
-            self.usage.add(hit, self.price)
             return hit
         client = self._client_for_loop()
         async with self._semaphore_for_loop():
-            if self._stop_check():
-                return _unsent(request, self.model, self.stopped_reason)
-            self.sent += 1
-            start = time.perf_counter()
+            probe = await self._wait_for_probe()
             try:
-                response = await client.chat.completions.create(**self._params(request))
-                result = self._result(request, response, time.perf_counter() - start)
-            except Exception as exc:  # a per-request failure is a result, never an exception
-                result = self._failure(request, exc, time.perf_counter() - start)
-        return self._account(request, result)
+                if self._stop_check():
+                    return _unsent(request, self.model, self.stopped_reason)
+                self._mark_sent()
+                return self._account(request, await self._send(client, request))
+            finally:
+                if probe:
+                    self._probing = False
+                    self._gate.set()
 
     def _semaphore_for_loop(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
         if getattr(self, "_sem_loop", None) is not loop:
             self._sem, self._sem_loop = asyncio.Semaphore(self.concurrency), loop
+            self._gate, self._probing = asyncio.Event(), False
         return self._sem
+
+    async def _wait_for_probe(self) -> bool:
+        """Until the endpoint first answered, one request goes alone and the others wait for it (a wrong key
+        or model then costs one request); True for the one that goes."""
+        if self._answered:
+            return False
+        if not self._probing:
+            self._probing = True
+            self._gate.clear()
+            return True
+        await self._gate.wait()
+        return False
 
     def complete(self, requests: Iterable[ChatRequest]) -> list[ChatResult]:
         """Synchronous :meth:`stream`, results in input order (works inside Jupyter too).
@@ -158,6 +190,8 @@ class OpenAIBackend:
     async def aclose(self) -> None:
         """Close the HTTP connections (the backend reconnects if used again)."""
         client, self._client, self._client_loop = self._client, None, None
+        if self.ledger is not None:
+            self.ledger.close()  # fsynced; reopened if the backend is used again
         if client is not None:
             await client.close()
 
@@ -184,21 +218,52 @@ class OpenAIBackend:
                 self.stopped_reason = f"{BUDGET_PREFIX} max_cost reached (${self.usage.cost_usd:.4f} >= ${self.max_cost:g})"
         return self.stopped_reason is not None
 
+    def _cached(self, request: ChatRequest) -> ChatResult | None:
+        """The cache's answer to ``request`` (redacted again: a cache written before replies were), accounted."""
+        hit = self.cache.get(request, self.model) if self.cache is not None else None
+        if hit is not None:
+            hit = replace(hit, text=redact(hit.text, self._secrets()))
+            self.usage.add(hit, self.price)
+            if self.ledger is not None:
+                self.ledger.done(hit, None)
+        return hit
+
+    def _mark_sent(self) -> None:
+        self.sent += 1
+        if self.ledger is not None:  # before the request goes out: a kill from here on still counts it
+            self.ledger.sent()
+
     def _account(self, request: ChatRequest, result: ChatResult) -> ChatResult:
+        self._answered = True
         self.usage.add(result, self.price)
+        if self.ledger is not None:
+            cost = self.price.cost(result.prompt_tokens, result.completion_tokens) if self.price else None
+            self.ledger.done(result, cost)
         if result.ok and self.cache is not None:
-            self.cache.put(request, result)
+            self.cache.put(request, result)  # only complete replies are kept (ResponseCache.put)
         return result
+
+    def _secrets(self) -> list[str]:
+        """The key this backend sends, for redaction only (read again when the client is closed)."""
+        key = getattr(self._client, "api_key", None) if self._client is not None else None
+        if key is None:
+            try:
+                key = read_api_key(self.endpoint)
+            except SettingsError:
+                return []
+        return [key]
 
     async def _call(self, client: "openai.AsyncOpenAI", request: ChatRequest,
                     finished: asyncio.Queue[tuple[ChatRequest, ChatResult]]) -> None:
+        finished.put_nowait((request, await self._send(client, request)))
+
+    async def _send(self, client: "openai.AsyncOpenAI", request: ChatRequest) -> ChatResult:
         start = time.perf_counter()
         try:
             response = await client.chat.completions.create(**self._params(request))
-            result = self._result(request, response, time.perf_counter() - start)
+            return self._result(request, response, time.perf_counter() - start)
         except Exception as exc:  # a per-request failure is a result, never an exception out of stream
-            result = self._failure(request, exc, time.perf_counter() - start)
-        finished.put_nowait((request, result))
+            return await self._failure(client, request, exc, time.perf_counter() - start)
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         params = {"model": self.model, "messages": list(request.messages), "temperature": request.temperature,
@@ -212,40 +277,29 @@ class OpenAIBackend:
         text = choice.message.content if choice is not None else None
         usage = response.usage
         return ChatResult(
-            key=request.key, text=text, error=None if text is not None else "empty response (no message content)",
+            key=request.key, text=redact(text, self._secrets()) if text else text,  # a reply may quote the key
+            error=None if text is not None else "empty response (no message content)",
             finish_reason=choice.finish_reason if choice is not None else None,
             prompt_tokens=(usage.prompt_tokens or 0) if usage else 0,
             completion_tokens=(usage.completion_tokens or 0) if usage else 0,
             model=self.model, latency_s=latency_s)
 
-    def _failure(self, request: ChatRequest, exc: Exception, latency_s: float) -> ChatResult:
+    async def _failure(self, client: Any, request: ChatRequest, exc: Exception, latency_s: float) -> ChatResult:
+        """The failed result; a rejection (bad key, URL or model) also stops the run, an unknown model's reason
+        with the server's model list (one short GET /models)."""
         reason = self._reason(exc)
-        if getattr(exc, "status_code", None) in FATAL_STATUSES and self.stopped_reason is None:
-            self.stopped_reason = f"{REJECTED_PREFIX}: {reason}"
+        unknown = names_unknown_model(exc, self.model)
+        if (getattr(exc, "status_code", None) in FATAL_STATUSES or unknown) and self.stopped_reason is None:
+            self.stopped_reason = f"{REJECTED_PREFIX}: {reason}"  # set first: the other failures fetch nothing
+            if unknown:
+                models = await served_models(client, self._secrets())
+                self.stopped_reason += f"; {unknown_model_advice(self.endpoint.role, self.model, models)}"
         return ChatResult(key=request.key, text=None, error=reason, finish_reason=None, prompt_tokens=0,
                           completion_tokens=0, model=self.model, latency_s=latency_s)
 
     def _reason(self, exc: Exception) -> str:
-        """A short, redacted reason: "timeout after 3 retries", "http 500 after 1 retries: ..."."""
-        import openai  # heavy: loaded on first use
-
-        retries = _retries_taken(exc)
-        after = f" after {retries} retries" if retries else ""
-        if isinstance(exc, openai.APITimeoutError):
-            reason = f"timeout{after}"
-        elif isinstance(exc, openai.RateLimitError):
-            reason = f"rate limited (429){after}"
-        elif isinstance(exc, openai.APIStatusError):
-            reason = f"http {exc.status_code}{after}: {_server_message(exc)}"
-        elif isinstance(exc, openai.APIConnectionError):
-            reason = f"connection error{after}: {exc.__cause__ or exc}"
-        else:
-            reason = f"{type(exc).__name__}: {exc}"
-        secrets = [self._client.api_key] if self._client is not None else []
-        reason = redact(reason, secrets)  # before the cut: a key cut in half is no longer found whole
-        if len(reason) > _MAX_ERROR_CHARS:
-            reason = reason[: _MAX_ERROR_CHARS - 3] + "..."
-        return reason
+        """A short, redacted reason in the server's words: "timeout after 3 retries", "http 400: ..."."""
+        return failure_reason(exc, self._secrets())
 
     async def _complete(self, requests: list[ChatRequest]) -> list[ChatResult]:
         # Stream under positional keys so repeated keys (k samples of one record) map back exactly.
@@ -266,23 +320,6 @@ def _unsent(request: ChatRequest, model: str, reason: str | None) -> ChatResult:
                       prompt_tokens=0, completion_tokens=0, model=model, latency_s=0.0)
 
 
-def _retries_taken(exc: Exception) -> int:
-    """Retries the client made before giving up: the last attempt's ``x-stainless-retry-count``."""
-    request = getattr(exc, "request", None)
-    try:
-        return int(request.headers.get("x-stainless-retry-count", 0)) if request is not None else 0
-    except (TypeError, ValueError):
-        return 0
-
-
-def _server_message(exc: Any) -> str:
-    """The server's own error message (OpenAI-style ``{"error": {"message": ...}}``), else the client's."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return body["message"]
-    return str(getattr(exc, "message", exc))
-
-
 async def _cancel(tasks: set[asyncio.Task]) -> None:
     """Cancel and await what is still in flight (the consumer stopped iterating early)."""
     pending = [t for t in tasks if not t.done()]
@@ -290,19 +327,3 @@ async def _cancel(tasks: set[asyncio.Task]) -> None:
         task.cancel()
     if pending:
         await asyncio.gather(*pending, return_exceptions=True)
-
-
-def estimate(requests: Iterable[ChatRequest], price: Price | None, expected_output_tokens: int) -> dict[str, Any]:
-    """A dry run: how many requests and tokens, and what they would cost (None when unpriced).
-
-    Prompt tokens are approximated as characters / 4 (rounded up per request): good enough to
-    decide whether a run fits a budget, without loading a tokenizer.
-    """
-    count = prompt_tokens = 0
-    for request in requests:
-        chars = sum(len(str(m.get("content") or "")) for m in request.messages)
-        prompt_tokens += math.ceil(chars / 4)
-        count += 1
-    output_tokens = count * expected_output_tokens
-    cost = price.cost(prompt_tokens, output_tokens) if price is not None else None
-    return {"requests": count, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens, "cost_usd": cost}

@@ -1,0 +1,138 @@
+"""Issue 30, item 5: no run of 6 or more characters of a key survives anywhere the kit writes text from the server:
+error strings (stdout, usage.json, failed.jsonl), reply texts (evolved.jsonl, the response cache).
+
+The masked forms are the ones servers were seen to echo; the reply test goes through the real client and the
+loopback FakeOpenAIServer; no network.
+"""
+
+from __future__ import annotations
+
+import base64
+import sqlite3
+import time
+from urllib.parse import quote
+
+import pytest
+
+from conftest import TINY_PARAMS, tiny_overrides
+from rleif_kit.core.api_keys import KEYLESS_PLACEHOLDER, REDACTED, redact
+from rleif_kit.core.settings import Endpoint
+from rleif_kit.llm import ChatRequest, OpenAIBackend, ResponseCache
+from rleif_kit.testing.fake_openai import FakeOpenAIServer
+
+KEY = "sk-proj-Zq8vW2mT4kLp9XcR7bNf3HjD6sGa1YuE"
+KEY_ENV = "RLEIF_TEST_REDACTION_KEY"
+ODD_KEY = "ak+Zq8/vW2mT=4kLp9XcR7"  # characters a URL encodes
+
+
+def leaked_runs(text: str, key: str = KEY, run: int = 6) -> list[str]:
+    """Every run of ``run`` consecutive characters of ``key`` still in ``text``."""
+    return [key[i:i + run] for i in range(len(key) - run + 1) if key[i:i + run] in text]
+
+
+@pytest.mark.parametrize("echo", [
+    f"Incorrect API key provided: ...{KEY[-6:]}.",  # "..." + the last 6
+    f"Incorrect API key provided: ************{KEY[-6:]}",  # stars + the last 6
+    f"key {KEY[:10]}******************{KEY[-6:]} is invalid",  # the first 10 + stars + the last 6
+    f"key {KEY[:8]}…{KEY[-4:]} is invalid",  # the older first 8 / last 4 form
+    f"GET /v1/models?api_key={quote(KEY, safe='')} 401",  # URL-encoded
+    f"auth header was {base64.b64encode(f'Bearer {KEY}'.encode()).decode()}",  # base64 of the Bearer form
+    f"basic {base64.b64encode(f'user:{KEY}'.encode()).decode()} refused",  # base64 of a basic form
+    f"the key {KEY} is not valid here",  # whole
+    f"{KEY[5:17]} and {KEY[20:27]}",  # any two pieces
+])
+def test_every_masked_echo_of_the_key_is_redacted(echo):
+    out = redact(echo, [KEY])
+    assert REDACTED in out
+    assert not leaked_runs(out), out
+    b64 = base64.b64encode(KEY.encode()).decode()
+    assert not any(b64[i:i + 8] in out for i in range(len(b64) - 8)), out  # no stretch of its base64 either
+
+
+def test_an_url_encoded_key_with_reserved_characters_is_redacted():
+    for form in (quote(ODD_KEY, safe=""), quote(ODD_KEY, safe="").lower().replace("%2b", "%2B"),
+                 f"...{quote(ODD_KEY[-8:], safe='')}"):
+        out = redact(f"api_key={form}&x=1", [ODD_KEY])
+        assert "Zq8" not in out and "4kLp9XcR7" not in out and "kLp9Xc" not in out, out
+
+
+def test_text_without_the_key_is_untouched_and_the_keyless_placeholder_is_not_a_secret():
+    text = "The answer is: 42. Tom needed 6 more apples... and **bold** notes."
+    assert redact(text, [KEY, KEYLESS_PLACEHOLDER]) == text
+    assert redact("no key is needed here", [KEYLESS_PLACEHOLDER]) == "no key is needed here"
+    assert redact(f"{KEY[3:8]} alone stays", [KEY]) == f"{KEY[3:8]} alone stays"  # 5 characters, no mask: kept
+
+
+def test_redaction_stays_fast_on_a_long_reply():
+    reply = " ".join(f"Step {i}: {i} + {i} = {2 * i}." for i in range(400))  # ~7,000 characters
+    redact(reply, [KEY])  # the per-key tables are built once
+    start = time.perf_counter()
+    for _ in range(100):
+        redact(reply, [KEY])
+    per_call = (time.perf_counter() - start) / 100
+    assert per_call < 0.01, per_call  # measured ~0.5 ms; a 10 ms bound leaves room for a busy machine
+
+
+def test_a_reply_containing_the_key_is_redacted_before_it_is_returned_or_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    with FakeOpenAIServer(responder=lambda body: f"Sure. Your key is {KEY} (or ...{KEY[-6:]}). Answer: 5",
+                          require_key=KEY) as server:
+        backend = OpenAIBackend(Endpoint("evolve", "m", server.base_url, KEY_ENV, 5.0, 0), cache=cache)
+        (first,) = backend.complete([ChatRequest("a", ({"role": "user", "content": "hi"},))])
+        (again,) = OpenAIBackend(Endpoint("evolve", "m", server.base_url, KEY_ENV, 5.0, 0),
+                                 cache=cache).complete([ChatRequest("b", ({"role": "user", "content": "hi"},))])
+        assert server.counters["requests"] == 1  # the second came from the cache
+    assert first.ok and first.text == f"Sure. Your key is {REDACTED} (or ...{REDACTED}). Answer: 5"
+    assert again.cached and again.text == first.text
+    cache.close()
+    stored = "".join(str(row) for row in sqlite3.connect(tmp_path / "cache.sqlite").execute("SELECT * FROM responses"))
+    assert not leaked_runs(stored) and "Answer: 5" in stored
+
+
+def test_an_old_cache_row_holding_the_key_is_redacted_when_served(tmp_path, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    request = ChatRequest("a", ({"role": "user", "content": "hi"},))
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    from rleif_kit.llm.base import ChatResult
+
+    cache.put(request, ChatResult("a", f"leaked {KEY}", None, "stop", 1, 2, "m", 0.1))  # as an old kit stored it
+    backend = OpenAIBackend(Endpoint("evolve", "m", "http://127.0.0.1:9/v1", KEY_ENV, 1.0, 0), cache=cache)
+    (hit,) = backend.complete([request])
+    assert hit.cached and hit.text == f"leaked {REDACTED}"
+
+
+def test_no_file_of_an_evolution_holds_a_piece_of_the_key(tmp_path, monkeypatch, capsys):
+    """Replies that quote the key and errors that echo it masked: evolved.jsonl, failed.jsonl, usage.json,
+    usage.jsonl, the cache and stdout hold none of its runs of 6."""
+    from rleif_kit.core.settings import load_settings
+    from rleif_kit.core.run_setup import setup
+    from rleif_kit.evolve.stage import run_evolve
+    import json
+
+    def responder(body: dict):
+        content = body["messages"][-1]["content"]
+        if "Original problem:" not in content:
+            return f"Different (key {KEY})"
+        original = content.split("Original problem:\n", 1)[1].strip()
+        if len(original) % 3 == 0:  # some fail, echoing the key in the styles servers use
+            raise RuntimeError(f"bad key ...{KEY[-6:]} / {KEY[:10]}****{KEY[-6:]} / {quote(KEY, safe='')}")
+        return f"{original} Then 3 more are added. (sent with {KEY})"
+
+    monkeypatch.setenv(KEY_ENV, KEY)
+    with FakeOpenAIServer(responder=responder, require_key=KEY) as server:
+        settings = tmp_path / "settings.json"
+        settings.write_text(json.dumps({"api": {"base_url": server.base_url, "api_key_env": KEY_ENV,
+                                                "max_retries": 0}, "models": {"evolve": "fake-evolver"}}))
+        extra = ('evol_instruct.backend="openai"', 'evol_instruct.seeds="arith:12"', "evol_instruct.rounds=1",
+                 "evol_instruct.cache=true")
+        cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", *extra), stage="01_evolve",
+                           report_dir=str(tmp_path / "reports"))
+        result = run_evolve(cfg, paths, load_settings(settings), progress=False)
+    assert result.kept + result.failed > 0 and result.failed > 0  # both kinds of text were written
+    printed = capsys.readouterr()
+    for path in (tmp_path / "run").rglob("*"):
+        if path.is_file() and not path.name.startswith("tiny-llama"):
+            text = path.read_bytes().decode("utf-8", "replace")
+            assert not leaked_runs(text), (path, leaked_runs(text))
+    assert not leaked_runs(printed.out + printed.err)
