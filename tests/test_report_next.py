@@ -357,3 +357,30 @@ def test_chromium_a_run_terminated_by_sigterm_is_amber_and_the_box_says_rerun(tm
     assert _share(image, AMBER, tolerance=4) > 0.0005, "the stopped stage is not amber on the page"
     assert _share(image, RED, tolerance=4) == 0.0
     assert json.loads((d / "run.json").read_text())["stages"]["05_ppo"]["status"] == "stopped"
+
+
+def test_a_failed_stage_or_gate_leads_the_box_with_its_error_and_failing_checks(tmp_path):
+    from test_report import fail_01
+
+    d = fail_01(_report(tmp_path))
+    box = "".join(_dom(write_report(d).read_text()).box_text)
+    assert "01_evolve failed: 01_evolve failed in cell 4: EndpointError: 401 Unauthorized" in box
+    assert "read the traceback" in box and "rerun rleif run params/tiny-cpu.toml" in box
+    # the gate failed in 05: its failing checks are the cause, each linked to its row
+    metrics = {**METRICS, "05_ppo": _stage([_ok("irm_distribution"), PROBES[1]])}
+    d = _report(tmp_path, {"05_ppo": {"status": "failed", "reason": "cell 7: RewardHealthError: the reward-health "
+                                                                    "gate failed, PPO not started"}}, metrics, "gate")
+    dom = _dom(write_report(d).read_text())
+    box = "".join(dom.box_text)
+    assert "05_ppo failed: cell 7: RewardHealthError" in box and "the checks that failed: prm_probe_cut_answer" in box
+    assert any(h.endswith("troubleshooting.md#probe_cut_answer") for h in dom.box_links)
+    assert "01_evolve: 1 of 12 requests failed (mostly timeout)" in box  # an ok stage's failures, after it
+    _check_links(d / "index.html", dom)
+
+
+def test_without_the_kits_docs_the_page_has_no_docs_links(tmp_path, monkeypatch):
+    import rleif_kit.pipeline.report as report
+
+    monkeypatch.setattr(report, "docs_href", lambda _: None)
+    dom = _dom(write_report(_report(tmp_path)).read_text())
+    assert not [h for h in dom.links if ".md" in h] and "prm_probe_cut_answer" in "".join(dom.box_text)

@@ -61,9 +61,14 @@ def troubleshooting_text(docs: Path = DOCS) -> str:
     return _read(docs / PAGE)
 
 
+@lru_cache(maxsize=4)
+def _anchors(text: str) -> frozenset[str]:
+    return frozenset(page_anchors(text))
+
+
 def check_anchor(check: str, anchors: Iterable[str] | None = None) -> str:
     """The anchor of ``check``'s entry in the troubleshooting page (its top when it has none)."""
-    known = set(page_anchors(troubleshooting_text()) if anchors is None else anchors)
+    known = _anchors(troubleshooting_text()) if anchors is None else set(anchors)
     if check in known:
         return check
     for pattern, anchor in FAMILIES:
@@ -77,14 +82,14 @@ def check_anchor(check: str, anchors: Iterable[str] | None = None) -> str:
 def cause_anchor(cause: str) -> str:
     """The anchor of a request failure's cause (``http 4xx`` -> ``failure-http-4xx``) in the stopped-stage table."""
     anchor = "failure-" + re.sub(r"[^a-z0-9]+", "-", cause.lower()).strip("-")
-    return anchor if anchor in page_anchors(troubleshooting_text()) else STOPPED
+    return anchor if anchor in _anchors(troubleshooting_text()) else STOPPED
 
 
 def stage_anchor(status: str, reason: str = "") -> str:
     """The row of a stage that did not complete: stopped, terminated by a signal, failed, or left running."""
     terminated = status in ("stopped", "running") and ("sigterm" in reason.lower() or "terminated" in reason.lower())
     anchor = "stage-terminated" if terminated else f"stage-{status}"
-    return anchor if anchor in page_anchors(troubleshooting_text()) else STOPPED
+    return anchor if anchor in _anchors(troubleshooting_text()) else STOPPED
 
 
 def docs_href(report_dir: Path, docs: Path = DOCS) -> str | None:

@@ -136,6 +136,19 @@ def _healthy(scopes: list[Scope], run: dict[str, Any], docs: str | None) -> str:
     return lead + f"<ul>{items}</ul>"
 
 
+def _failed_requests(scopes: list[Scope], order: list[str], skip: tuple[str, str] | None) -> list[str]:
+    """"NN: F of N requests failed (mostly cause)" for each stage that recorded failures, ``skip`` (the box's) aside."""
+    out = []
+    for sc in scopes:
+        for s in order:
+            failures = sc.metrics.get(s, {}).get("failures")
+            if (sc.prefix, s) != skip and isinstance(failures, dict) and failures.get("failed"):
+                top = next(iter(failures.get("causes") or {"unknown": 0}))
+                out.append(f'<a href="#{esc(sc.prefix + s)}">{esc(sc.prefix + s)}</a>: {esc(failures["failed"])} of '
+                           f'{esc(failures.get("total", "?"))} requests failed (mostly {esc(top)})')
+    return out
+
+
 def what_next(scopes: list[Scope], run: dict[str, Any], order: list[str], docs: str | None) -> str:
     """The box: the first problem (with the others listed after it), or where to go from a healthy run."""
     stages = [(sc, s, sc.statuses[s]) for sc in scopes for s in order
@@ -152,6 +165,7 @@ def what_next(scopes: list[Scope], run: dict[str, Any], order: list[str], docs: 
               for sc, s, st in stages[1:]]
     others += [f'{check_link(docs, v["check"])} {esc(v["status"])} ({esc(p + s)})'
                for p, s, v in (bad if stages else bad[1:])]
+    others += _failed_requests(scopes, order, (stages[0][0].prefix, stages[0][1]) if stages else None)
     tail = f"; and {len(others) - 8} more" if len(others) > 8 else ""
     more = f'<p class="muted">Also: {"; ".join(others[:8])}{tail}.</p>' if others else ""
     colour = STATUS_COLORS.get({"failed": "fail", "running": "warn", "stopped": "warn"}.get(kind, kind), "#57606a")
