@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from rleif_kit.core.records import write_json_atomic
+
 FILE = "failures.json"
 
 # error prefix (lower case, after an optional "api: ") -> cause; first match wins
@@ -109,8 +111,6 @@ def failure_lines(record: dict[str, Any], action: str) -> str:
 def write(stage_dir: Path, failures: Failures, fail_above: float) -> dict[str, Any]:
     """Put ``failures`` into ``<stage_dir>/failures.json`` (replacing an earlier part of the same kind, keeping the
     stage's other kinds), decide the stage's status, write it atomically; returns the record."""
-    from rleif_kit.core.records import write_json_atomic
-
     earlier = read(stage_dir) or {}
     parts = [p for p in earlier.get("parts", []) if isinstance(p, dict) and p.get("what") != failures.what]
     record = decide([*parts, failures.part(fail_above)])
