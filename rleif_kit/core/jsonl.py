@@ -32,9 +32,25 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 __all__ = ["JsonlWriter", "read_jsonl", "repair_torn_tail", "read_ids", "write_jsonl", "read_user_jsonl",
-           "UserFileError"]
+           "UserFileError", "KitFileError"]
 
 _CHUNK = 1 << 16
+
+
+class KitFileError(ValueError):
+    """A file the kit writes is not a file (a directory stands at its path, or a file at its folder's): one line
+    naming the path and the fix, instead of a traceback from deep inside a stage."""
+
+
+def kit_file_error(path: str | os.PathLike[str]) -> KitFileError:
+    """The error for a kit file whose path is taken by something else (see :class:`KitFileError`)."""
+    path = Path(path)
+    if path.is_dir():
+        return KitFileError(f"{path} is a directory, where the kit keeps a file: move that directory away (or delete "
+                            "it) and rerun; the kit makes the file again")
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), path.parent)
+    return KitFileError(f"{blocker} is a file, where the kit needs a directory (for {path.name}): move that file "
+                        "away (or delete it) and rerun")
 
 
 class JsonlWriter:
@@ -50,10 +66,13 @@ class JsonlWriter:
         self.path = Path(path)
         self.fsync_every = fsync_every
         self.count = 0  # records written by this writer
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        created = not self.path.exists()
-        self.repaired = repair_torn_tail(self.path)
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            created = not self.path.exists()
+            self.repaired = repair_torn_tail(self.path)
+            self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except (IsADirectoryError, NotADirectoryError, FileExistsError):
+            raise kit_file_error(self.path) from None
         if created:
             _fsync_dir(self.path.parent)
 
@@ -97,6 +116,8 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict]:
         f = open(path, "rb")
     except FileNotFoundError:
         return
+    except (IsADirectoryError, NotADirectoryError):
+        raise kit_file_error(path) from None
     with f:
         pending: tuple[int, bytes] | None = None  # a bad line, fatal only if another line follows
         for lineno, raw in enumerate(f, start=1):
@@ -198,6 +219,8 @@ def repair_torn_tail(path: str | os.PathLike[str]) -> bool:
         f = open(path, "r+b")
     except FileNotFoundError:
         return False
+    except (IsADirectoryError, NotADirectoryError):
+        raise kit_file_error(path) from None
     with f:
         size = f.seek(0, os.SEEK_END)
         if size == 0:
@@ -240,7 +263,12 @@ def write_jsonl(path: str | os.PathLike[str], records: Iterable[dict]) -> None:
     A crash leaves either the old file or the new one, never half of the new one.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise kit_file_error(path) from None
+    if path.is_dir():
+        raise kit_file_error(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "w", encoding="utf-8", newline="\n") as f:

@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from rleif_kit.core.jsonl import kit_file_error
+
 _current: dict[str, Any] = {"path": None, "stage": None}
 
 
@@ -38,7 +40,12 @@ def _jsonable(value: Any) -> Any:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise kit_file_error(path) from None
+    if path.is_dir():  # os.replace onto a directory would end in a traceback
+        raise kit_file_error(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -38,6 +38,7 @@ from rleif_kit.evolution.operators import child_id, choose_operator, reweighted
 from rleif_kit.llm import ChatRequest, run_sync
 from rleif_kit.core.exits import EXIT_STOPPED, REJECTED_PREFIX, rejected_error
 from rleif_kit.llm.base import merge_usage
+from rleif_kit.llm.usage import ledger_path, ledger_runs
 from rleif_kit.llm.openai_backend import estimate
 from rleif_kit.llm.tasks import run_bounded
 from rleif_kit.worlds import world_for
@@ -81,7 +82,30 @@ def evolution_meta(cfg: RunConfig, evolver: Any) -> dict:
             texts["answer"] = world.answer_template(folder)
         prompts = {name: hashlib.sha256(text.encode()).hexdigest()[:16] for name, text in sorted(texts.items())}
     return {"evol_instruct": {k: getattr(ev, k) for k in RECORD_KEYS}, "world": world.name, "seed": cfg.base.seed,
-            "model": getattr(evolver, "model", None), "prompts": prompts}
+            "model": getattr(evolver, "model", None), "prompts": prompts, "inputs": _input_fingerprints(cfg)}
+
+
+def _input_fingerprints(cfg: RunConfig) -> dict:
+    """What the files named by path held: a seeds file rewritten in place (``rleif data`` with new inputs: same
+    ids, new text) or a local ``hf_model`` retrained in place must make the records stale, as a new path does.
+    Seeds: sha256 of the lines read (the first ``max_seeds``); a model directory: its files' names, sizes and
+    mtimes (cheap: no weights are read). None where nothing is on disk (generated seeds, a hub id)."""
+    ev, seeds, model = cfg.evol_instruct, None, None
+    path = cfg.resolve(ev.seeds)
+    if path.is_file():
+        digest, n = hashlib.sha256(), 0
+        with open(path, "rb") as f:
+            for line in f:
+                n += bool(line.strip())
+                if ev.max_seeds and n > ev.max_seeds:
+                    break
+                digest.update(line)
+        seeds = digest.hexdigest()[:16]
+    folder = cfg.resolve(ev.hf_model) if ev.backend == "hf" and ev.hf_model else None
+    if folder is not None and folder.is_dir():
+        files = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in folder.iterdir() if f.is_file())
+        model = hashlib.sha256(json.dumps(files).encode()).hexdigest()[:16]
+    return {"seeds": seeds, "hf_model": model}
 
 
 def _flat(meta: dict) -> dict:
@@ -98,13 +122,16 @@ def _flat(meta: dict) -> dict:
 def claim_records(paths: RunPaths, meta: dict) -> str | None:
     """Make 01_evolve's records safe to resume under ``meta``: records made under another one are moved aside
     (``*.stale.jsonl``, as evaluation does) and evolution starts over; returns the note it prints, else None.
-    Records without a meta (made before it was kept) are kept: nothing says they are stale."""
+    Records without a meta (made before it was kept) are kept: nothing says they are stale; so are the keys an
+    older meta did not keep yet (``inputs``: the records of a run begun before it was kept are not thrown away)."""
     old = json.loads(paths.evolve_meta.read_text()) if paths.evolve_meta.exists() else None
     note = None
     files = [p for p in (paths.evolved, paths.eliminated, paths.evolve_failed) if p.exists()]
-    if old is not None and old != meta and files:
-        before, now = _flat(old), _flat(meta)
-        changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+    before, now = _flat(old or {}), _flat(meta)
+    if old is not None and "inputs" not in old:  # a meta from before the inputs were kept: nothing says they changed
+        now = {k: v for k, v in now.items() if not k.startswith("inputs.")}
+    changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+    if old is not None and changed and files:
         for path in files:
             stale, n = path.with_suffix(".stale.jsonl"), 1
             while stale.exists():  # an earlier move's stale records are kept too
@@ -270,7 +297,14 @@ def _result(files: EvolveFiles, evolver: Any, paths: RunPaths) -> EvolveResult:
     stopped_reason = getattr(backend, "stopped_reason", None)
     usage.update(model=evolver.model, stopped_reason=stopped_reason,
                  finished=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    write_json_atomic(paths.evolve_usage, merge_usage(_previous_usage(paths.evolve_usage), usage))
+    ledger = getattr(backend, "ledger", None)  # usage.jsonl: every request as it was sent, killed invocations too
+    if ledger is not None:
+        usage["inv"] = ledger.inv
+    runs = ledger_runs(ledger_path(paths.evolve_usage)) if ledger is not None or \
+        ledger_path(paths.evolve_usage).exists() else None
+    merged = merge_usage(_previous_usage(paths.evolve_usage), usage, runs)
+    write_json_atomic(paths.evolve_usage, merged)
+    usage["total"] = merged["total"]  # what every invocation of this stage sent and cost, as the ledger saw it
     summary = summarize(files)
     write_json_atomic(paths.evolve_summary, summary)
     failed_now = [i for i, n in files.attempts.items() if i not in files.kept and i not in files.eliminated]
