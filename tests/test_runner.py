@@ -174,3 +174,50 @@ def test_a_sigterm_mid_stage_leaves_the_status_and_the_report_page(tmp_path):
     assert status["stages"]["01_evolve"]["reason"] == "terminated (SIGTERM)", status
     assert (tmp_path / "r" / "index.html").exists() and "report:" in out and "terminated (SIGTERM)" in out
     assert not (tmp_path / "run" / "01_evolve" / ".done.json").exists()
+
+
+def test_a_wrong_model_name_fails_01_as_rejected_and_a_plain_rerun_finishes_once_it_is_right(tmp_path, monkeypatch):
+    """Issue 30: a server pinned to one model answered 400 with its reason, and the kit showed `Error code: 400`.
+    Now the run stops at 01 with exit 3, the server's own words and its model list, no done marker; with the model
+    name fixed, the same command (no --force) finishes."""
+    import json
+
+    from rleif_kit.testing.fake_openai import FakeOpenAIServer, _Reply
+    from test_evolve import _openai_extra, evolution_responder
+
+    key = "sk-Q7xW2pL9vR4tZ8kN3mB6"  # random-looking, as real keys are: the kit redacts any 6 characters of it
+
+    class Pinned(FakeOpenAIServer):  # a server that serves one model, as `transformers serve --model ...` is
+        async def _chat(self, body):
+            if isinstance(body, dict) and body.get("model") != "fake-evolver":
+                self._count("400")
+                return _Reply(400, {"detail": f"Server is pinned to 'fake-evolver'; requested '{body.get('model')}'."})
+            return await super()._chat(body)
+
+        async def _dispatch(self, method, path, headers, raw):
+            if method == "GET" and path == "/v1/models":
+                return _Reply(200, {"object": "list", "data": [{"id": "fake-evolver", "object": "model"}]})
+            return await super()._dispatch(method, path, headers, raw)
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("RLEIF_EVOLVE_KEY", key)
+    settings = tmp_path / "settings.json"
+    args = (str(TINY_PARAMS), "01_evolve,02_dedup", tiny_overrides(tmp_path / "run", *_openai_extra(4)))
+    with Pinned(responder=evolution_responder, require_key=key) as server:
+        def named(model: str) -> str:
+            settings.write_text(json.dumps({"api": {"base_url": server.base_url, "api_key_env": "RLEIF_EVOLVE_KEY",
+                                                    "timeout": 5, "max_retries": 0}, "models": {"evolve": model}}))
+            return str(settings)
+
+        with pytest.raises(StageFailed) as bad:
+            run_pipeline(*args, named("gpt-4o"), report_dir=str(tmp_path / "r"))
+        assert bad.value.exit_code == 3
+        assert "Server is pinned to 'fake-evolver'; requested 'gpt-4o'." in str(bad.value)
+        assert "fake-evolver" in str(bad.value).split("model list", 1)[1]  # the server's list, named
+        assert not (tmp_path / "run" / "01_evolve" / ".done.json").exists()
+        assert not (tmp_path / "r" / "02_dedup.ipynb").exists()
+        status = json.loads((tmp_path / "r" / "run.json").read_text())["stages"]["01_evolve"]
+        assert status["status"] == "failed" and "pinned" in status["reason"]
+        runs = run_pipeline(*args, named("fake-evolver"), report_dir=str(tmp_path / "r"))
+    assert [r.stage for r in runs] == ["01_evolve", "02_dedup"]
+    assert (tmp_path / "run" / "01_evolve" / ".done.json").exists()
