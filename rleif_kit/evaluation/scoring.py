@@ -66,13 +66,21 @@ def _share(rows: Sequence[Mapping[str, Any]], key: str) -> float | None:
 
 
 def summarize(benchmark: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """n and strict accuracy, plus the shares the benchmark names (GSM8k flexible and compat, MATH compat, arith
-    the share with every step right); a code benchmark pass@k (k up to the samples per task) over ``n_tasks``,
+    """n and strict accuracy (the headline), plus the shares the benchmark names (GSM8k flexible, compat and
+    math-verify, MATH compat and math-verify, arith the share with every step right), ``scorers`` (each scorer's
+    accuracy: strict, flexible, compat, math_verify) and ``math_verify_disagreements`` (rows where the strict
+    verdict and math-verify's differ); a code benchmark pass@k (k up to the samples per task) over ``n_tasks``,
     with ``task_errors`` the tasks whose data could not be judged (counted as failed, as a bad gold is in math)."""
     bench = get_benchmark(benchmark)
     out: dict[str, Any] = {"n": len(rows), "accuracy": _share(rows, "correct")}
     for key in bench.summary:  # "flexible_correct" -> "flexible_accuracy"; "steps_ok" stays itself
         out[key.replace("_correct", "_accuracy")] = _share(rows, key)
+    if "math_verify_correct" in bench.summary:  # the second opinion: beside the headline, never instead of it
+        out["math_verify_disagreements"] = len(math_verify_disagreements(rows))
+    scorers = [k for k in bench.summary if k.endswith("_correct") and k != "base_correct"]
+    if scorers:  # every scorer's accuracy in one place, the headline (strict) first
+        out["scorers"] = {"strict": out["accuracy"], **{k[:-len("_correct")]: out[k.replace("_correct", "_accuracy")]
+                                                        for k in scorers}}
     if bench.runs_code:
         by_task: dict[str, list[bool]] = {}
         for r in rows:
@@ -80,6 +88,16 @@ def summarize(benchmark: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, An
         out.update(pass_at_k_table(by_task, PASS_KS), n_tasks=len(by_task),
                    task_errors=len({r["task_id"] for r in rows if r.get("task_error")}))  # failed: bad task data
     return out
+
+
+def math_verify_disagreements(rows: Sequence[Mapping[str, Any]], **context: Any) -> list[dict[str, Any]]:
+    """The rows where the kit's strict verdict and math-verify's differ, with both readings (the kit's ``answer``,
+    math-verify's ``math_verify_answer``), the gold, the compat verdict and the response's last 300 characters;
+    ``context`` (model, benchmark) is put in front of each."""
+    keep = ("id", "gold", "answer", "correct", "math_verify_answer", "math_verify_correct", "compat_correct")
+    return [{**context, **{k: r.get(k) for k in keep}, "response_tail": (r.get("response") or "")[-300:]}
+            for r in rows if r.get("math_verify_correct") is not None and bool(r["math_verify_correct"]) !=
+            bool(r.get("correct"))]
 
 
 def compare_dirs(a: str | Path, b: str | Path, diagnostics: Any = None, seed: int = 0) -> list[dict[str, Any]]:

@@ -7,7 +7,9 @@ strictly (and the flexible / compat readings beside it), and append one row per 
 already there, so a killed run, or a run with a larger ``limit``, continues where it stopped; rows
 made with other generation settings or by an older copy of the model are moved aside
 (``*.stale.jsonl``), never mixed in. Then the summary (accuracy strict / flexible / compat, pass@k)
-and the SFT-vs-PPO A/B — a paired bootstrap on the items both answered — go to ``summary.json``.
+and the SFT-vs-PPO A/B — a paired bootstrap on the items both answered — go to ``summary.json``. GSM8k and
+MATH rows also carry math-verify's verdict, a second opinion beside the strict headline; the items where the two
+disagree go to ``06_eval/math_verify_disagreements.jsonl`` with both readings.
 
     python -m rleif_kit.evaluation --params params/tiny-cpu.toml [--limit 50]
 """
@@ -22,14 +24,14 @@ from typing import Any, Callable, Sequence
 
 from rleif_kit.checks.verdicts import ab_verdict
 from rleif_kit.core.config import RunConfig
-from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
+from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.progress import Bar
 from rleif_kit.core.records import write_json_atomic
 from rleif_kit.core.stages import EVAL, PPO, SFT
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.evaluation.generators import LocalModel, ServedModel
-from rleif_kit.evaluation.scoring import check_code, check_response, summarize
+from rleif_kit.evaluation.scoring import check_code, check_response, math_verify_disagreements, summarize
 from rleif_kit.evaluation.vllm_model import VLLMModel
 from rleif_kit.models.loading import SFT_INFO
 from rleif_kit.models.refs import model_ref
@@ -37,6 +39,7 @@ from rleif_kit.sandbox.runner import describe_sandbox
 from rleif_kit.core.sections import STOP_LISTS
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.benchmarks import benchmark as get_benchmark, load_items, prompt_for
+from rleif_kit.worlds.math.second_opinion import version as math_verify_version
 from rleif_kit.worlds.tiny_corpus import ensure_base_model
 
 STAGE = EVAL
@@ -229,6 +232,7 @@ def run_eval(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bo
             used.append(generator)
             got, pending, note = evaluate_benchmark(generator, bench, items[bench], paths.eval_items(label, bench),
                                                     ev, progress=progress, run_dir=paths.output_dir)
+            got = rechecked(bench, got, items[bench], ev)
             rows[label, bench] = got
             result.summary.setdefault(label, {})[bench] = summarize(bench, got)
             result.pending += pending
@@ -242,10 +246,39 @@ def run_eval(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bo
                                  f"{paths.rel(paths.eval_items('ppo', bench))}", seed=cfg.base.seed)
             if verdict is not None:
                 result.ab[bench] = verdict
+    second = _second_opinion(paths, rows)
     write_json_atomic(paths.eval_summary, {"summary": result.summary, "notes": result.notes,
                                                "ab": {b: v.to_dict() for b, v in result.ab.items()},
-                                               "pending": result.pending, "sandbox": result.sandbox})
+                                               "pending": result.pending, "sandbox": result.sandbox,
+                                               **({"math_verify": second} if second else {})})
     return result
+
+
+def rechecked(benchmark: str, rows: list[dict], items: Sequence[dict], ev: Any) -> list[dict]:
+    """Rows of an earlier run that lack a verdict the benchmark now records (math-verify's, added later) are
+    checked again from their response — checking needs no model — so every summary figure covers every row. The
+    result file keeps its rows as they were."""
+    bench = get_benchmark(benchmark)
+    if bench.runs_code or not any(k not in r for r in rows for k in bench.summary):
+        return rows
+    by_id = {it["id"]: it for it in items}
+    return [{**r, **check_response(benchmark, by_id[r["id"]], r["response"], ev), "id": r["id"]}
+            if r["id"] in by_id and isinstance(r.get("response"), str) and any(k not in r for k in bench.summary)
+            else r for r in rows]
+
+
+def _second_opinion(paths: RunPaths, rows: dict[tuple[str, str], list[dict]]) -> dict[str, Any] | None:
+    """Where the strict scorer and math-verify disagree, every model and benchmark, into one file beside
+    summary.json (both readings on each line); what summary.json says of it. None when no benchmark has it."""
+    benches = {b for _, b in rows if "math_verify_correct" in get_benchmark(b).summary}
+    if not benches:
+        return None
+    lines = [d for (model, bench), got in rows.items() if bench in benches
+             for d in math_verify_disagreements(got, model=model, benchmark=bench)]
+    out = paths.eval_summary.with_name("math_verify_disagreements.jsonl")
+    write_jsonl(out, lines)
+    return {"version": math_verify_version(), "disagreements": out.name, "n": len(lines),
+            "headline": "accuracy (the kit's strict scorer); math_verify_accuracy is a second opinion"}
 
 
 def wrong_answers(paths: RunPaths, per_file: int = 3, width: int = 240) -> list[dict[str, Any]]:

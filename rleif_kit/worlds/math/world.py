@@ -17,6 +17,7 @@ from rleif_kit.worlds.base import BREADTH_OPERATORS, Benchmark, Operator, World
 from rleif_kit.worlds.math.answers import check_gsm8k, check_math, math_gold
 from rleif_kit.worlds.math.data import hub_source, load_gsm8k, load_hub_dataset, load_math
 from rleif_kit.worlds.math.probes import number_removed_pairs, probe_items
+from rleif_kit.worlds.math.second_opinion import math_verify_check
 from rleif_kit.worlds.math.sft import build_sft_dataset, load_training_problems, rewrite_to_steps
 from rleif_kit.worlds.math.stepwise import NormaliseError, normalise_solution
 
@@ -49,13 +50,17 @@ def _math(path: Path | None, cfg: Any, paths: Any) -> list[dict]:
 
 
 def check_gsm8k_item(item: Mapping[str, Any], response: str, ev: Any) -> dict:
-    return check_gsm8k(response, str(item.get("gold")), compat=ev.compat_gsm8k)
+    """Strict, flexible, compat and math-verify's verdict (``second_opinion``: recorded, never the headline)."""
+    checked = check_gsm8k(response, str(item.get("gold")), compat=ev.compat_gsm8k)
+    return {**checked, **math_verify_check(response, checked["gold"])}
 
 
 def check_math_item(item: Mapping[str, Any], response: str, ev: Any) -> dict:
+    """Strict, compat and math-verify's verdict (``second_opinion``: recorded, never the headline)."""
     gold = item.get("gold")
-    return check_math(response, math_gold(gold) if gold and "\\boxed" in gold else gold,
-                      question=item.get("question"), compat=ev.compat_math)
+    checked = check_math(response, math_gold(gold) if gold and "\\boxed" in gold else gold,
+                         question=item.get("question"), compat=ev.compat_math)
+    return {**checked, **math_verify_check(response, checked["gold"])}
 
 
 class MathWorld(World):
@@ -67,9 +72,10 @@ class MathWorld(World):
     def __init__(self) -> None:
         prompt = lambda item, ev: self.train_prompt(item["question"], cot=ev.cot_prompt)  # noqa: E731
         self.benchmarks = (
-            Benchmark("gsm8k", _gsm8k, prompt, check=check_gsm8k_item, summary=("flexible_correct", "compat_correct"),
+            Benchmark("gsm8k", _gsm8k, prompt, check=check_gsm8k_item,
+                      summary=("flexible_correct", "compat_correct", "math_verify_correct"),
                       meta=lambda ev: {"compat": ev.compat_gsm8k}),
-            Benchmark("math", _math, prompt, check=check_math_item, summary=("compat_correct",),
+            Benchmark("math", _math, prompt, check=check_math_item, summary=("compat_correct", "math_verify_correct"),
                       meta=lambda ev: {"compat": ev.compat_math}))
 
     def is_correct(self, record: Mapping[str, Any], response: str) -> bool | None:
