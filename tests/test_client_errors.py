@@ -203,3 +203,22 @@ def test_served_evaluation_against_a_401_exits_3_with_one_line_after_one_request
     assert code == 3 and counters["401"] == 1 and counters["requests"] == 1  # not exit 4 after 16 requests
     assert len(err) == 1 and err[0].startswith(f"rleif eval: error: {REJECTED_PREFIX}: http 401"), err
     assert "98765" not in err[0]
+
+
+def test_jobs_awaiting_one_request_each_send_one_to_a_rejecting_endpoint(monkeypatch):
+    """acomplete (the evolver's path): 10 jobs at once against a wrong key make 1 request, not ``concurrency``."""
+    import asyncio
+
+    async def jobs(backend):
+        try:
+            return await asyncio.gather(*(backend.acomplete(r) for r in asks(10)))
+        finally:
+            await backend.aclose()
+
+    monkeypatch.setenv(KEY_ENV, "sk-wrong-wrong-wrong-4321")
+    with FakeOpenAIServer(require_key="sk-the-right-key-000000") as server:
+        backend = OpenAIBackend(Endpoint("evolve", "m", server.base_url, KEY_ENV, 5.0, 0), concurrency=4)
+        results = asyncio.run(jobs(backend))
+        assert server.counters["requests"] == 1  # the others waited for its answer, then were refused unsent
+    assert backend.stopped_reason.startswith(f"{REJECTED_PREFIX}: http 401")
+    assert all(r.error.startswith(("http 401", REJECTED_PREFIX)) for r in results)

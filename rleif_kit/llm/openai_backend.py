@@ -52,6 +52,7 @@ from rleif_kit.llm.errors import (
     served_models,
     unknown_model_advice,
 )
+from rleif_kit.llm.tasks import FirstAnswerGate
 from rleif_kit.llm.usage import UsageLedger, estimate  # estimate: the dry run, here since it began here
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -87,8 +88,7 @@ class OpenAIBackend:
         self.ledger: UsageLedger | None = None
         if ledger is not None:
             self.use_ledger(ledger)
-        self._answered = False  # an answer came back from the endpoint: full concurrency from now on
-        self._probing = False  # the first request is out, alone
+        self._gate = FirstAnswerGate()  # one request until the endpoint first answered
 
     def use_ledger(self, path: str | os.PathLike[str] | None) -> None:
         """Account every request of this backend in the usage ledger at ``path`` (None: no ledger)."""
@@ -109,7 +109,7 @@ class OpenAIBackend:
         source, exhausted, in_flight = aiter_requests(requests), False, 0
         try:
             while True:
-                while not exhausted and in_flight < (self.concurrency if self._answered else 1):
+                while not exhausted and in_flight < self._gate.limit(self.concurrency):
                     if self._stop_check():
                         exhausted = True
                         break
@@ -148,35 +148,20 @@ class OpenAIBackend:
             return hit
         client = self._client_for_loop()
         async with self._semaphore_for_loop():
-            probe = await self._wait_for_probe()
+            first = await self._gate.enter()
             try:
                 if self._stop_check():
                     return _unsent(request, self.model, self.stopped_reason)
                 self._mark_sent()
                 return self._account(request, await self._send(client, request))
             finally:
-                if probe:
-                    self._probing = False
-                    self._gate.set()
+                self._gate.leave(first)
 
     def _semaphore_for_loop(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
         if getattr(self, "_sem_loop", None) is not loop:
             self._sem, self._sem_loop = asyncio.Semaphore(self.concurrency), loop
-            self._gate, self._probing = asyncio.Event(), False
         return self._sem
-
-    async def _wait_for_probe(self) -> bool:
-        """Until the endpoint first answered, one request goes alone and the others wait for it (a wrong key
-        or model then costs one request); True for the one that goes."""
-        if self._answered:
-            return False
-        if not self._probing:
-            self._probing = True
-            self._gate.clear()
-            return True
-        await self._gate.wait()
-        return False
 
     def complete(self, requests: Iterable[ChatRequest]) -> list[ChatResult]:
         """Synchronous :meth:`stream`, results in input order (works inside Jupyter too).
@@ -234,7 +219,7 @@ class OpenAIBackend:
             self.ledger.sent()
 
     def _account(self, request: ChatRequest, result: ChatResult) -> ChatResult:
-        self._answered = True
+        self._gate.answered = True
         self.usage.add(result, self.price)
         if self.ledger is not None:
             cost = self.price.cost(result.prompt_tokens, result.completion_tokens) if self.price else None

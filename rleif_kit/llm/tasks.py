@@ -1,4 +1,5 @@
-"""One bounded async task runner: at most ``max_live`` jobs in flight, results handled in completion order.
+"""One bounded async task runner: at most ``max_live`` jobs in flight, results handled in completion order; and the
+gate that holds an endpoint to one request until it first answered.
 
 Evol-Instruct (stage 01 and the IRM fan-out) and the endpoint judges of stage 04 both run their requests
 through it, so there is one place that decides how much is in flight.
@@ -35,3 +36,40 @@ async def run_bounded(items: Iterable[T], work: Callable[[T], Awaitable[Any]],
         item, job = await finished.get()
         live -= 1
         on_result(item, job.result(), live)
+
+
+class FirstAnswerGate:
+    """Until an endpoint first answered, one request at a time: the first goes alone and the others wait for its
+    answer. Why: a wrong key, URL or model fails every request alike; the first answer stops the run (a
+    rejection), so it costs 1 request instead of ``concurrency``. Afterwards it costs nothing (one bool).
+    The event is remade on a new event loop (``run_sync`` in Jupyter runs each call on a fresh one)."""
+
+    def __init__(self) -> None:
+        self.answered = False
+        self._probing = False
+        self._event: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def limit(self, concurrency: int) -> int:
+        """How many may be in flight now (for a runner that counts them itself)."""
+        return concurrency if self.answered else 1
+
+    async def enter(self) -> bool:
+        """Wait for the first answer unless this request is the one that goes first (then True)."""
+        if self.answered:
+            return False
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._event, self._loop, self._probing = asyncio.Event(), loop, False
+        if not self._probing:
+            self._probing = True
+            self._event.clear()
+            return True
+        await self._event.wait()
+        return False
+
+    def leave(self, first: bool) -> None:
+        """The request ``enter`` let go first has ended (answered, failed or cancelled): release the others."""
+        if first and self._event is not None:
+            self._probing = False
+            self._event.set()
