@@ -283,6 +283,7 @@ GSM8K_TRAPS = {
         ("The answer is: 5 thousand dollars", "5000", True, "thousand"),
         ("The answer is: twelve", "12", False, "number words are not read"),
         ("The answer is: 10^3", "1000", True, "a power of ten"),
+        ("The answer is: 1e-3", "0.001", True, "a GSM8k line has no Euler's e: a negative exponent is scientific"),
     ],
     "ranges and alternatives": [
         ("The answer is: 18-20", "18", False, "a range"),

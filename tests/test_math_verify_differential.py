@@ -78,6 +78,7 @@ EXPECTED = {
     ('The answer is: 1.5 million', '1500000', None): 'scientific notation and scale words',
     ('The answer is: $1.5 million', '1.5', None): 'scientific notation and scale words',
     ('The answer is: 5 thousand dollars', '5000', None): 'scientific notation and scale words',
+    ('The answer is: 1e-3', '0.001', None): 'scientific notation and scale words',
     ('The answer is: 18 to 20', '18', None): 'ranges, alternatives and hedges',
     ('The answer is: 18 or 20', '18', None): 'ranges, alternatives and hedges',
     ('The answer is: between 18 and 20', '18', None): 'ranges, alternatives and hedges',

@@ -8,7 +8,8 @@ stated one value, and a checker that reads 18 there scores a hedge right. The ru
 - mixed numbers: ``6\\frac15`` and ``33 \\frac{1}{3}`` (LaTeX) or "2 1/2" (text) are 31/5, 100/3, 5/2 — only
   when the fraction is proper (``2\\frac{3}{2}`` stays a product); a sign in front applies to the whole;
 - scientific notation: "1.5e3", "1.5E+3", "1.5 x 10^3", "1.5 \\times 10^{3}", "1.5·10³" are 1500, "2.5e-2" is 1/40;
-  a lowercase e after a whole number with a minus ("2e-1", "2e - 1") is Euler's e: 2e - 1, never 0.2;
+  in MATH a lowercase e after a whole number with a minus ("2e-1", "2e - 1") is Euler's e: 2e - 1, never 0.2
+  (a GSM8k answer line has no constants: there "1e-3" is 0.001);
 - scale words after digits: "1.5 million", "3 thousand", "2.5 billion"; numbers spelled out in words
   ("twelve") are not read: the trained format states the number;
 - "expression = value" (``3 * 6 = 18``): the value after the last "=" counts, when everything before it is
@@ -63,11 +64,12 @@ def rewrite_scales(text: str) -> str:
     return _SCALE.sub(lambda m: _decimal(Fraction(m.group(1)) * SCALES[m.group(2).lower()]), text)
 
 
-def rewrite_scientific(text: str) -> str:
-    """"1.5e3", "1.5 x 10^3", "1.5 \\times 10^{3}", "1.5·10³" -> "1500" (exact; exponents up to 3 digits)."""
+def rewrite_scientific(text: str, euler: bool = True) -> str:
+    """"1.5e3", "1.5 x 10^3", "1.5 \\times 10^{3}", "1.5·10³" -> "1500" (exact; exponents up to 3 digits). With
+    ``euler`` (MATH, where e is a constant) "2e-1" stays 2e - 1; a GSM8k line has no e, so there it is 0.2."""
     text = text.translate(_SUPERSCRIPTS) if "10" in text else text
     for pattern in (_SCI_E, _SCI_TIMES):
-        text = pattern.sub(lambda m: m.group() if _euler(m) else
+        text = pattern.sub(lambda m: m.group() if euler and _euler(m) else
                            _decimal(Fraction(m.group(1)) * Fraction(10) ** int(m.group(2))), text)
     return text
 
@@ -166,7 +168,7 @@ def line_value(text: str) -> Fraction | str | None:
     for approx in ("\\approx", "\u2248"):
         if approx in line and numbers(line.split(approx)[0]):
             line = line.split(approx)[0]
-    line = rewrite_scientific(rewrite_scales(line))
+    line = rewrite_scientific(rewrite_scales(line), euler=False)
     line = re.sub(r"(?<![\w.])(\d{1,3}) ?\^ ?\{?(\d)\}?(?![\d.])",
                   lambda m: str(int(m.group(1)) ** int(m.group(2))), line)  # "10^3"
     line = _sentence(rewrite_mixed(line, latex=False))
