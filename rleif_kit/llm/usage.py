@@ -9,11 +9,13 @@ after 8 kills during evolution the server had seen 992 requests and ``usage.json
     {"t": "sent", "inv": "<invocation>"}                      # written just before the request goes out
     {"t": "done", "inv": "<invocation>", "ok": true, "prompt_tokens": 12, "completion_tokens": 30,
      "cost_usd": 0.0001}                                      # cost null when the model has no price
-    {"t": "cached", "inv": "<invocation>"}                    # served from the response cache: free
+    {"t": "cached", "inv": "<invocation>", "ok": true}        # served from the response cache: free
 
 A request is counted when it is *sent*, so the count after SIGKILLs equals what the server received; what the
-requests in flight at the kill cost cannot be known (they are ``unfinished``, their tokens 0). ``usage.json``'s
-``total`` and its ``invocations`` are rebuilt from the ledger (:func:`ledger_runs`, ``base.merge_usage``).
+requests in flight at the kill cost cannot be known (they are ``unfinished``, their tokens 0). A request the
+client retried (429, 5xx, timeouts: ``max_retries``) is one request here, as in ``usage.json``; the server saw it
+1 + its retries times. ``usage.json``'s ``total`` and its ``invocations`` are rebuilt from the ledger
+(:func:`ledger_runs`, ``base.merge_usage``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from rleif_kit.core.jsonl import JsonlWriter
+from rleif_kit.core.jsonl import JsonlWriter, kit_file_error
 from rleif_kit.core.settings import Price
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -88,6 +90,8 @@ def ledger_runs(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         f = open(path, "rb")
     except FileNotFoundError:
         return []
+    except (IsADirectoryError, NotADirectoryError):
+        raise kit_file_error(path) from None
     with f:
         for raw in f:
             try:
