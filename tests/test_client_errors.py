@@ -120,7 +120,8 @@ def test_a_400_404_or_422_naming_an_unknown_model_is_recognised(status, body):
 
 @pytest.mark.parametrize("status,body", [
     (400, {"error": {"message": "This model's maximum context length is 4096 tokens. However, you requested 5000 "
-                                "tokens. Please reduce the length of the messages.", "code": "context_length_exceeded"}}),
+                                "tokens. Please reduce the length of the messages.",
+                     "code": "context_length_exceeded"}}),
     (400, {"error": {"message": "'logprobs' is not supported with this model.", "code": None}}),
     (400, {"detail": "max_tokens must be at least 1, got 0."}),
     (500, {"detail": "The model `gpt-4o` does not exist."}),  # a server error is the server's, whatever it says

@@ -8,6 +8,7 @@ loopback FakeOpenAIServer; no network.
 from __future__ import annotations
 
 import base64
+import json
 import sqlite3
 import time
 from urllib.parse import quote
@@ -17,7 +18,7 @@ import pytest
 from conftest import TINY_PARAMS, tiny_overrides
 from rleif_kit.core.api_keys import KEYLESS_PLACEHOLDER, REDACTED, redact
 from rleif_kit.core.settings import Endpoint
-from rleif_kit.llm import ChatRequest, OpenAIBackend, ResponseCache
+from rleif_kit.llm import ChatRequest, ChatResult, OpenAIBackend, ResponseCache
 from rleif_kit.testing.fake_openai import FakeOpenAIServer
 
 KEY = "sk-proj-Zq8vW2mT4kLp9XcR7bNf3HjD6sGa1YuE"
@@ -94,8 +95,6 @@ def test_an_old_cache_row_holding_the_key_is_redacted_when_served(tmp_path, monk
     monkeypatch.setenv(KEY_ENV, KEY)
     request = ChatRequest("a", ({"role": "user", "content": "hi"},))
     cache = ResponseCache(tmp_path / "cache.sqlite")
-    from rleif_kit.llm.base import ChatResult
-
     cache.put(request, ChatResult("a", f"leaked {KEY}", None, "stop", 1, 2, "m", 0.1))  # as an old kit stored it
     backend = OpenAIBackend(Endpoint("evolve", "m", "http://127.0.0.1:9/v1", KEY_ENV, 1.0, 0), cache=cache)
     (hit,) = backend.complete([request])
@@ -105,10 +104,9 @@ def test_an_old_cache_row_holding_the_key_is_redacted_when_served(tmp_path, monk
 def test_no_file_of_an_evolution_holds_a_piece_of_the_key(tmp_path, monkeypatch, capsys):
     """Replies that quote the key and errors that echo it masked: evolved.jsonl, failed.jsonl, usage.json,
     usage.jsonl, the cache and stdout hold none of its runs of 6."""
-    from rleif_kit.core.settings import load_settings
     from rleif_kit.core.run_setup import setup
+    from rleif_kit.core.settings import load_settings
     from rleif_kit.evolve.stage import run_evolve
-    import json
 
     def responder(body: dict):
         content = body["messages"][-1]["content"]

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
 from rleif_kit.core.settings import Endpoint, Price
-from rleif_kit.llm import ChatRequest, OpenAIBackend
+from rleif_kit.llm import ChatRequest, ChatResult, OpenAIBackend
 from rleif_kit.llm.base import merge_usage
 from rleif_kit.llm.usage import UsageLedger, ledger_path, ledger_runs
 from rleif_kit.testing.fake_openai import FakeOpenAIServer
@@ -54,8 +54,6 @@ def test_a_killed_invocation_is_added_to_the_total_with_what_it_sent(tmp_path):
     killed = UsageLedger(path, "m")  # sent 3, one answered, then the process died
     for _ in range(3):
         killed.sent()
-    from rleif_kit.llm.base import ChatResult
-
     killed.done(ChatResult("a", "x", None, "stop", 10, 5, "m", 0.1), 0.25)
     killed.close()
     with open(path, "ab") as f:

@@ -53,7 +53,7 @@ from rleif_kit.llm.errors import (
     unknown_model_advice,
 )
 from rleif_kit.llm.tasks import FirstAnswerGate
-from rleif_kit.llm.usage import UsageLedger, estimate  # estimate: the dry run, here since it began here
+from rleif_kit.llm.usage import UsageLedger, estimate  # estimate (the dry run): its callers import it from here
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import openai
