@@ -105,7 +105,7 @@ def check_prompts_root(cfg: RunConfig, stage: str) -> None:
     """The prompt templates' root, where this stage reads them (evolution through a model; stage 00's SFT set built
     by `regenerate`), is a directory: else one line naming the key, not a missing file deep inside the stage."""
     ev = cfg.evol_instruct
-    if not ((stage == EVOLVE and ev.backend != "world") or (stage == SETUP and cfg.sft.build == "regenerate")):
+    if not ((stage == EVOLVE and ev.backend in ("openai", "hf")) or (stage == SETUP and cfg.sft.build == "regenerate")):
         return
     root = cfg.resolve(ev.prompts_dir)
     if not root.is_dir():
