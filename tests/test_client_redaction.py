@@ -61,6 +61,8 @@ def test_text_without_the_key_is_untouched_and_the_keyless_placeholder_is_not_a_
     text = "The answer is: 42. Tom needed 6 more apples... and **bold** notes."
     assert redact(text, [KEY, KEYLESS_PLACEHOLDER]) == text
     assert redact("no key is needed here", [KEYLESS_PLACEHOLDER]) == "no key is needed here"
+    # a local server's documented placeholder key is no secret: its pieces are words of the replies
+    assert redact("How many more are required?", ["sk-no-key-required", "EMPTY"]) == "How many more are required?"
     assert redact(f"{KEY[3:8]} alone stays", [KEY]) == f"{KEY[3:8]} alone stays"  # 5 characters, no mask: kept
 
 

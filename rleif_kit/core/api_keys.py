@@ -22,6 +22,11 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 #: empty key, and these servers ignore whatever is sent.
 KEYLESS_PLACEHOLDER = "not-needed"
 
+#: Keys that local servers' own docs tell people to send (vLLM's "EMPTY", llama.cpp's "sk-no-key-required",
+#: Ollama's "ollama"...): not secrets, and redacting their pieces would cut words out of replies ("required").
+PLACEHOLDER_KEYS = frozenset({KEYLESS_PLACEHOLDER, "empty", "sk-no-key-required", "no-key", "none", "ollama",
+                              "lm-studio", "dummy"})
+
 REDACTED = "[REDACTED]"
 
 #: The one host that may receive the OpenAI-Organization / OpenAI-Project headers.
@@ -110,9 +115,9 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     have sent it in or a server could quote it in (plain, URL-encoded, base64 at any of its three alignments, so
     the base64 of ``Bearer <key>`` or ``user:<key>`` too); and 4 or 5 of its first / last characters where they
     touch a mask (``...``, ``…``, ``*``). Overlapping finds of several secrets are merged into one ``[REDACTED]``.
-    The keyless placeholder is not a secret. Cost: one set lookup per character of ``text`` per secret.
+    The placeholder keys of keyless local servers (:data:`PLACEHOLDER_KEYS`) are not secrets. Cost: one set lookup per character of ``text`` per secret.
     """
-    secrets = sorted({s for s in secrets if s and s != KEYLESS_PLACEHOLDER}, key=len, reverse=True)
+    secrets = sorted({s for s in secrets if s and s.lower() not in PLACEHOLDER_KEYS}, key=len, reverse=True)
     if not text or not secrets:
         return text
     spans: list[tuple[int, int]] = []
