@@ -139,7 +139,7 @@ def test_an_unknown_model_stops_the_run_with_the_servers_model_list():
         assert sum(r.path == "/v1/models" for r in server.requests) == 1  # the list, fetched once
     assert results[0].error == "http 400: Server is pinned to 'pinned-7b'; requested 'gpt-4o'."
     assert backend.stopped_reason == (
-        f"{REJECTED_PREFIX}: http 400: Server is pinned to 'pinned-7b'; requested 'gpt-4o'.; check `model` in "
+        f"{REJECTED_PREFIX}: http 400: Server is pinned to 'pinned-7b'; requested 'gpt-4o'; check `model` in "
         "settings.json (models.evolve.name = 'gpt-4o') against the server's model list: pinned-7b, other-13b")
     assert all(r.error.startswith(("http 400", REJECTED_PREFIX)) for r in results)
 

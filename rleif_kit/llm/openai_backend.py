@@ -278,7 +278,8 @@ class OpenAIBackend:
             self.stopped_reason = f"{REJECTED_PREFIX}: {reason}"  # set first: the other failures fetch nothing
             if unknown:
                 models = await served_models(client, self._secrets())
-                self.stopped_reason += f"; {unknown_model_advice(self.endpoint.role, self.model, models)}"
+                advice = unknown_model_advice(self.endpoint.role, self.model, models)
+                self.stopped_reason = f"{self.stopped_reason.rstrip('.')}; {advice}"
         return ChatResult(key=request.key, text=None, error=reason, finish_reason=None, prompt_tokens=0,
                           completion_tokens=0, model=self.model, latency_s=latency_s)
 
