@@ -176,6 +176,8 @@ def test_grpo_option_uses_one_callable_with_the_same_formula(tmp_path, small_mod
     assert result.steps == 2 and {"reward_mean", "rI_mean", "rA_mean", "kl"} <= set(result.log[-1])
     assert policy.value_head is None and hasattr(policy.model, "disable_adapter")
     assert len((paths.stage("05_ppo") / "log.jsonl").read_text().splitlines()) == 2
+    assert [r["learning_rate"] for r in result.log] == [1e-3, 1e-3]  # constant, as our PPO loop's (not decayed)
+    assert all(m.p == 0 for m in policy.model.modules() if isinstance(m, torch.nn.Dropout))  # no dropout anywhere
 
 
 def test_gradient_checkpointing_gives_the_same_update(tmp_path, small_model_dir):

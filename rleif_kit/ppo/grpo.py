@@ -19,6 +19,7 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.models.generation import require_vllm
 from rleif_kit.models import trainer_logs
 from rleif_kit.models.loading import load_tokenizer, resolve_rm_base, use_bf16
+from rleif_kit.ppo.policy import disable_dropout
 from rleif_kit.ppo.trainer import PPOResult
 from rleif_kit.ppo.rewards import term_log_fields
 
@@ -73,7 +74,8 @@ def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any,
             if logs and "reward" in logs:
                 log.append({"step": len(log), "reward_mean": logs["reward"], "reward_std": logs.get("reward_std", 0.0),
                             "kl": logs.get("kl", 0.0), "entropy": logs.get("entropy", 0.0),
-                            "response_len": logs.get("completions/mean_length", 0.0), **reward.drain()})
+                            "response_len": logs.get("completions/mean_length", 0.0),
+                            "learning_rate": logs.get("learning_rate"), **reward.drain()})
 
     per_step = ppo.rollout_batch // ppo.mini_batch * ppo.ppo_epochs  # optimizer steps per rollout
     if ppo.generation_backend == "vllm":  # TRL runs vLLM beside the trainer and syncs the weights each step
@@ -87,12 +89,14 @@ def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any,
                       max_grad_norm=ppo.max_grad_norm, logging_steps=per_step, save_strategy="no",
                       report_to=trainer_logs.report_to(cfg, "ppo"), use_cpu=not torch.cuda.is_available(), bf16=bf16,
                       seed=cfg.base.seed, disable_tqdm=not progress,
+                      lr_scheduler_type="constant", warmup_steps=0,  # as our PPO loop: TRL's default decays to 0
                       use_vllm=ppo.generation_backend == "vllm", vllm_mode="colocate")
-    lora = LoraConfig(r=ppo.lora_r, lora_alpha=ppo.lora_alpha, target_modules=list(cfg.sft.lora_targets),
+    lora = LoraConfig(r=ppo.lora_r, lora_alpha=ppo.lora_alpha, lora_dropout=0.0, target_modules=list(cfg.sft.lora_targets),
                       task_type="CAUSAL_LM", bias="none")
     tokenizer = load_tokenizer(sft_path)
     tokenizer.padding_side = "left"
     model = AutoModelForCausalLM.from_pretrained(sft_path, dtype=torch.bfloat16 if bf16 else torch.float32)
+    disable_dropout(model)  # as our PPO loop: the ratio is exactly 1 before the weights move
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args,
                           train_dataset=Dataset.from_list([{"prompt": p} for p in by_prompt]),
                           processing_class=tokenizer, peft_config=lora,
