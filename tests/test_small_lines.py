@@ -49,6 +49,7 @@ def _closed_port() -> int:
 
 OFFLINE_SCRIPT = """
 import json, os, sys, time
+from transformers import AutoTokenizer  # imported before the clocks start: only the loads are timed
 from rleif_kit.models.loading import ModelNotFound, load_tokenizer
 out = {}
 for case in ("no network", "HF_HUB_OFFLINE"):
@@ -86,7 +87,7 @@ def test_an_offline_hub_load_is_one_line_at_once(small_model_dir, tmp_path):
         line, seconds = out[case]
         assert line.startswith("'someorg/not-cached' is not a local directory, " + why), line
         assert "hf download" in line and "\n" not in line
-        assert seconds < 5, (case, seconds)  # was 48 s for a tokenizer (two files, 23 s each)
+        assert seconds < 10, (case, seconds)  # under 1 s idle; it was 48 s for a tokenizer (two files, 23 s each)
     assert out["cached"][0] != "loaded" and out["cached"][1] < 10
     assert "Retrying" not in proc.stderr and "thrown while requesting" not in proc.stderr, proc.stderr
     assert took < 60
