@@ -251,6 +251,72 @@ def test_cli_scores_samples_and_compares_two_result_directories(tmp_path, capsys
     assert f"{bad}:1: needs 'id', 'response' and 'gold'" in capsys.readouterr().err
 
 
+def test_format_summary_names_every_scorer_and_a_code_benchmark_s_task_errors():
+    from rleif_kit.evaluation.commands import format_summary
+
+    gsm8k = {"n": 8, "accuracy": 0.5, "flexible_accuracy": 0.625, "compat_accuracy": 0.5,
+             "math_verify_accuracy": 0.375, "math_verify_disagreements": 1}
+    assert format_summary("gsm8k", gsm8k) == ("gsm8k: n=8 accuracy 50.0% (strict); flexible 62.5%, compat 50.0%, "
+                                              "math-verify 37.5% (1 disagreement with strict)")
+    mbpp = {"n": 500, "accuracy": 0.5, "pass@1": 0.5, "n_tasks": 500, "task_errors": 2}
+    assert format_summary("mbpp", mbpp) == "mbpp: n=500 accuracy 50.0% (strict); pass@1 0.500, task errors 2"
+    assert "task errors" not in format_summary("mbpp", {**mbpp, "task_errors": 0})
+
+
+def test_cli_samples_write_math_verify_disagreements_beside_the_results(tmp_path, capsys):
+    from rleif_kit.pipeline.cli import main
+
+    samples = tmp_path / "wizard.jsonl"  # math-verify reads "18 (3 * 6)" as 6, the kit's strict scorer as 18
+    samples.write_text(json.dumps({"id": "q1", "response": "The answer is: 18 (3 * 6)", "gold": "18"}) + "\n"
+                       + json.dumps({"id": "q2", "response": "The answer is: 7", "gold": "7"}) + "\n")
+    out = tmp_path / "res"
+    assert main(["eval", "gsm8k", "--samples", str(samples), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-2] == ("gsm8k: n=2 accuracy 100.0% (strict); flexible 100.0%, compat 100.0%, "
+                           "math-verify 50.0% (1 disagreement with strict)")
+    disagreements = out / "gsm8k.math_verify_disagreements.jsonl"
+    assert printed[-1] == f"per-item results: {out / 'gsm8k.jsonl'}; math-verify disagreements: {disagreements}"
+    [line] = read_jsonl(disagreements)
+    assert {k: line[k] for k in ("model", "benchmark", "id", "gold", "answer", "correct", "math_verify_answer",
+                                 "math_verify_correct")} == {
+        "model": "wizard", "benchmark": "gsm8k", "id": "q1", "gold": "18", "answer": "18", "correct": True,
+        "math_verify_answer": "6", "math_verify_correct": False}
+
+
+def test_cli_served_writes_the_disagreements_and_rechecks_rows_without_math_verify(tmp_path, capsys, monkeypatch):
+    from rleif_kit.pipeline.cli import main
+    from rleif_kit.testing.fake_openai import FakeOpenAIServer
+
+    monkeypatch.setenv("RLEIF_EVAL_KEY", "sk-eval-test")
+    items = _items(3)
+    data = _gsm8k_file(tmp_path, items)
+    first = items[0]["question"]  # answered with its computation after it: strict reads the gold, math-verify not
+
+    def respond(body):
+        question = re.search(r"### Instruction:\n(.*)\n\n### Response:", body["messages"][-1]["content"], re.S)[1]
+        gold = next(it["gold"] for it in items if it["question"] == question)
+        return f"The answer is: {gold}" + (f" ({gold} * 1)" if question == first else "")
+
+    out = tmp_path / "res"
+    with FakeOpenAIServer(responder=respond) as server:
+        settings = tmp_path / "settings.json"
+        settings.write_text(json.dumps({"api": {"base_url": server.base_url, "api_key_env": "RLEIF_EVAL_KEY",
+                                                "max_retries": 0}, "models": {"math_eval": "served-math"}}))
+        argv = ["eval", "gsm8k", "--served", "--settings", str(settings), "--data", str(data), "--out", str(out)]
+        assert main(argv) == 0
+        results = out / "gsm8k.jsonl"  # --out is the folder itself
+        printed = capsys.readouterr().out
+        assert "math-verify 66.7% (1 disagreement with strict)" in printed  # 2 of 3
+        assert f"math-verify disagreements: {out / 'gsm8k.math_verify_disagreements.jsonl'}" in printed
+        # rows an older kit wrote, without math-verify's verdict, are checked again (no request) on a rerun
+        rows = [{k: v for k, v in r.items() if not k.startswith("math_verify")} for r in read_jsonl(results)]
+        results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        asked = len(server.requests)
+        assert main(argv) == 0 and len(server.requests) == asked
+    assert "math-verify 66.7% (1 disagreement with strict)" in capsys.readouterr().out
+    assert [d["id"] for d in read_jsonl(results.with_suffix(".math_verify_disagreements.jsonl"))] == ["gsm8k-00000"]
+
+
 def test_cli_a_missing_data_file_is_one_error_line(tmp_path, capsys):
     from rleif_kit.pipeline.cli import main
 

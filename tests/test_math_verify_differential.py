@@ -220,7 +220,8 @@ def test_stage_06_writes_the_disagreements_and_rechecks_rows_made_before_the_col
     assert figures["accuracy"] == pytest.approx(1 / 3) and figures["math_verify_accuracy"] == pytest.approx(2 / 3)
     assert figures["scorers"]["strict"] == figures["accuracy"]  # the headline stays the strict scorer
     assert saved["math_verify"]["n"] == 1 and saved["math_verify"]["version"] == "0.9.0"
-    (line,) = read_jsonl(paths.eval_summary.with_name(saved["math_verify"]["disagreements"]))
+    assert paths.math_verify_disagreements.name == saved["math_verify"]["disagreements"]  # beside summary.json
+    (line,) = read_jsonl(paths.math_verify_disagreements)
     assert (line["model"], line["benchmark"], line["answer"], line["math_verify_answer"]) == ("sft", "gsm8k", None, "18")
 
     # a result file from before the column: its rows are checked again from their responses when 06 resumes

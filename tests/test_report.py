@@ -212,6 +212,63 @@ def test_page_adds_the_loop_summary_and_each_iteration(report_dir):
     assert "1,200 after dedup" in text
 
 
+def _scorer_rows(text):
+    """06's accuracy-per-scorer table as [[cell text, ...], ...] (the header row first)."""
+    table = re.search(r'<table class="scorers">(.*?)</table>', text, re.S)
+    return [[re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", table.group(1))] if table else None
+
+
+def test_eval_shows_accuracy_per_scorer_and_links_the_disagreement_file(report_dir):
+    from rleif_kit.core.paths import RunPaths
+
+    run = RunPaths(report_dir.parent / "run")  # run.json's output_dir, "../run" from the report folder
+    gsm8k = {"n": 8, "accuracy": 0.5, "flexible_accuracy": 0.625, "compat_accuracy": 0.5,
+             "math_verify_accuracy": 0.375, "math_verify_disagreements": 3,
+             "scorers": {"strict": 0.5, "flexible": 0.625, "compat": 0.5, "math_verify": 0.375}}
+    write_json_atomic(run.eval_summary, {"summary": {
+        "sft": {"gsm8k": gsm8k, "math": {"n": 4, "accuracy": 0.25, "compat_accuracy": 0.25,
+                                          "math_verify_accuracy": 0.25, "math_verify_disagreements": 0},
+                "arith": {"n": 10, "accuracy": 0.9, "steps_ok": 0.8}}},  # one scorer only: no row
+        "math_verify": {"version": "0.9.0", "disagreements": "math_verify_disagreements.jsonl", "n": 3}})
+    run.math_verify_disagreements.write_text('{"id": "a"}\n' * 3)
+    text = write_report(report_dir).read_text()
+    section = text[text.index('id="06_eval"'):text.index('id="07_reward_diagnostics"')]
+    assert _scorer_rows(section) == [
+        ["model", "benchmark", "strict (headline)", "flexible", "compat", "math-verify",
+         "disagreements (math-verify vs strict)"],
+        ["sft", "gsm8k", "50.0%", "62.5%", "50.0%", "37.5%", "3"],  # 4/8, 5/8, 4/8, 3/8
+        ["sft", "math", "25.0%", "—", "25.0%", "25.0%", "0"]]
+    href = "../run/06_eval/math_verify_disagreements.jsonl"
+    assert f'<a href="{href}">3</a>' in section and f'<a href="{href}">math_verify_disagreements.jsonl</a>' in section
+    assert "math-verify 0.9.0 and strict disagree" in section and href in _parse(text).links
+    # the run directory out of reach (the report folder copied alone): the accuracies metrics.json records
+    shutil.rmtree(run.output_dir)
+    metrics = json.loads((report_dir / "metrics.json").read_text())
+    metrics["06_eval"].update(accuracy={"sft": {"gsm8k": 0.5, "arith": 0.9}},
+                              compat_accuracy={"sft": {"gsm8k": 0.5}}, flexible_accuracy={"sft": {"gsm8k": 0.625}})
+    write_json_atomic(report_dir / "metrics.json", metrics)
+    text = write_report(report_dir).read_text()
+    assert _scorer_rows(text)[1:] == [["sft", "gsm8k", "50.0%", "62.5%", "50.0%", "—", "—"]]
+    assert "disagreements.jsonl" not in text
+    # no benchmark with a second scorer: no table
+    metrics["06_eval"].pop("compat_accuracy"), metrics["06_eval"].pop("flexible_accuracy")
+    write_json_atomic(report_dir / "metrics.json", metrics)
+    assert _scorer_rows(write_report(report_dir).read_text()) is None
+
+
+def test_a_stale_eval_reads_no_summary_from_the_run(report_dir):
+    from rleif_kit.core.paths import RunPaths
+
+    run = RunPaths(report_dir.parent / "run")
+    write_json_atomic(run.eval_summary, {"summary": {"ppo": {"gsm8k": {"n": 2, "accuracy": 1.0,
+                                                                       "compat_accuracy": 1.0}}}})
+    status = json.loads((report_dir / "run.json").read_text())
+    status["stages"]["06_eval"] = {"status": "stale", "reason": "05_ppo reran after its figures were recorded"}
+    write_json_atomic(report_dir / "run.json", status)
+    assert _scorer_rows(write_report(report_dir).read_text()) is None  # summary.json is not these figures' run
+
+
 def test_parts_by_hand():
     # a moved key marks the checks whose thresholds it sets, by name: a probe's ok_at of 0.8 is not the moved
     # low_ra_healthy_max of 0.8, and score_mean_min's 0.2 is not low_ra_share's band end of 0.2

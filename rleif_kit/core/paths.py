@@ -314,6 +314,11 @@ class RunPaths:
     def eval_summary(self) -> Path:
         return self.stage_dir(EVAL) / "summary.json"
 
+    @property
+    def math_verify_disagreements(self) -> Path:
+        """Items, every model and benchmark, where the strict scorer and math-verify disagree (both readings)."""
+        return self.stage_dir(EVAL) / "math_verify_disagreements.jsonl"
+
     # 07_reward_diagnostics
     @property
     def verdicts(self) -> Path:

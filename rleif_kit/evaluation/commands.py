@@ -11,7 +11,8 @@ and the A/B table of two result directories.
 
 Generation settings come from ``[eval]``'s defaults, then settings.json's ``eval`` section (cot,
 temperature, max_new_tokens), then the flags. Per-item results go to ``--out`` (default
-``reports/eval/<model>/<benchmark>.jsonl``); a rerun into the same place resumes.
+``reports/eval/<model>/<benchmark>.jsonl``); a rerun into the same place resumes. For GSM8k and MATH the items
+where the strict scorer and math-verify disagree go beside them, to ``<benchmark>.math_verify_disagreements.jsonl``.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from rleif_kit.core.run_setup import setup
 from rleif_kit.core.sections import EvalConfig
 from rleif_kit.core.settings import Endpoint, SettingsError, load_settings
 from rleif_kit.evaluation.generators import ServedModel
-from rleif_kit.evaluation.scoring import check_code, check_response, compare_dirs, format_compare, summarize
-from rleif_kit.evaluation.stage import STAGE, evaluate_benchmark, local_generator, run_eval
+from rleif_kit.evaluation.scoring import (check_code, check_response, compare_dirs, format_compare,
+                                          math_verify_disagreements, summarize)
+from rleif_kit.evaluation.stage import STAGE, evaluate_benchmark, local_generator, rechecked, run_eval
 from rleif_kit.sandbox.runner import describe_sandbox
 from rleif_kit.worlds.benchmarks import BENCHMARKS, benchmark as get_benchmark, load_items
 
@@ -79,6 +81,8 @@ def run_benchmark(benchmark: str, ev: EvalConfig, *, model: str | None = None, s
         print(describe_sandbox())
     rows, pending, _ = evaluate_benchmark(generator, benchmark, items, path, ev)
     generator.close()
+    rows = rechecked(benchmark, rows, items, ev)  # rows of an older run without math-verify's verdict
+    write_disagreements(benchmark, rows, path, model=generator.name)
     return summarize(benchmark, rows), pending, path
 
 
@@ -104,7 +108,24 @@ def score_samples_file(benchmark: str, samples: str, ev: EvalConfig, *, data: st
             item = {**items.get(str(s["id"]), {}), **{k: s[k] for k in ("gold", "question") if k in s}, "id": s["id"]}
             rows.append(check_response(benchmark, item, s["response"]))
     write_jsonl(path, rows)
+    write_disagreements(benchmark, rows, path, model=Path(samples).stem)
     return summarize(benchmark, rows), path
+
+
+def disagreements_file(results: Path) -> Path:
+    """Beside ``<benchmark>.jsonl``: ``<benchmark>.math_verify_disagreements.jsonl`` (one per benchmark, so GSM8k
+    and MATH results in one folder keep theirs)."""
+    return results.with_suffix(".math_verify_disagreements.jsonl")
+
+
+def write_disagreements(benchmark: str, rows: list[dict], results: Path, model: str) -> Path | None:
+    """The items where the strict scorer and math-verify disagree, both readings on each line (none: an empty
+    file), for a benchmark math-verify judges; None for the others."""
+    if "math_verify_correct" not in get_benchmark(benchmark).summary:
+        return None
+    out = disagreements_file(results)
+    write_jsonl(out, math_verify_disagreements(rows, model=model, benchmark=benchmark))
+    return out
 
 
 def _code_samples(benchmark: str, lines: list[dict], problems: dict, samples: str) -> list[dict]:
@@ -131,12 +152,18 @@ def _code_samples(benchmark: str, lines: list[dict], problems: dict, samples: st
 
 
 def format_summary(benchmark: str, summary: dict) -> str:
-    """One line: n, strict accuracy, and flexible / compat / pass@k where they apply."""
+    """One line: n, strict accuracy (the headline), and flexible / compat / math-verify (with its disagreements
+    with strict) / pass@k / task errors where they apply."""
     pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"  # noqa: E731
-    extra = [f"{name} {pct(summary[key])}" for key, name in (("flexible_accuracy", "flexible"),
-                                                              ("compat_accuracy", "compat"),
-                                                              ("steps_ok", "all steps right")) if key in summary]
+    n = summary.get("math_verify_disagreements")
+    disagree = "" if n is None else f" ({n} disagreement{'' if n == 1 else 's'} with strict)"
+    extra = [f"{name} {pct(summary[key])}{disagree if key == 'math_verify_accuracy' else ''}"
+             for key, name in (("flexible_accuracy", "flexible"), ("compat_accuracy", "compat"),
+                               ("math_verify_accuracy", "math-verify"), ("steps_ok", "all steps right"))
+             if key in summary]
     extra += [f"{k} {summary[k]:.3f}" for k in summary if k.startswith("pass@")]
+    if summary.get("task_errors"):  # tasks whose data could not be judged, counted as failed
+        extra.append(f"task errors {summary['task_errors']}")
     return f"{benchmark}: n={summary['n']} accuracy {pct(summary['accuracy'])} (strict)" + \
         (f"; {', '.join(extra)}" if extra else "")
 
@@ -163,7 +190,8 @@ def run_command(args: Any) -> int:
         summary, pending, path = run_benchmark(args.target, ev, model=args.model, served=args.served, data=args.data,
                                                settings=settings, out=args.out)
     print(format_summary(args.target, summary))
-    print(f"per-item results: {path}"
+    mv = "math_verify_correct" in get_benchmark(args.target).summary
+    print(f"per-item results: {path}" + (f"; math-verify disagreements: {disagreements_file(path)}" if mv else "")
           + (f"; {pending} items failed at the endpoint (rerun to retry)" if pending else ""))
     return EXIT_STOPPED if pending else 0  # resumable: a rerun retries them
 

@@ -275,7 +275,7 @@ def _second_opinion(paths: RunPaths, rows: dict[tuple[str, str], list[dict]]) ->
         return None
     lines = [d for (model, bench), got in rows.items() if bench in benches
              for d in math_verify_disagreements(got, model=model, benchmark=bench)]
-    out = paths.eval_summary.with_name("math_verify_disagreements.jsonl")
+    out = paths.math_verify_disagreements
     write_jsonl(out, lines)
     return {"version": math_verify_version(), "disagreements": out.name, "n": len(lines),
             "headline": "accuracy (the kit's strict scorer); math_verify_accuracy is a second opinion"}

@@ -12,7 +12,8 @@ for a healthy run, where to go from the demo); a headline card (what went in, wh
 before and after, PPO's gain over SFT with its 95% interval drawn — the reward's health and the wall time per
 stage); per stage its status, its failed requests by cause, its verdicts with their numbers, thresholds and advice
 (each check's name linked to its troubleshooting entry; a threshold the preset moved marked with the preset's
-reason from ``[reasons]``), the counterfactual probes drawn beside their table (``report_probes.py``), its figures
+reason from ``[reasons]``), the counterfactual probes drawn beside their table (``report_probes.py``), 06's accuracy
+per scorer with math-verify's disagreements linked to their file (``report_scorers.py``), its figures
 as tables (never raw JSON), its plots (``report_figures.py``: embedded, each linked to the full-size file) and
 links to the executed notebook and the stage's log; the config keys the run moved from the kit's defaults; a
 ``[loop]`` run adds the summary across iterations and a block per iteration. Plain HTML, no script.
@@ -28,12 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.records import read_records
-from rleif_kit.core.stages import STAGES
+from rleif_kit.core.stages import EVAL, STAGES
 from rleif_kit.pipeline.report_checks import counted, docs_href, owners, stale_checks
 from rleif_kit.pipeline.report_figures import figure, unique
 from rleif_kit.pipeline.report_next import Scope, failures_table, what_next
 from rleif_kit.pipeline.report_probes import probe_block
+from rleif_kit.pipeline.report_scorers import run_paths, scorer_table
 from rleif_kit.pipeline.report_parts import (
     TRUSTED,
     config_table,
@@ -71,7 +74,7 @@ section.next.failed, section.next.fail { background: #ffebe9; } section.next.sto
 section.next.warn { background: #fff8c5; } section.next.ok { background: #dafbe1; } .lead { font-size: 1.05em; }
 table.next th { width: 9em; background: transparent; } table.next { background: #ffffffb0; }
 table.failures td.example { font-family: ui-monospace, monospace; font-size: 0.85em; word-break: break-word; }
-table.failures caption { text-align: left; font-weight: 600; padding: 0.2em 0; }
+table.failures caption, table.scorers caption { text-align: left; font-weight: 600; padding: 0.2em 0; }
 tr.verdict.elsewhere td, tr.verdict.elsewhere th { opacity: 0.7; }
 table.verdicts td:nth-child(3), table.verdicts td:nth-child(4) { min-width: 12em; }
 .side { display: flex; gap: 1.5em; flex-wrap: wrap; align-items: flex-start; } svg.probes { flex: none; }
@@ -133,10 +136,13 @@ def _problem(stage: str, st: dict[str, Any]) -> str:
 
 @dataclass
 class _Links:
-    """What every stage block links to: the moved config keys, the docs folder, each check's counting stage."""
+    """What every stage block links to: the moved config keys, the docs folder, each check's counting stage, the
+    run directory (its artifacts, e.g. 06's disagreement file) and the page's folder (links are relative to it)."""
     changed: dict[str, dict[str, Any]]
     docs: str | None
     owner: dict[str, str] = field(default_factory=dict)
+    run: RunPaths | None = None
+    page: Path = Path(".")
 
 
 def _stage_block(folder: Path, prefix: str, stage: str, metrics: dict[str, Any], figures: list[Path],
@@ -162,6 +168,8 @@ def _stage_block(folder: Path, prefix: str, stage: str, metrics: dict[str, Any],
     probes = probe_block(metrics, links.changed, links.docs) if any(
         links.owner.get(c) == stage for c in links.owner if "_probe_" in c) else ""
     parts.append(probes)
+    if stage == EVAL:  # accuracy per scorer; the run's summary.json only when these figures are this run's
+        parts.append(scorer_table(metrics, links.run if status in TRUSTED else None, links.page))
     parts.append(figures_table(metrics, ("failures", "probes") if probes else ("failures",)))
     parts.extend(figure(p, prefix + "figures/" + p.name) for p in figures
                  if not (probes and p.stem.endswith("_probes")))
@@ -169,11 +177,12 @@ def _stage_block(folder: Path, prefix: str, stage: str, metrics: dict[str, Any],
 
 
 def _folder_blocks(folder: Path, prefix: str, changed: dict[str, dict[str, Any]],
-                   docs: str | None) -> tuple[list[str], dict]:
-    """One block per stage, each with its ``figures/NN_*.png``; and the statuses."""
+                   docs: str | None, page: Path, output_dir: str | None = None) -> tuple[list[str], dict]:
+    """One block per stage, each with its ``figures/NN_*.png``; and the statuses. ``page``: the folder of
+    index.html; ``output_dir``: run.json's run directory, relative to it."""
     metrics = read_records(folder / "metrics.json")
     statuses = stage_statuses(folder, prefix)
-    links = _Links(changed, docs, owners(metrics, statuses, STAGES))
+    links = _Links(changed, docs, owners(metrics, statuses, STAGES), run_paths(page, output_dir, prefix), page)
     pngs = unique(sorted((folder / "figures").glob("*.png")))
     blocks, used = [], set()
     for stage in STAGES:
@@ -226,7 +235,7 @@ def write_report(report_dir: str | Path) -> Path:
     changed = {c["key"]: c for c in changes}
     min_gain = changed.get("diagnostics.ab_min_gain", {}).get("value", 0.03)
     docs = docs_href(report_dir)
-    blocks, statuses = _folder_blocks(report_dir, "", changed, docs)
+    blocks, statuses = _folder_blocks(report_dir, "", changed, docs, report_dir, run.get("output_dir"))
     iterations = _iteration_folders(report_dir)
     latest_metrics, latest = dict(metrics), dict(statuses)  # a loop's headline: each stage's latest iteration
     for folder in iterations:
@@ -258,7 +267,7 @@ def write_report(report_dir: str | Path) -> Path:
                 f'{config_table(changes) if run else "<p>No run.json: run through rleif run to see it.</p>"}</section>')
     for folder in iterations:
         body.append(f'<h2 id="{folder.name}">Iteration {folder.name.split("-")[1]}</h2>')
-        body.extend(_folder_blocks(folder, f"{folder.name}/", changed, docs)[0])
+        body.extend(_folder_blocks(folder, f"{folder.name}/", changed, docs, report_dir, run.get("output_dir"))[0])
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>RLEIF run {esc(run.get('run') or report_dir.name)}</title><style>{CSS}</style></head>\n<body>\n"
             + "\n".join(b for b in body if b) + "\n</body></html>\n")
