@@ -278,3 +278,39 @@ def test_rollout_logprobs_are_those_of_the_sampling_distribution(tmp_path, small
     assert torch.equal(new[:, :T][mask], roll.input_ids[:, roll.prompt_width:][mask])  # the same samples
     assert torch.allclose(roll.logp[mask], sampler[:, :T][mask], atol=1e-4)
     assert torch.allclose(roll.ref_logp[mask], roll.logp[mask], atol=1e-5)  # a fresh adapter is the SFT policy
+
+
+def test_trimmed_passes_compute_the_untrimmed_values_on_fewer_tokens(tmp_path, small_model_dir):
+    """[ppo] trim_padding (issue 32): each pass computes only the columns its rows use, the passes without gradient
+    over rows grouped by length; log-probs, values, entropy and the update's losses are those of the full-width
+    passes, and the update computes fewer tokens."""
+    from rleif_kit.ppo.policy import load_policy
+    from rleif_kit.ppo.trainer import generate_rollout, ppo_step, score_rollout
+
+    cfg, paths = _run(tmp_path, small_model_dir, "ppo.ppo_epochs=1")
+    policy = load_policy(cfg, paths)
+    prompts = [p["text"] * (1 + i % 3) for i, p in enumerate(_pool(8))]  # prompts of three lengths
+    torch.manual_seed(0)
+    roll = generate_rollout(policy, prompts, cfg)
+    results = {}
+    for trim in (False, True):
+        roll.trim = trim
+        score_rollout(policy, roll, mini_batch=4)
+        results[trim] = (roll.logp.clone(), roll.ref_logp.clone(), roll.values.clone(), roll.entropy)
+    mask = roll.response_mask.bool()
+    for full, trimmed in zip(results[False][:3], results[True][:3]):
+        assert torch.allclose(full[mask], trimmed[mask], atol=1e-5)
+    assert results[True][3] == pytest.approx(results[False][3], abs=1e-5)
+    steps = {}
+    for trim in (False, True):
+        roll.trim = trim
+        state = {n: p.detach().clone() for n, p in policy.named_trainable().items()}
+        torch.manual_seed(1)  # the same minibatches
+        optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-3)
+        steps[trim] = ppo_step(policy, optimizer, roll, {"reward": [1.0, 0.0] * 4}, cfg, kl_coef=0.0)
+        with torch.no_grad():
+            for n, p in policy.named_trainable().items():
+                p.copy_(state[n])  # back to where the other variant started
+    for key in ("policy_loss", "value_loss", "approx_kl"):
+        assert steps[True][key] == pytest.approx(steps[False][key], abs=1e-5)
+    assert steps[True]["computed_tokens"] < steps[False]["computed_tokens"]

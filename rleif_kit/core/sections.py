@@ -241,6 +241,9 @@ class PPOConfig(_Section):
     mini_batch: int = opt(8, "examples per PPO update", positive)
     ppo_epochs: int = opt(4, "passes over each rollout batch", positive)
     gen_batch: int = opt(16, "prompts generated together (a micro-batch of the rollout)", positive)
+    trim_padding: bool = opt(True, "each pass over the rollout (policy, reference, update) computes only the columns "
+                                   "its rows use, the no-gradient passes over rows grouped by length (same values; "
+                                   "benchmarks/bench_ppo.py)")
     max_new_tokens: int = opt(512, "longest sampled response", MAX_TOKENS)
     temperature: float = opt(1.0, "sampling temperature of the rollouts (log-probs and KL are taken at the "
                                        "same temperature)", positive)

@@ -23,6 +23,7 @@ class Rollout:
     values: Any = None
     entropy: float = 0.0
     temperature: float = 1.0  # the sampling temperature: log-probs are taken at the same one
+    trim: bool = False  # passes compute only the columns their rows use ([ppo] trim_padding; passes.view)
 
 
 def _response_tokens(row: list[int], eos_id: int) -> list[int]:

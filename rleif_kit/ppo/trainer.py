@@ -20,7 +20,8 @@ guard decision), and only rank 0 writes files. On one process all of this is a n
 
 Before the first update, the reward-health gate scores a sample with both reward models and refuses to
 start on a broken reward unless ``[ppo].force`` (``reward_gate``). The math lives in ``ppo_math.py``, the
-policy in ``ppo/policy.py``, the reward in ``ppo/rewards.py``; the A/B and export in ``ppo/stage.py``.
+policy in ``ppo/policy.py``, the passes over a rollout in ``ppo/passes.py``, the reward in ``ppo/rewards.py``,
+the log row in ``ppo/step_row.py`` and its timing in ``ppo/phases.py``; the A/B and export in ``ppo/stage.py``.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ from rleif_kit.models.trainer_logs import StepLog
 from rleif_kit.ppo import ppo_math as pm
 from rleif_kit.ppo.policy import (
     Policy,
-    forward,
     last_checkpoint,
     load_checkpoint,
     load_policy,
@@ -50,6 +50,7 @@ from rleif_kit.ppo.policy import (
     save_checkpoint,
 )
 from rleif_kit.ppo.gate import reward_gate
+from rleif_kit.ppo.passes import kl_after_update, pass_width, response_view, score_rollout, view  # noqa: F401 - response_view: read by callers
 from rleif_kit.ppo.phases import PhaseTimer, rollout_fields
 from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
 from rleif_kit.ppo.rollout import Rollout, generate_rollout
@@ -60,49 +61,6 @@ from rleif_kit.worlds.data import instruction_pool
 STAGE = PPO
 RANK_MEANS = ("kl", "kl_after", "entropy", "response_len", "policy_loss", "value_loss", "clip_frac", "approx_kl",
               "explained_variance", "gen_tokens_per_s", "pad_ratio")  # per-rank means
-
-def response_view(policy: Policy, ids, attn, prompt_width: int, reference: bool = False, with_values: bool = True,
-                  temperature: float = 1.0):
-    """(log-probs of the response tokens, values, logits), each [B, T, ...].
-
-    The logits are divided by the sampling ``temperature``, so the log-probs are those of the distribution
-    the rollout was sampled from (policy and reference alike): PPO's ratio and the KL stay on-policy.
-    """
-    logits, values = forward(policy, ids, attn, with_values=with_values and not reference, reference=reference)
-    T = ids.shape[1] - prompt_width
-    logits = logits[:, prompt_width - 1: prompt_width - 1 + T] / temperature  # position t predicts token t + 1
-    logp = pm.token_logprobs(logits, ids[:, prompt_width:])
-    vals = values[:, prompt_width - 1: prompt_width - 1 + T] if values is not None else None
-    return logp, vals, logits
-
-
-def _slices(roll: Rollout, mini_batch: int) -> list[slice]:
-    return [slice(s, s + mini_batch) for s in range(0, roll.input_ids.shape[0], mini_batch)]
-
-
-def _view(policy: Policy, roll: Rollout, rows, **kw):
-    """``response_view`` of the rollout's ``rows`` (a slice or an index tensor) at its sampling temperature."""
-    return response_view(policy, roll.input_ids[rows], roll.attention_mask[rows], roll.prompt_width,
-                         temperature=roll.temperature, **kw)
-
-
-def score_rollout(policy: Policy, roll: Rollout, mini_batch: int, timer: PhaseTimer | None = None) -> None:
-    """Fill in the rollout's log-probs (policy and reference), values and mean entropy, without gradients."""
-    import torch  # heavy: loaded on first use
-
-    timer = timer or PhaseTimer()
-    logps, refs, vals, ents = [], [], [], []
-    with torch.no_grad():
-        with timer("policy_pass"):
-            for sl in _slices(roll, mini_batch):
-                logp, values, logits = _view(policy, roll, sl)
-                logps.append(logp), vals.append(values), ents.append(pm.entropy_from_logits(logits))
-        with timer("ref_pass"):
-            for sl in _slices(roll, mini_batch):
-                refs.append(_view(policy, roll, sl, reference=True)[0])
-    roll.logp, roll.ref_logp, roll.values = torch.cat(logps), torch.cat(refs), torch.cat(vals)
-    roll.entropy = pm.masked_mean(torch.cat(ents), roll.response_mask).item()
-
 
 # ------------------------------------------------------------------------- the loop
 
@@ -139,9 +97,11 @@ def ppo_step(policy: Policy, optimizer: Any, roll: Rollout, scores: dict, cfg: R
     adv = pm.masked_whiten(adv, mask)
     policy.model.train()  # activation checkpointing runs in train mode only; load_policy switched dropout off
     B, stats = mask.shape[0], {"policy_loss": [], "value_loss": [], "clip_frac": [], "approx_kl": []}
+    computed = 0  # tokens the update's passes computed, padding included (the log's pad_ratio)
     for _ in range(ppo.ppo_epochs):
         for idx in torch.randperm(B).split(ppo.mini_batch):
-            logp, values, _ = _view(policy, roll, idx)
+            logp, values, _ = view(policy, roll, idx)
+            computed += len(idx) * pass_width(roll, idx)
             pl, clip_frac = pm.policy_loss(logp, roll.logp[idx], adv[idx], mask[idx], ppo.clip_range)
             stats["approx_kl"].append(pm.approx_kl(logp.detach(), roll.logp[idx], mask[idx]).item())
             vl = pm.value_loss(values, roll.values[idx], returns[idx], mask[idx], ppo.clip_range)
@@ -155,29 +115,10 @@ def ppo_step(policy: Policy, optimizer: Any, roll: Rollout, scores: dict, cfg: R
             stats["policy_loss"].append(pl.item()), stats["value_loss"].append(vl.item())
             stats["clip_frac"].append(clip_frac.item())
     out = {k: sum(v) / len(v) for k, v in stats.items()}
+    out["computed_tokens"] = computed
     out["kl_after"] = kl_after_update(policy, roll, ppo.mini_batch)
     out["explained_variance"] = pm.explained_variance(roll.values, returns, mask)  # the value head before the update
     return out
-
-
-def kl_after_update(policy: Policy, roll: Rollout, mini_batch: int) -> float:
-    """KL per sequence of the UPDATED policy to the reference, on this rollout's responses: what a checkpoint
-    saved now holds.
-
-    The rollout's own KL describes the policy before the updates; an update that blew the policy up would
-    only show in the next rollout, after a checkpoint of the broken policy could have been saved. The samples
-    come from the policy before the update, so the plain log-ratio (k1) would be off-policy and can go below
-    zero; this is the k3 estimate (``ppo_math.kl_k3``) importance-weighted from the old policy to the new one,
-    which is never negative and is 0 exactly when the new policy is the reference.
-    """
-    import torch  # heavy: loaded on first use
-
-    kls = []
-    with torch.no_grad():
-        for sl in _slices(roll, mini_batch):
-            logp, _, _ = _view(policy, roll, sl, with_values=False)
-            kls.append(pm.kl_k3(logp, roll.logp[sl], roll.ref_logp[sl], roll.response_mask[sl]))
-    return torch.cat(kls).mean().item()
 
 
 def _read_log(path: Path, upto: int) -> list[dict]:
@@ -240,13 +181,14 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
         prompts = [scorer.world.prompt_for(r, cot=cfg.eval.cot_prompt) for r in batch]
         with timer("generate"):
             roll = generate_rollout(policy, prompts, cfg)
+        roll.trim = ppo.trim_padding
         score_rollout(policy, roll, ppo.mini_batch, timer)
         with timer("reward"):
             scores = scorer(batch, roll.responses)
         with timer("update"):
             update = ppo_step(policy, optimizer, roll, scores, cfg, kl_ctl.coef)
         update.update(rollout_fields(int(roll.response_mask.sum().item()), timer.seconds["generate"],
-                                     roll.attention_mask.numel(), int(roll.attention_mask.sum().item())))
+                                     update.pop("computed_tokens"), ppo.ppo_epochs * int(roll.attention_mask.sum())))
         row = step_record(step, dist.gather_lists(scores), roll, update, kl_ctl.coef)  # rewards of the whole batch
         row.update({k: round(v, 3) for k, v in getattr(scorer, "timings", {}).items()})  # verify_s: the sandbox
         row.update(dist.gather_mean({k: row[k] for k in RANK_MEANS if row.get(k) is not None}))  # same on every rank
