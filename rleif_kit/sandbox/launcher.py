@@ -77,8 +77,8 @@ def _bind(src: str, dst: str) -> None:
 def _prepare_root(cfg: dict) -> str:
     """A new root for the program, in this mount namespace: a tmpfs holding only the interpreter, the standard
     library and the shared libraries it loads (read only, every site-packages masked by an empty tmpfs), a few
-    devices, /proc, and the temp dir as a size-capped tmpfs of its own (the program's files copied in). Nothing
-    else of the host: not its /etc, /home, the evaluator's files or the datasets. Returns the new root."""
+    devices, /proc, and the temp dir as a tmpfs of its own capped in bytes and in files (the program's files copied
+    in). Nothing else of the host: not its /etc, /home, the evaluator's files or the datasets. Returns the new root."""
     root, tmp = cfg["root_dir"], cfg["tmpdir"]
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
@@ -97,7 +97,8 @@ def _prepare_root(cfg: dict) -> str:
         with open(os.path.join(tmp, name), "rb") as f:
             files[name] = f.read()
     os.makedirs(root + tmp, mode=0o755, exist_ok=True)
-    _mount("tmpfs", root + tmp, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,size={cfg['tmp_bytes']}")
+    _mount("tmpfs", root + tmp, "tmpfs", MS_NOSUID | MS_NODEV,
+           f"mode=0700,size={cfg['tmp_bytes']},nr_inodes={cfg['tmp_inodes']}")
     uid = cfg["uid"]
     if uid is not None:
         os.chown(root + tmp, uid, uid)

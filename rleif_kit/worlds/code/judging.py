@@ -8,7 +8,9 @@ driver that calls the entry point on each case's arguments and writes the plain 
 test, no expected value and no marker enters it (``value_tests`` says why that makes the verdict unforgeable).
 
 What crosses back is bounded: the result file is read up to the sandbox's file limit, each case's error text is
-cut to 300 characters, and only plain data is rebuilt (:func:`~rleif_kit.worlds.code.value_tests.from_plain`).
+cut to 300 characters, and only plain data is rebuilt (:func:`~rleif_kit.worlds.code.value_tests.from_plain`),
+at most a million values of it (a range counts its length), 100 deep, no keys that flood one hash: a value over
+those fails its case with "too large to rebuild" (issue 30: ``range(10**9)`` is 20 bytes here, 8 GB in a tuple).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from rleif_kit.sandbox.runner import Limits, RunResult, run_many
-from rleif_kit.worlds.code.value_tests import Case, from_plain, judge, to_plain
+from rleif_kit.worlds.code.value_tests import Case, check_hashes, from_plain, judge, to_plain
 
 
 def _bare_source(fn: Any) -> str:
@@ -36,7 +38,7 @@ def _bare_source(fn: Any) -> str:
     return ast.unparse(tree)
 
 
-PLAIN_SOURCE = _bare_source(to_plain) + "\n\n\n" + _bare_source(from_plain)
+PLAIN_SOURCE = "\n\n\n".join(_bare_source(f) for f in (to_plain, check_hashes, from_plain))
 
 VALUE_DRIVER = """
 
@@ -64,7 +66,9 @@ def value_program(problem: Mapping[str, Any], completion: str, cases: Sequence[C
     The arguments are Python literals, or with ``plain_args`` plain-encoded JSON the program decodes (values a
     literal cannot write: nan, inf)."""
     args = [c.args for c in cases]
-    source = f"from_plain(__import__('json').loads({json.dumps(to_plain(args))!r}))" if plain_args else repr(args)
+    # the evaluator's own arguments: decoded without the bound on what crosses back (EvalPlus's can be large)
+    source = f"from_plain(__import__('json').loads({json.dumps(to_plain(args))!r}), [float('inf')])" \
+        if plain_args else repr(args)
     return f"{problem.get('prompt', '')}{completion}\n\n\n{PLAIN_SOURCE}\n" + VALUE_DRIVER % (problem["entry_point"], source)
 
 
@@ -108,7 +112,10 @@ def case_verdicts(result: RunResult, timeout: float, cases: Sequence[Case]) -> t
         else:
             try:
                 ok, why = judge(case, from_plain(row["value"])), f"failed: case {i + 1} returned a wrong value"
-            except (KeyError, ValueError, TypeError, RecursionError):
+            except ValueError as e:
+                ok, why = False, f"failed: case {i + 1} returned " + (str(e)[:120] if str(e).startswith("too large")
+                                                                      else "no plain value")
+            except (KeyError, TypeError, RecursionError):
                 ok, why = False, f"failed: case {i + 1} returned no plain value"
         verdicts.append(ok)
         if not ok and reason == "passed":

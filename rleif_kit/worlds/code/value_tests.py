@@ -193,40 +193,72 @@ def to_plain(value, depth=0):
     raise TypeError(f"a {kind.__name__} is not plain data")
 
 
-def from_plain(data: Any) -> Any:
-    """The value :func:`to_plain` encoded (built by the evaluator, so it holds no object of the candidate's)."""
+def check_hashes(items, most=8):
+    """Raise ValueError when more than ``most`` different items share one hash: building a set or dict of them is
+    quadratic (20,000 ints ``i * (2**61 - 1)``, all of hash 0, took 2.2 s; a million would take hours). Equal items
+    (duplicates) cost nothing and pass. Linear: each item meets at most ``most`` others."""
+    buckets = {}
+    for x in items:
+        same = buckets.setdefault(hash(x), [])
+        if x not in same:
+            if len(same) >= most:
+                raise ValueError("too large to rebuild: more than %d different keys of one hash" % most)
+            same.append(x)
+
+
+def from_plain(data, budget=None, depth=0):
+    """The value :func:`to_plain` encoded (built by the evaluator, so it holds no object of the candidate's), within
+    bounds, so that what crosses cannot exhaust the evaluator that rebuilds it: at most 1,000,000 values in all
+    (``budget``: [values left], shared by the calls of one crossing), a range counting its length (``range(10**9)``
+    is 20 bytes of JSON, but a test's ``tuple(...)`` of it is 8 GB), nested at most 100 deep (as :func:`to_plain`),
+    and no set or dict whose keys flood one hash (:func:`check_hashes`). Raises ValueError beyond them, with a
+    message that starts "too large to rebuild"."""
+    if budget is None:
+        budget = [1000000]
+    budget[0] -= 1
+    if budget[0] < 0 or depth > 100:
+        raise ValueError("too large to rebuild: " + ("more than 1,000,000 values" if budget[0] < 0 else
+                                                     "nested deeper than 100"))
     if isinstance(data, (bool, int, str)) or data is None:
         return data
-    if isinstance(data, dict) and len(data) == 1:
-        (tag, body), = data.items()
-        if tag == "f":
-            return float(body)
-        if tag == "list":
-            return [from_plain(v) for v in body]
-        if tag == "tuple":
-            return tuple(from_plain(v) for v in body)
-        if tag == "set":
-            return {from_plain(v) for v in body}
-        if tag == "frozenset":
-            return frozenset(from_plain(v) for v in body)
-        if tag == "dict":
-            return {from_plain(k): from_plain(v) for k, v in body}
-        if tag == "complex":
-            return complex(float(body[0]), float(body[1]))
-        if tag == "range":
-            return range(*(int(x) for x in body))
-        if tag in ("Counter", "OrderedDict", "defaultdict"):
-            import collections  # the evaluator's own containers, rebuilt from plain pairs
+    if not (isinstance(data, dict) and len(data) == 1):
+        raise ValueError(f"not an encoded value: {str(data)[:60]}")
+    (tag, body), = data.items()
+    if tag == "f":
+        return float(body)
+    if tag == "complex":
+        return complex(float(body[0]), float(body[1]))
+    if tag == "range":
+        value = range(*(int(x) for x in body))
+        try:
+            budget[0] -= len(value)
+        except OverflowError:  # longer than sys.maxsize
+            budget[0] = -1
+        if budget[0] < 0:
+            raise ValueError("too large to rebuild: a range of more than 1,000,000 values")
+        return value
+    if tag in ("dict", "Counter", "OrderedDict", "defaultdict"):
+        pairs = [(from_plain(k, budget, depth + 1), from_plain(v, budget, depth + 1)) for k, v in body]
+        check_hashes(k for k, _ in pairs)
+    elif tag in ("list", "tuple", "set", "frozenset", "deque", "iter"):
+        items = [from_plain(v, budget, depth + 1) for v in body]
+        if tag in ("set", "frozenset"):
+            check_hashes(items)
+    else:
+        raise ValueError(f"not an encoded value: {str(data)[:60]}")
+    if tag == "list":
+        return items
+    if tag in ("tuple", "set", "frozenset"):
+        return {"tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
+    if tag == "iter":
+        return iter(items)  # an iterator still: [..] == iterator is False, as in the test
+    if tag == "dict":
+        return dict(pairs)
+    import collections  # the evaluator's own containers, rebuilt from plain data
 
-            pairs = [(from_plain(k), from_plain(v)) for k, v in body]
-            return collections.defaultdict(None, pairs) if tag == "defaultdict" else getattr(collections, tag)(dict(pairs))
-        if tag == "deque":
-            import collections
-
-            return collections.deque(from_plain(v) for v in body)
-        if tag == "iter":
-            return iter([from_plain(v) for v in body])  # an iterator still: [..] == iterator is False, as in the test
-    raise ValueError(f"not an encoded value: {str(data)[:60]}")
+    if tag == "deque":
+        return collections.deque(items)
+    return collections.defaultdict(None, pairs) if tag == "defaultdict" else getattr(collections, tag)(dict(pairs))
 
 
 def judge(case: Case, got: Any) -> bool:
@@ -258,8 +290,9 @@ def judge_all(cases: Sequence[Case], results: Sequence[Any]) -> tuple[bool, str]
             return False, f"failed: case {i + 1} raised {str(result['error'])[:200]}"
         try:
             got = from_plain(result["value"])
-        except (KeyError, ValueError, TypeError, RecursionError):
-            return False, f"failed: case {i + 1} returned no plain value"
+        except (KeyError, ValueError, TypeError, RecursionError) as e:
+            big = isinstance(e, ValueError) and str(e).startswith("too large")
+            return False, f"failed: case {i + 1} returned " + (str(e)[:120] if big else "no plain value")
         if not judge(case, got):
             return False, f"failed: case {i + 1} returned a wrong value"
     return True, "passed"
