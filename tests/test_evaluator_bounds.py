@@ -201,3 +201,21 @@ def test_a_thread_flood_is_capped_by_the_process_limit():
              "except RuntimeError:\n    pass\nprint(n, flush=True)\nos._exit(0)\n")
     result = run_python(flood, timeout=10, limits=Limits(nproc=8))
     assert result.returncode == 0 and int(result.stdout) < 8  # 7 threads and the main one
+
+
+def test_without_a_uid_of_its_own_the_program_cannot_remount_its_caps_away():
+    """Where the uid is not dropped (a non-root evaluator: a user namespace; or root's fallback), the program held
+    every capability of its namespace and remounted its tmpfs without the caps, and its root read-write."""
+    from rleif_kit.sandbox import runner
+
+    if "minimal-root" not in sandbox_plan().protections:
+        pytest.skip("no namespaces here")
+    remounts = "((os.getcwd(), 32 | 4 | 2, b'size=1g,nr_inodes=1000000'), ('/', 32 | 4096, None))"  # tmpfs; root rw
+    attack = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+              f"for target, flags, data in {remounts}:\n"
+              "    print(libc.mount(None, target.encode(), None, ctypes.c_ulong(flags), data), ctypes.get_errno())\n"
+              "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])\n")
+    result = runner._run(runner.SandboxPlan(namespaces=True, drop_uid=False), attack, 10, Limits(), slot=0)
+    assert result.returncode == 0, result.stderr[-300:]
+    assert result.stdout.split() == ["-1", "1", "-1", "1", "0000000000000000"]  # EPERM twice, no capability
+    assert "no-capabilities" in result.protections

@@ -19,7 +19,8 @@ CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER = 0x20000, 0x8000000, 0x10000000
 CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 8192, 16384, 1 << 18
 SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = 442, -100, 0x8000, 0x1
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 38, 24, 47, 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 SETUP_FAILED = 125  # launcher exit code when the sandbox could not be built (never a program's verdict)
 
 _libc = None
@@ -162,7 +163,22 @@ def _restrict(cfg: dict, protections: list[str]) -> None:
         _lib().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         _lib().prctl(PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0)
         protections.append("no-new-privs")
+        _drop_capabilities()
+        protections.append("no-capabilities")
     os.chdir(cfg["tmpdir"])
+
+
+def _drop_capabilities() -> None:
+    """No capability left (ambient, bounding, effective, permitted, inheritable). Where the uid is not dropped the
+    program would keep every capability of its user namespace (of the host, as root) and could remount its tmpfs
+    without the size and file caps, or its root read-write (issue 30: both worked)."""
+    lib = _lib()
+    lib.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    cap = 0
+    while lib.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:  # up to the last capability (EINVAL), or EPERM: none held
+        cap += 1
+    header, data = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0), (ctypes.c_uint32 * 6)()
+    _syscall_ok(lib.capset(header, data), "capset")
 
 
 def _report(cfg: dict, key: str, value: str) -> None:
