@@ -48,3 +48,19 @@ def test_rollout_fields_are_tokens_per_second_and_computed_per_real_token():
     # 3 sequences of width 10 (30 computed), 24 real tokens; 12 response tokens in 4 s
     assert rollout_fields(12, 4.0, 30, 24) == {"gen_tokens_per_s": 3.0, "pad_ratio": 1.25}
     assert rollout_fields(0, 0.0, 0, 0) == {"gen_tokens_per_s": None, "pad_ratio": None}
+
+
+def test_the_phase_and_update_figures_draw_a_log_with_and_without_timings():
+    from rleif_kit.core.plots_ppo_step import plot_ppo_phases, plot_update_diagnostics
+
+    log = [{"step": s, "step_s": 3.0, "generate_s": 0.5, "policy_pass_s": 0.2, "ref_pass_s": 0.2, "reward_s": 0.3,
+            "update_s": 1.6, "checkpoint_s": 0.0, "gen_tokens_per_s": 4000.0, "pad_ratio": 1.3, "approx_kl": 1e-3,
+            "clip_frac": 0.05, "explained_variance": 0.2} for s in range(3)]
+    fig = plot_ppo_phases(log)
+    title = fig.axes[0].get_title()
+    assert "median step 3.00 s" in title and "4,000 generated tokens/s" in title and "1.30 tokens" in title
+    bars = [p for p in fig.axes[0].patches]
+    assert len(bars) == 3 * 7  # six phases and "other" per step
+    assert plot_ppo_phases([{"step": 0, "reward_mean": 0.1}]).axes[0].texts[0].get_text() == \
+        "this log has no per-phase timings"
+    assert len(plot_update_diagnostics(log).axes) == 3
