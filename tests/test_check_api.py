@@ -1,11 +1,12 @@
-"""check_api against the loopback fake server: auth header, failures as rows, redaction."""
+"""check_api against the loopback fake server: auth header, failures as rows in the server's own words, an unknown
+model with the server's model list, redaction."""
 
 from __future__ import annotations
 
 import pytest
 
 from rleif_kit.pipeline.check_api import CheckRow, check_api, check_endpoint, format_check_table
-from rleif_kit.testing.fake_openai import FakeOpenAIServer
+from rleif_kit.testing.fake_openai import FakeOpenAIServer, _Reply
 from rleif_kit.core.settings import SettingsError, parse_settings
 
 FAKE_KEY = "sk-test-7d41c0a9e2b86f35Wq8Z"
@@ -43,8 +44,7 @@ def test_401_detail_is_redacted(monkeypatch):
         (row,) = check_api(settings_for(server), roles=["evolve"])
         assert server.counters["401"] == 1 and server.counters["requests"] == 1  # no retry on 401
     assert not row.ok and row.latency_s is not None
-    assert row.detail.startswith("AuthenticationError: Error code: 401")
-    assert "Incorrect API key provided: sk-...[REDACTED]" in row.detail
+    assert row.detail.startswith("http 401: Incorrect API key provided: sk-...[REDACTED]")  # the server's words
     assert FAKE_KEY[-4:] not in row.detail and FAKE_KEY not in format_check_table([row])
 
 
@@ -73,7 +73,7 @@ def test_server_error_is_one_attempt_and_a_failed_row(monkeypatch):
     with FakeOpenAIServer(fail_rate=1.0, fail_modes=("500",)) as server:
         (row,) = check_api(settings_for(server), roles=["irm_judge"])
         assert server.counters["requests"] == 1  # ONE round trip: retries are off for the check
-    assert not row.ok and row.detail.startswith("InternalServerError: Error code: 500")
+    assert not row.ok and row.detail.startswith("http 500: ")
 
 
 def test_unknown_role_raises(monkeypatch):
@@ -103,3 +103,54 @@ def test_check_endpoint_redacts_its_own_key_without_settings(monkeypatch):
     with FakeOpenAIServer(require_key="sk-the-right-key-0000") as server:
         row = check_endpoint(settings_for(server).endpoint("evolve"))
     assert not row.ok and "sk-...[REDACTED]" in row.detail and FAKE_KEY[-4:] not in row.detail
+
+
+class Scripted(FakeOpenAIServer):
+    """Answers every chat completion with one scripted error; GET /v1/models lists ``models`` (None: a 500)."""
+
+    def __init__(self, status: int, payload, models=("pinned-7b", "other-13b"), **kw):
+        super().__init__(**kw)
+        self.status, self.payload, self.models = status, payload, models
+
+    async def _chat(self, body):
+        self._count(str(self.status))
+        return _Reply(self.status, self.payload)
+
+    async def _dispatch(self, method, path, headers, raw):
+        if method == "GET" and path == "/v1/models":
+            self._record(method, path, headers, None)
+            if self.models is None:
+                return _Reply(500, {"error": {"message": "no list here"}})
+            return _Reply(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
+        return await super()._dispatch(method, path, headers, raw)
+
+
+def test_an_unknown_model_row_shows_the_servers_words_and_its_model_list(monkeypatch):
+    """Issue 30: the server said "Server is pinned to ..."; check-api showed `BadRequestError: Error code: 400`."""
+    monkeypatch.setenv(ENV, FAKE_KEY)
+    pinned = {"detail": "Server is pinned to 'pinned-7b'; requested 'gpt-4o'."}
+    with Scripted(400, pinned) as server:
+        (row,) = check_api(settings_for(server, models={"evolve": "gpt-4o"}), roles=["evolve"])
+        paths = [r.path for r in server.requests]
+    assert paths == ["/v1/chat/completions", "/v1/models"]  # one try, then the list for the advice
+    assert not row.ok and row.detail == (
+        "http 400: Server is pinned to 'pinned-7b'; requested 'gpt-4o'; check `model` in settings.json "
+        "(models.evolve.name = 'gpt-4o') against the server's model list: pinned-7b, other-13b")
+    assert row.detail in format_check_table([row])  # an error is shown whole
+
+
+def test_a_400_about_something_else_is_the_servers_words_alone(monkeypatch):
+    monkeypatch.setenv(ENV, FAKE_KEY)
+    with Scripted(400, {"error": {"message": "max_tokens is too large", "code": None}}, models=None) as server:
+        (row,) = check_api(settings_for(server), roles=["evolve"])
+        assert [r.path for r in server.requests] == ["/v1/chat/completions"]  # no model list asked for
+    assert row.detail == "http 400: max_tokens is too large"
+
+
+def test_an_unknown_model_without_a_model_list_says_so(monkeypatch):
+    monkeypatch.setenv(ENV, FAKE_KEY)
+    body = {"object": "error", "message": "The model `gpt-4o` does not exist.", "type": "NotFoundError"}  # vLLM
+    with Scripted(404, body, models=None) as server:
+        (row,) = check_api(settings_for(server, models={"evolve": "gpt-4o"}), roles=["evolve"])
+    assert row.detail.startswith("http 404: The model `gpt-4o` does not exist; check `model` in settings.json")
+    assert row.detail.endswith("(GET /models gave none)")

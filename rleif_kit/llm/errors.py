@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from rleif_kit.core.api_keys import redact
 
 __all__ = ["FATAL_STATUSES", "MAX_ERROR_CHARS", "failure_reason", "server_message", "names_unknown_model",
-           "served_models", "unknown_model_advice"]
+           "served_models", "listed_models", "unknown_model_advice"]
 
 #: Statuses that mean the endpoint configuration is wrong, not that this one request failed.
 FATAL_STATUSES = (401, 403, 404)
@@ -149,6 +149,16 @@ async def served_models(client: Any, secrets: Iterable[str], timeout: float = MO
     try:
         quick = client.with_options(timeout=timeout, max_retries=0)
         page = await asyncio.wait_for(quick.models.list(), timeout + 1.0)
+        ids = [str(getattr(m, "id", "")) for m in getattr(page, "data", [])]
+        return [redact(i, secrets) for i in ids if i] or None
+    except Exception:  # noqa: BLE001 - whatever went wrong, the rejection is reported without the list
+        return None
+
+
+def listed_models(client: Any, secrets: Iterable[str], timeout: float = MODELS_TIMEOUT_S) -> list[str] | None:
+    """:func:`served_models` for a synchronous client (``rleif check-api``'s)."""
+    try:
+        page = client.with_options(timeout=timeout, max_retries=0).models.list()
         ids = [str(getattr(m, "id", "")) for m in getattr(page, "data", [])]
         return [redact(i, secrets) for i in ids if i] or None
     except Exception:  # noqa: BLE001 - whatever went wrong, the rejection is reported without the list

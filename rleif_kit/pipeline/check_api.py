@@ -5,7 +5,9 @@ stage, after the notebook has already burnt time (and money) on the roles that d
 check fails fast and shows *every* role's status at once.
 
 Every detail string passes through :func:`rleif_kit.core.api_keys.redact`, because servers quote the
-rejected key back in 401 messages and these rows end up in notebook outputs.
+rejected key back in 401 messages and these rows end up in notebook outputs. A failed row says what the server
+said, as a failed request of a run does (``llm/errors.failure_reason``: ``http 400: Server is pinned to ...``), and
+a 400 / 404 / 422 naming an unknown model adds what to check, with the server's model list where it gives one.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Iterable
 
 from rleif_kit.core.api_keys import known_secrets, make_client, read_api_key, redact
 from rleif_kit.core.settings import ROLES, Endpoint, Settings, SettingsError, load_settings
+from rleif_kit.llm.errors import failure_reason, listed_models, names_unknown_model, unknown_model_advice
 
 __all__ = ["CheckRow", "check_api", "check_endpoint", "check_settings_file", "format_check_table"]
 
@@ -68,18 +71,29 @@ def check_endpoint(
     except SettingsError as exc:  # missing key variable: a failed row, not a crash
         return row(False, None, str(exc))
     start = time.perf_counter()
-    try:
-        with client:
+    with client:
+        try:
             reply = client.chat.completions.create(
                 model=endpoint.name,
                 messages=[{"role": "user", "content": prompt}],
                 max_tokens=max_tokens,
                 temperature=0,
             )
-    except Exception as exc:  # any failure is the row's verdict
-        return row(False, time.perf_counter() - start, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # any failure is the row's verdict
+            latency = time.perf_counter() - start
+            return row(False, latency, _failure_detail(client, endpoint, exc, secrets))
     latency = time.perf_counter() - start
     return row(True, latency, _reply_text(reply))
+
+
+def _failure_detail(client, endpoint: Endpoint, exc: Exception, secrets: list[str]) -> str:
+    """The server's own words after the cause ("http 400: ..."); for an unknown model, what to check in
+    settings.json and the models the server lists (one short GET /models, as a run's rejection has)."""
+    detail = failure_reason(exc, secrets)
+    if names_unknown_model(exc, endpoint.name):
+        advice = unknown_model_advice(endpoint.role, endpoint.name, listed_models(client, secrets))
+        detail = f"{detail.rstrip('.')}; {advice}"
+    return detail
 
 
 def _own_key(endpoint: Endpoint) -> list[str]:
