@@ -139,3 +139,44 @@ def test_after_sigkills_the_usage_total_counts_what_the_server_received(tmp_path
     assert usage["total"]["requests"] == received  # before the ledger: only the last invocation's were counted
     assert usage["total"]["invocations"] == 5 and usage["total"]["unfinished"] > 0
     assert usage["requests"] < received  # the top level is the last invocation's own
+
+
+def test_the_fan_out_and_the_rewrite_into_steps_keep_their_own_ledgers_and_01s_total_stays_01s(tmp_path, monkeypatch):
+    """The fan-out (04) and the answers' rewrite into steps (02) use the evolve model too; their requests once went
+    to 01's ledger, so 01's usage.json counted them as killed invocations of 01."""
+    from rleif_kit.core.run_setup import setup
+    from rleif_kit.core.settings import load_settings
+    from rleif_kit.evolution.fanout import run_fanout
+    from rleif_kit.evolve.stage import run_evolve
+    from rleif_kit.worlds.data import load_seeds
+    from rleif_kit.worlds.math.sft import rewrite_to_steps
+
+    monkeypatch.setenv(KEY_ENV, KEY)
+    extra = ('evol_instruct.backend="openai"', 'evol_instruct.seeds="arith:8"', "evol_instruct.rounds=1",
+             "evol_instruct.cache=false", "evol_instruct.equality_judge=false", "evol_instruct.with_answers=false")
+    with FakeOpenAIServer(responder=responder, require_key=KEY) as server:
+        settings_path = tmp_path / "settings.json"
+        settings_path.write_text(json.dumps({"api": {"base_url": server.base_url, "api_key_env": KEY_ENV,
+                                                     "max_retries": 0}, "models": {"evolve": "fake-evolver"}}))
+        settings = load_settings(str(settings_path))
+        cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", *extra), stage="01_evolve",
+                           report_dir=str(tmp_path / "reports"), workdir=str(ROOT))
+        first = run_evolve(cfg, paths, settings, progress=False)
+        evolve_sent = server.counters["requests"]
+        ledger_before = paths.evolve_usage_ledger.read_bytes()
+
+        out = paths.irm_fanout
+        run_fanout(cfg, out, list(load_seeds(cfg, paths))[:3], k=2, settings=settings, progress=False)
+        items = [{"id": f"u{i}", "instruction": "What is 2 + 2?", "response": "It is 4."} for i in range(2)]
+        rewrite_to_steps(cfg, settings, items)
+        others_sent = server.counters["requests"] - evolve_sent
+        again = run_evolve(cfg, paths, settings, progress=False)  # every lineage done: nothing is sent
+    assert first.usage["total"]["requests"] == evolve_sent == 8  # 8 seeds x 1 round, no judge, no answers
+    assert others_sent == 3 * 2 + 2  # 3 parents x 2 siblings, 2 rewrites
+    assert paths.evolve_usage_ledger.read_bytes() == ledger_before  # not one line of theirs in 01's ledger
+    assert again.usage["total"]["requests"] == 8 and again.usage["total"]["invocations"] == 2  # 01's two runs
+    (fanout_run,) = ledger_runs(ledger_path(out.with_suffix(".usage.json")))  # each keeps its own, beside its output
+    (rewrite_run,) = ledger_runs(paths.rewrite_steps_usage_ledger)
+    assert (fanout_run["requests"], rewrite_run["requests"]) == (6, 2)
+    fanout_usage = json.loads(out.with_suffix(".usage.json").read_text())
+    assert fanout_usage["total"]["requests"] == 6 and fanout_usage["inv"] == fanout_run["inv"]

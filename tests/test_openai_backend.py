@@ -14,7 +14,7 @@ from rleif_kit.testing.fake_openai import FakeOpenAIServer
 from rleif_kit.llm import ChatRequest, ChatResult, HFBackend, OpenAIBackend, ResponseCache, Usage, estimate, run_sync
 from rleif_kit.core.settings import Endpoint, Price
 from rleif_kit.evolution.evolvers import alpaca_prompt
-from rleif_kit.models.loading import load_tokenizer
+from rleif_kit.models.loading import load_causal_lm, load_tokenizer
 
 KEY_ENV = "RLEIF_TEST_LLM_KEY"
 
@@ -327,8 +327,8 @@ def test_messages_to_prompt_uses_the_chat_template_or_alpaca():
 
 @pytest.mark.slow
 def test_hf_backend_generates_with_token_counts(small_model_dir):
-    backend = HFBackend(str(small_model_dir), load_tokenizer=load_tokenizer, prompt_format=alpaca_prompt, batch_size=2,
-                        device="cpu")
+    backend = HFBackend(str(small_model_dir), load_model=load_causal_lm, load_tokenizer=load_tokenizer,
+                        prompt_format=alpaca_prompt, batch_size=2, device="cpu")
     reqs = [ChatRequest("a", ({"role": "user", "content": "What is 2 + 3?"},), max_tokens=8),
             ChatRequest("b", ({"role": "user", "content": "What is 17 + 1?"},), max_tokens=8),
             ChatRequest("c", ({"role": "user", "content": "What is 4 + 4?"},), max_tokens=5, temperature=0.8)]

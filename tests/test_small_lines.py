@@ -1,4 +1,5 @@
-"""Issue 30's smaller lines, each answered with one clear line: an offline hub load, check-api's missing key, the
+"""Issue 30's smaller lines, each answered with one clear line: an offline hub load (a tokenizer's and a model's),
+check-api's missing key, the
 prompts of a run config kept outside the repo, a preset named bare, a bad --set, a word for a count, help on every
 argument, garbled evolved text, and the notebooks' formulas without MathJax.
 
@@ -91,6 +92,59 @@ def test_an_offline_hub_load_is_one_line_at_once(small_model_dir, tmp_path):
     assert out["cached"][0] != "loaded" and out["cached"][1] < 10
     assert "Retrying" not in proc.stderr and "thrown while requesting" not in proc.stderr, proc.stderr
     assert took < 60
+
+
+MODEL_LOADS_SCRIPT = """
+import json, os, sys, time
+import peft, torch, transformers  # imported before the clocks start: only the loads are timed
+transformers.AutoModelForCausalLM, transformers.AutoModelForSequenceClassification
+from rleif_kit.models.loading import ModelNotFound, load_causal_lm
+from rleif_kit.reward_scoring.load import load_rm
+out = {}
+start = time.perf_counter()
+model = load_causal_lm("someorg/tiny")  # in the cache: loads from it, hub or no hub
+out["cached"] = [type(model).__name__, time.perf_counter() - start]
+for case in ("no network", "HF_HUB_OFFLINE"):
+    if case == "HF_HUB_OFFLINE":
+        os.environ["HF_HUB_OFFLINE"] = "1"
+    for name, load in (("reward model's base", lambda: load_rm(sys.argv[1])),  # rewards' scoring
+                       ("causal LM", lambda: load_causal_lm("someorg/not-cached"))):  # SFT's, the hf backend's
+        start = time.perf_counter()
+        try:
+            load()
+            got = "loaded"
+        except ModelNotFound as e:
+            got = str(e)
+        out[f"{case}: {name}"] = [got, time.perf_counter() - start]
+print(json.dumps(out))
+"""
+
+
+def test_the_model_loads_that_may_name_a_hub_id_are_one_line_at_once_offline(small_model_dir, tmp_path):
+    """The model loads beside the tokenizer's: a reward model's adapter base (here a hub id the cache lacks), the
+    causal LM that SFT measures before training and the hf evolve backend loads. They called ``from_pretrained``
+    directly, so without a network each printed 23 s of retries before the library's own error."""
+    snapshot = tmp_path / "hf" / "hub" / "models--someorg--tiny" / "snapshots" / "abc123"
+    shutil.copytree(small_model_dir, snapshot)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("abc123")
+    rm_dir = tmp_path / "irm"
+    shutil.copytree(small_model_dir, rm_dir)  # its tokenizer loads from here; the base does not
+    (rm_dir / "rm_info.json").write_text(json.dumps({"head": "sequence", "finetune": "lora",
+                                                     "base_model": "someorg/not-cached"}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_"))}
+    env.update(HF_HOME=str(tmp_path / "hf"), HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}")
+    proc = subprocess.run([sys.executable, "-c", MODEL_LOADS_SCRIPT, str(rm_dir)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out.pop("cached")[0] == "LlamaForCausalLM" and len(out) == 4
+    for case, (line, seconds) in out.items():
+        why = "HF_HUB_OFFLINE is set" if case.startswith("HF_HUB_OFFLINE") else "the hub does not answer"
+        assert line.startswith("'someorg/not-cached' is not a local directory, " + why), (case, line)
+        assert "hf download" in line and "\n" not in line
+        assert seconds < 5, (case, seconds)  # under 1 s idle; 23 s of retries before
+    assert "Retrying" not in proc.stderr and "thrown while requesting" not in proc.stderr, proc.stderr
 
 
 # ---------------------------------------------------------------- check-api: the whole missing-key message

@@ -151,6 +151,12 @@ class RunPaths:
         return self.stage_dir(EVOLVE) / "usage.json"
 
     @property
+    def evolve_usage_ledger(self) -> Path:
+        """01's requests, each as it was sent (``llm/usage.py``), from which ``usage.json``'s total is rebuilt. Only
+        01's: the fan-out and the SFT data's rewrites, through the same model, keep their own ledgers."""
+        return self.stage_dir(EVOLVE) / "usage.jsonl"
+
+    @property
     def evolve_summary(self) -> Path:
         return self.stage_dir(EVOLVE) / "summary.json"
 
@@ -195,6 +201,11 @@ class RunPaths:
     @property
     def sft_rejected(self) -> Path:
         return self.stage_dir(DEDUP) / "sft_rejected.jsonl"
+
+    @property
+    def rewrite_steps_usage_ledger(self) -> Path:
+        """The requests that rewrote evolved answers into steps for ``sft.jsonl`` (the evolve model), as sent."""
+        return self.stage_dir(DEDUP) / "rewrite_steps.usage.jsonl"
 
     # 03_sft
     @property

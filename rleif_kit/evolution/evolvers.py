@@ -12,6 +12,7 @@ import asyncio
 import os
 from collections import Counter
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from rleif_kit.core.config import RunConfig
@@ -22,7 +23,7 @@ from rleif_kit.llm import ChatRequest
 from rleif_kit.llm.base import cut_off, cut_off_reason
 from rleif_kit.llm.endpoint import make_llm_backend
 from rleif_kit.llm.hf_backend import HFBackend
-from rleif_kit.models.loading import load_tokenizer
+from rleif_kit.models.loading import load_causal_lm, load_tokenizer
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.base import Operator
 from rleif_kit.worlds.prompts import math_prompt
@@ -191,8 +192,9 @@ def child_record(task: Task, text: str, model: str, answer: str | None = None, u
     return {**rec, **(extra or {})}
 
 
-def make_evolver(cfg: RunConfig, settings: Any = None) -> Any:
-    """The evolver chosen by ``[evol_instruct].backend`` (a plain ``if``, no registry)."""
+def make_evolver(cfg: RunConfig, settings: Any = None, ledger: Path | None = None) -> Any:
+    """The evolver chosen by ``[evol_instruct].backend`` (a plain ``if``, no registry); through an endpoint, its
+    requests are accounted in the usage ledger ``ledger`` (the calling step's own)."""
     ev = cfg.evol_instruct
     world = world_for(cfg)
     if world.evolves_offline(cfg):  # the world's own evolver; run_evolve checks the seeds are the world's problems
@@ -201,8 +203,9 @@ def make_evolver(cfg: RunConfig, settings: Any = None) -> Any:
     if ev.backend == "hf":
         if not ev.hf_model:
             raise ValueError("[evol_instruct] backend = 'hf' needs hf_model = <local model path>")
-        backend = HFBackend(str(cfg.resolve(ev.hf_model)), load_tokenizer=load_tokenizer, prompt_format=alpaca_prompt)
+        backend = HFBackend(str(cfg.resolve(ev.hf_model)), load_model=load_causal_lm, load_tokenizer=load_tokenizer,
+                            prompt_format=alpaca_prompt)
         return LLMEvolver(cfg, backend, templates, judge=False)
-    return LLMEvolver(cfg, make_llm_backend(cfg, settings), templates, judge=ev.equality_judge)
+    return LLMEvolver(cfg, make_llm_backend(cfg, settings, ledger=ledger), templates, judge=ev.equality_judge)
 
 

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
 from rleif_kit.core.progress import Bar
@@ -21,6 +20,7 @@ from rleif_kit.worlds import world_for
 from rleif_kit.llm import run_sync
 from rleif_kit.llm.base import merge_usage
 from rleif_kit.llm.tasks import run_bounded
+from rleif_kit.llm.usage import ledger_path, ledger_runs
 
 
 def fanout_tasks(parents: list[dict], k: int, cfg: RunConfig) -> list[Task]:
@@ -39,7 +39,8 @@ async def run_fanout_async(cfg: RunConfig, out_path: Path, parents: list[dict], 
                            progress: bool = True) -> list[dict]:
     """Evolve each parent into k variants with distinct operators; every outcome (kept or eliminated,
     with ``sibling_group`` = the parent id) is appended to ``out_path``. Resumable like the rounds. Through an
-    endpoint, what it cost goes to ``<out>.usage.json`` (invocations and their total, as 01's ``usage.json``)."""
+    endpoint, what it cost goes to ``<out>.usage.json`` (invocations and their total, as 01's ``usage.json``),
+    rebuilt from its own ledger ``<out>.usage.jsonl``: 01's usage counts 01's requests only."""
     done = {r["id"]: r for r in read_jsonl(out_path)}
     every = fanout_tasks(parents, k, cfg)
     tasks = [t for t in every if t.id not in done]
@@ -56,16 +57,37 @@ async def run_fanout_async(cfg: RunConfig, out_path: Path, parents: list[dict], 
     bar.close()
     backend = getattr(evolver, "backend", None)
     if backend is not None and getattr(backend, "usage", None) is not None:  # what the fan-out cost, like 01's
-        usage_path = out_path.with_suffix(".usage.json")
+        usage_path = fanout_usage(out_path)
         previous = json.loads(usage_path.read_text()) if usage_path.exists() else None
-        write_json_atomic(usage_path, merge_usage(previous, {**backend.usage.to_dict(), "model": evolver.model}))
+        now = {**backend.usage.to_dict(), "model": evolver.model}
+        ledger = getattr(backend, "ledger", None)
+        if ledger is not None:
+            now["inv"] = ledger.inv
+        runs = ledger_runs(ledger.path) if ledger is not None else None
+        write_json_atomic(usage_path, merge_usage(previous, now, runs))
     # in task order, not in the order the replies arrived (or an earlier run wrote them): the IRM's pairs, its
     # split and its training order follow this list, so an endpoint's timing must not move them
     order = {t.id: i for i, t in enumerate(every)}
     return sorted(done.values(), key=lambda r: (order.get(r["id"], len(order)), r["id"]))
 
 
+def fanout_usage(out_path: Path) -> Path:
+    """``<out>.usage.json`` beside the fan-out's records (its ledger: ``usage.ledger_path`` of it)."""
+    return out_path.with_suffix(".usage.json")
+
+
 def run_fanout(cfg: RunConfig, out_path: Path, parents: list[dict], k: int, settings: Any = None,
                progress: bool = True) -> list[dict]:
-    """Synchronous :func:`run_fanout_async` with the evolver of ``[evol_instruct].backend``."""
-    return run_sync(run_fanout_async(cfg, out_path, parents, k, make_evolver(cfg, settings), progress))
+    """Synchronous :func:`run_fanout_async` with the evolver of ``[evol_instruct].backend``, its requests in the
+    fan-out's own usage ledger."""
+    evolver = make_evolver(cfg, settings, ledger=ledger_path(fanout_usage(out_path)))
+
+    async def run_and_close() -> list[dict]:
+        try:
+            return await run_fanout_async(cfg, out_path, parents, k, evolver, progress)
+        finally:  # its HTTP client inside this event loop, its ledger fsynced
+            backend = getattr(evolver, "backend", None)
+            if backend is not None and hasattr(backend, "aclose"):
+                await backend.aclose()
+
+    return run_sync(run_and_close())

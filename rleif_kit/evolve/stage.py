@@ -38,7 +38,7 @@ from rleif_kit.evolution.operators import child_id, choose_operator, reweighted
 from rleif_kit.llm import ChatRequest, run_sync
 from rleif_kit.core.exits import EXIT_STOPPED, REJECTED_PREFIX, rejected_error
 from rleif_kit.llm.base import merge_usage
-from rleif_kit.llm.usage import ledger_path, ledger_runs
+from rleif_kit.llm.usage import ledger_runs
 from rleif_kit.llm.openai_backend import estimate
 from rleif_kit.llm.tasks import run_bounded
 from rleif_kit.worlds import world_for
@@ -248,7 +248,7 @@ async def run_evolve_async(cfg: RunConfig, paths: RunPaths, settings: Any = None
                            evolver: Any = None) -> EvolveResult:
     """Evolve every seed lineage for ``rounds`` rounds, resuming from what the files already hold."""
     ev = cfg.evol_instruct
-    evolver = evolver or make_evolver(cfg, settings)
+    evolver = evolver or make_evolver(cfg, settings, ledger=paths.evolve_usage_ledger)
     world = world_for(cfg)
     operators = reweighted(world.operators, ev.operator_weights)
     claim_records(paths, json.loads(json.dumps(evolution_meta(cfg, evolver))))  # stale records moved aside
@@ -300,8 +300,8 @@ def _result(files: EvolveFiles, evolver: Any, paths: RunPaths) -> EvolveResult:
     ledger = getattr(backend, "ledger", None)  # usage.jsonl: every request as it was sent, killed invocations too
     if ledger is not None:
         usage["inv"] = ledger.inv
-    runs = ledger_runs(ledger_path(paths.evolve_usage)) if ledger is not None or \
-        ledger_path(paths.evolve_usage).exists() else None
+    runs = ledger_runs(paths.evolve_usage_ledger) if ledger is not None or \
+        paths.evolve_usage_ledger.exists() else None
     merged = merge_usage(_previous_usage(paths.evolve_usage), usage, runs)
     write_json_atomic(paths.evolve_usage, merged)
     usage["total"] = merged["total"]  # what every invocation of this stage sent and cost, as the ledger saw it

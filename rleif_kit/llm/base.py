@@ -118,7 +118,7 @@ def merge_usage(previous: dict[str, Any] | None, now: dict[str, Any],
     if previous and not runs:
         runs = [{k: v for k, v in previous.items() if k != "total"}]
     known = {r.get("inv") for r in runs} | {now.get("inv")}
-    runs += [{**r, "ended": "without writing usage.json (killed, or another step through the same backend)"}
+    runs += [{**r, "ended": "without writing usage.json (killed)"}
              for r in ledger or [] if r["inv"] not in known]
     runs.append({k: v for k, v in now.items() if k not in ("invocations", "total")})
     counts = USAGE_COUNTS + (("unfinished",) if ledger is not None else ())

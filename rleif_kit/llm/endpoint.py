@@ -2,8 +2,9 @@
 response cache and budget caps. Evolution, the answer rewrites of the SFT data and the judges all go
 through one such backend, so there is one HTTP client to trust and one set of budget rules.
 
-Every request of a backend on the run's own cache is accounted in the run's usage ledger,
-``01_evolve/usage.jsonl`` (``llm/usage.py``), as it is sent: what a killed process spent still counts.
+A backend given a usage ledger (``llm/usage.py``) accounts every request there as it is sent: what a killed process
+spent still counts. Each step keeps its own beside its output (01's is ``RunPaths.evolve_usage_ledger``; the fan-out's
+``<out>.usage.jsonl``), so one step's total never counts another's requests.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from rleif_kit.core.config import RunConfig
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.llm.cache import ResponseCache
 from rleif_kit.llm.openai_backend import OpenAIBackend
-from rleif_kit.llm.usage import ledger_path
 
 
 def make_llm_backend(cfg: RunConfig, settings: Any = None, role: str = "evolve",
@@ -23,16 +23,13 @@ def make_llm_backend(cfg: RunConfig, settings: Any = None, role: str = "evolve",
     """The chat backend of ``role`` in settings.json with ``[evol_instruct]``'s concurrency, cache and caps.
 
     The cache is the run's ``01_evolve/cache.sqlite`` unless ``cache_path`` names another (a judge keeps
-    its own next to its output). The usage ledger is ``ledger``, else, on the run's own cache, the run's
-    ``01_evolve/usage.jsonl`` (next to ``usage.json``, which 01 rebuilds from it); ``backend.use_ledger(path)``
-    moves it (a step that writes its own ``<out>.usage.json`` keeps its ledger next to it).
+    its own next to its output). ``ledger``: the usage ledger every request is accounted in as it is sent (None:
+    none), the calling step's own (01's ``RunPaths.evolve_usage_ledger``, a step's ``<out>.usage.jsonl``).
     """
     ev = cfg.evol_instruct
     if settings is None:
         raise ValueError(f"this step needs an endpoint: pass a settings.json (--settings) with models.{role}")
     endpoint = settings.endpoint(role)
     cache = ResponseCache(cache_path or RunPaths(cfg.output_dir).response_cache) if ev.cache else None
-    if ledger is None and cache_path is None:
-        ledger = ledger_path(RunPaths(cfg.output_dir).evolve_usage)
     return OpenAIBackend(endpoint, concurrency=ev.concurrency, cache=cache, price=settings.price(endpoint.name),
                          max_requests=ev.max_requests or None, max_cost=ev.max_cost or None, ledger=ledger)

@@ -28,17 +28,18 @@ __all__ = ["HFBackend", "messages_to_prompt"]
 class HFBackend:
     """Local generation with the model saved at ``model_path`` (loaded on first use).
 
-    The caller says how the tokenizer is loaded (``load_tokenizer``: the kit's, which fills Llama's missing
-    pad token) and how an instruction becomes a prompt for a model without a chat template
-    (``prompt_format``: the Alpaca format the kit fine-tunes on), so this layer knows no model or world.
+    The caller says how the model and the tokenizer are loaded (``load_model``, ``load_tokenizer``: the kit's
+    ``models/loading.py``, which answer a hub id out of reach in one line, and fill Llama's missing pad token)
+    and how an instruction becomes a prompt for a model without a chat template (``prompt_format``: the Alpaca
+    format the kit fine-tunes on), so this layer knows no model or world.
     """
 
-    def __init__(self, model_path: str, *, load_tokenizer: Callable[[str], Any], prompt_format: Callable[[str], str],
-                 batch_size: int = 16, device: str | None = None):
+    def __init__(self, model_path: str, *, load_model: Callable[[str], Any], load_tokenizer: Callable[[str], Any],
+                 prompt_format: Callable[[str], str], batch_size: int = 16, device: str | None = None):
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         self.model = str(model_path)
-        self.load_tokenizer, self.prompt_format = load_tokenizer, prompt_format
+        self.load_model, self.load_tokenizer, self.prompt_format = load_model, load_tokenizer, prompt_format
         self.batch_size = batch_size
         self.device = device
         self.usage = Usage(cost_usd=None)  # no price for a local model: cost unknown, not $0
@@ -112,11 +113,10 @@ class HFBackend:
         """Model and tokenizer, loaded once; a bad path raises (a config error, not a failed request)."""
         if self._loaded is None:
             import torch  # heavy: loaded on first use
-            from transformers import AutoModelForCausalLM  # heavy: loaded on first use
 
             device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
             tokenizer = self.load_tokenizer(self.model)
-            model = AutoModelForCausalLM.from_pretrained(self.model).to(device)
+            model = self.load_model(self.model).to(device)
             self._loaded = (model, tokenizer)
         return self._loaded
 
@@ -175,8 +175,9 @@ def _generate(model: Any, tokenizer: Any, prompts: list[str], params: ChatReques
 def messages_to_prompt(messages: Iterable[dict], tokenizer: Any, prompt_format: Callable[[str], str]) -> str:
     """The tokenizer's chat template when it has one, else ``prompt_format`` of the user turns.
 
-    Why that fallback: the base models RLEIF starts from (and the tiny model) have no chat template, and
-    Alpaca (``worlds/prompts.py``) is the format they are fine-tuned on.
+    Why that fallback: the base models RLEIF starts from have no chat template, and Alpaca (``worlds/prompts.py``)
+    is the format they are fine-tuned on. The tiny model ``rleif build-tiny`` writes has one (``models/tiny.py``
+    ``CHAT_TEMPLATE``, so a chat server can serve it) that writes this fallback's prompt character for character.
     """
     messages = list(messages)
     if getattr(tokenizer, "chat_template", None):

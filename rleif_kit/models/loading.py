@@ -87,11 +87,33 @@ def from_pretrained(load: Any, name: str | Path, **kwargs: Any) -> Any:
     why = hub_out_of_reach(str(name))
     if why is None:
         return load(name, **kwargs)
+    kwargs["local_files_only"] = True
+    if _is_auto_model(load):  # its look for an adapter config is not told local_files_only: 23 s of retries
+        kwargs["adapter_kwargs"] = {**(kwargs.get("adapter_kwargs") or {}), "local_files_only": True}
     try:
-        return load(name, local_files_only=True, **kwargs)
+        return load(name, **kwargs)
     except OSError:  # transformers: not in the cached files
         raise ModelNotFound(f"{name!r} is not a local directory, {why}, and the Hugging Face cache has no complete "
                             f"copy of it. {_where_to_get(str(name), 'the model name')}") from None
+
+
+def _is_auto_model(load: Any) -> bool:
+    """Whether ``load`` is an ``AutoModel*.from_pretrained`` (a tokenizer's takes no ``adapter_kwargs``: it would
+    store them in its config)."""
+    try:
+        from transformers.models.auto.auto_factory import _BaseAutoModelClass  # heavy: loaded on first use
+    except ImportError:  # pragma: no cover - a transformers that moved it: the retries come back, nothing breaks
+        return False
+    owner = getattr(load, "__self__", None)
+    return isinstance(owner, type) and issubclass(owner, _BaseAutoModelClass)
+
+
+def load_causal_lm(name: str | Path, **kwargs: Any) -> Any:
+    """``AutoModelForCausalLM.from_pretrained`` through :func:`from_pretrained`: a hub id out of reach that the
+    cache lacks is one line at once."""
+    from transformers import AutoModelForCausalLM  # heavy: loaded on first use
+
+    return from_pretrained(AutoModelForCausalLM.from_pretrained, name, **kwargs)
 
 
 def resolve_model_name(name: str, cfg: RunConfig, key: str = "[base] model_name") -> str:

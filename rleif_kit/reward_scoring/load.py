@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rleif_kit.core.stages import REWARD_MODELS
-from rleif_kit.models.loading import load_tokenizer, nf4_config, use_bf16
+from rleif_kit.models.loading import from_pretrained, load_tokenizer, nf4_config, use_bf16
 from rleif_kit.models.refs import resolve_ref
 from rleif_kit.reward_scoring.prm import CALIBRATION
 
@@ -69,7 +69,8 @@ def load_rm(model_dir: str | Path, load_in_4bit: bool = False, bf16: bool = Fals
     else:
         from peft import PeftModel  # heavy: loaded on first use
 
-        model = PeftModel.from_pretrained(cls.from_pretrained(base, **kwargs), model_dir)
+        # the base may be a hub id: out of reach and not cached, one line at once, not the library's retries
+        model = PeftModel.from_pretrained(from_pretrained(cls.from_pretrained, base, **kwargs), model_dir)
         if not load_in_4bit:
             model = model.merge_and_unload()
     model.config.pad_token_id = tokenizer.pad_token_id

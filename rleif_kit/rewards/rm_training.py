@@ -16,7 +16,7 @@ from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.models import trainer_logs
-from rleif_kit.models.loading import load_tokenizer, nf4_config, resolve_rm_base, use_bf16
+from rleif_kit.models.loading import from_pretrained, load_tokenizer, nf4_config, resolve_rm_base, use_bf16
 from rleif_kit.models.refs import relink_adapter
 from rleif_kit.reward_scoring.load import RM_INFO, head_class, head_kwargs
 
@@ -39,7 +39,7 @@ def load_rm_for_training(path: str, head: str, cfg: RunConfig, bf16: bool) -> tu
         kwargs["quantization_config"] = nf4_config(dtype)
     tokenizer = load_tokenizer(path)
     torch.manual_seed(cfg.base.seed)  # the new head and the LoRA A matrices start the same on every run
-    model = cls.from_pretrained(path, **kwargs)
+    model = from_pretrained(cls.from_pretrained, path, **kwargs)  # a hub id out of reach: one line, no retries
     model.config.pad_token_id = tokenizer.pad_token_id  # Llama has none; the score head reads the last token
     if finetune == "full":
         return model, tokenizer

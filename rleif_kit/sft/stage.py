@@ -28,6 +28,7 @@ from rleif_kit.core.verdict import Verdict
 from rleif_kit.models import trainer_logs
 from rleif_kit.models.loading import (
     SFT_INFO,
+    load_causal_lm,
     load_for_training,
     load_merged,
     load_tokenizer,
@@ -156,9 +157,7 @@ def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
     measure = bool(world_for(cfg).heldout_benchmark) and cfg.sft.eval_samples > 0 and dist.is_main()  # rank 0
     acc_before = acc_after = None
     if measure:
-        from transformers import AutoModelForCausalLM  # heavy: loaded on first use
-
-        base = AutoModelForCausalLM.from_pretrained(base_path)
+        base = load_causal_lm(base_path)  # a hub id out of reach: one line at once, not the library's retries
         acc_before = _heldout_accuracy(cfg, paths, base, load_tokenizer(base_path), "before")
         del base
     start = time.perf_counter()

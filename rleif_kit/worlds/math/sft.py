@@ -26,6 +26,7 @@ from typing import Any
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.exits import StageIncomplete
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
+from rleif_kit.core.paths import RunPaths
 from rleif_kit.llm import ChatRequest, run_sync
 from rleif_kit.llm.base import cut_off, cut_off_reason
 from rleif_kit.llm.endpoint import make_llm_backend
@@ -124,7 +125,8 @@ def build_sft_dataset(cfg: RunConfig, settings: Any = None, progress: bool = Tru
         rows, rejected = normalised_rows(problems)
     else:
         log_path = target.with_suffix(".regenerate.jsonl")
-        backend = make_llm_backend(cfg, settings)
+        # its own usage ledger beside its log: these requests are not 01's, whose total counts 01's alone
+        backend = make_llm_backend(cfg, settings, ledger=log_path.with_suffix(".usage.jsonl"))
         run_sync(_regenerate(cfg, problems, backend, log_path))
         outcomes = list({r["id"]: r for r in read_jsonl(log_path)}.values())  # the latest outcome per id
         pending = len({p["id"] for p in problems} - {r["id"] for r in outcomes})
@@ -150,7 +152,7 @@ def rewrite_to_steps(cfg: RunConfig, settings: Any, items: list[dict]) -> dict[s
     change the result, only its layout).
     """
     template = (cfg.resolve(cfg.evol_instruct.prompts_dir) / "math" / "rewrite_steps.txt").read_text(encoding="utf-8")
-    backend = make_llm_backend(cfg, settings)
+    backend = make_llm_backend(cfg, settings, ledger=RunPaths(cfg.output_dir).rewrite_steps_usage_ledger)
 
     async def one(item: dict) -> tuple[str, str | None]:
         prompt = template.replace("{instruction}", item["instruction"]).replace("{solution}", item["response"])
