@@ -120,9 +120,11 @@ stopped.
                  'record("duplicate_ids", result.duplicate_ids)\n'
                  'record("reasons", result.reasons)\n'
                  'record("per_operator", result.per_operator)\n'
-                 'record("prompt_tokens", result.usage.get("prompt_tokens", 0))\n'
-                 'record("completion_tokens", result.usage.get("completion_tokens", 0))\n'
-                 'record("cost_usd", result.usage.get("cost_usd"))'),
+                 'usage = result.usage["total"]  # every invocation of this stage (resumed, killed), not this one alone\n'
+                 'record("requests", usage["requests"])\n'
+                 'record("prompt_tokens", usage["prompt_tokens"])\n'
+                 'record("completion_tokens", usage["completion_tokens"])\n'
+                 'record("cost_usd", usage["cost_usd"])'),
     ],
     "02_dedup": [
         ("md", r"""# 02 · Dedup: semantic deduplication, decontamination, template diversity
@@ -520,6 +522,8 @@ working.
                  'record("accuracy", result.metric("accuracy"))\n'
                  'record("flexible_accuracy", result.metric("flexible_accuracy"))\n'
                  'record("compat_accuracy", result.metric("compat_accuracy"))\n'
+                 'record("math_verify_accuracy", result.metric("math_verify_accuracy"))  # a second opinion\n'
+                 'record("math_verify_disagreements", result.metric("math_verify_disagreements"))\n'
                  'record("pass_at_1", result.metric("pass@1"))\n'
                  'record("pending", result.pending)\n'
                  'record("ab", result.gains())\n'

@@ -6,7 +6,9 @@ holds, a stage that failed); 3 and 4 below; 130 interrupted.
 
 from __future__ import annotations
 
-EXIT_REJECTED = 3  # the endpoint rejected the requests (401 / 403 / 404): fix the key or the model name
+# the endpoint rejected the requests (401 / 403 / 404, or a 400 / 404 / 422 naming an unknown model:
+# llm/errors.names_unknown_model): fix the key or the model name
+EXIT_REJECTED = 3
 EXIT_STOPPED = 4  # stopped early on purpose (a max_requests / max_cost budget) or with items pending: rerun
 
 BUDGET_PREFIX = "budget:"
