@@ -24,7 +24,7 @@ from rleif_kit.worlds.data import instruction_pool
 
 pytestmark = pytest.mark.slow
 
-KEY = "sk-loopback-0123456789abcdef"
+KEY = "sk-lb-W5r9Tz3Kq7Md"  # random-looking, as real keys are: 6 characters of a key are redacted from replies
 
 
 @pytest.fixture(scope="module")

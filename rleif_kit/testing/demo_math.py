@@ -41,7 +41,7 @@ def run_demo(params: str = PRESET, overrides: list[str] | None = None, report_di
     cfg.output_dir.mkdir(parents=True, exist_ok=True)
     settings = cfg.output_dir / "teacher-settings.json"
     settings.write_text(json.dumps(settings_for(server.base_url, KEY_ENV, raw), indent=1) + "\n")
-    os.environ.setdefault(KEY_ENV, "sk-loopback-teacher")
+    os.environ.setdefault(KEY_ENV, "sk-lb-Q3v8Xk2Rw7Jm")  # random-looking: 6 characters of a key are redacted
     try:
         runs = run_pipeline(params, stages, overrides, settings_path=str(settings), report_dir=report_dir)
     finally:
