@@ -432,6 +432,16 @@ last checkpoint."""),
         ("md", "## Curves"),
         ("code", "from rleif_kit.core.plots import plot_ppo_curves, save_figure\n\n"
                  'save_figure(plot_ppo_curves(result.log), paths.figures, "05_ppo_curves")'),
+        ("md", "## The update, and where a step's time goes\nBeside the KL to the reference, what RL practitioners "
+               "read of each update: `approx_kl` (how far one update moved the policy), the share of tokens "
+               "clipped, and the value head's explained variance (0 = no better than the mean return). Below it, "
+               "each step's seconds by phase — sampling, the policy's and the reference's passes, the reward, the "
+               "update — with the generated tokens per second and the padding the update computed "
+               "(`ppo/phases.py`; `benchmarks/bench_ppo.py` compares a step with TRL's GRPOTrainer's). The GRPO "
+               "option logs neither."),
+        ("code", "from rleif_kit.core.plots_ppo_step import plot_ppo_phases, plot_update_diagnostics\n\n"
+                 'save_figure(plot_update_diagnostics(result.log), paths.figures, "05_ppo_update")\n'
+                 'save_figure(plot_ppo_phases(result.log), paths.figures, "05_ppo_phases")'),
         ("md", "## Rollouts before and after training\nThe first rollouts of the first step (sampled by the SFT "
                "policy) and of the last (the trained policy): the question, the response, its rI, rA, the reward r "
                "and the response's KL to the reference. The PPO loop saves them (`algorithm = \"grpo\"` does not)."),
