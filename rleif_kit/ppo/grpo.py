@@ -18,7 +18,7 @@ from rleif_kit.core.config import RunConfig
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.models.generation import require_vllm
 from rleif_kit.models import trainer_logs
-from rleif_kit.models.loading import load_tokenizer, resolve_rm_base, use_bf16
+from rleif_kit.models.loading import load_causal_lm, load_tokenizer, resolve_rm_base, use_bf16
 from rleif_kit.ppo.policy import disable_dropout
 from rleif_kit.ppo.trainer import PPOResult
 from rleif_kit.ppo.rewards import term_log_fields
@@ -60,7 +60,7 @@ def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any,
     import torch  # heavy: loaded on first use
     from datasets import Dataset  # heavy: loaded on first use
     from peft import LoraConfig  # heavy: loaded on first use
-    from transformers import AutoModelForCausalLM, TrainerCallback  # heavy: loaded on first use
+    from transformers import TrainerCallback  # heavy: loaded on first use
     from trl import GRPOConfig, GRPOTrainer  # heavy: loaded on first use
 
     ppo = cfg.ppo
@@ -95,7 +95,7 @@ def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any,
                       task_type="CAUSAL_LM", bias="none")
     tokenizer = load_tokenizer(sft_path)
     tokenizer.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(sft_path, dtype=torch.bfloat16 if bf16 else torch.float32)
+    model = load_causal_lm(sft_path, dtype=torch.bfloat16 if bf16 else torch.float32)  # a hub id: one line offline
     disable_dropout(model)  # as our PPO loop: the ratio is exactly 1 before the weights move
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args,
                           train_dataset=Dataset.from_list([{"prompt": p} for p in by_prompt]),

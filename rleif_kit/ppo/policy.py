@@ -17,7 +17,7 @@ from typing import Any
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.paths import RunPaths, staged_dir
-from rleif_kit.models.loading import load_tokenizer, nf4_config, resolve_rm_base, use_bf16
+from rleif_kit.models.loading import load_causal_lm, load_tokenizer, nf4_config, resolve_rm_base, use_bf16
 
 VALUE_HEAD = "value_head.pt"  # beside the exported weights
 
@@ -42,14 +42,13 @@ def load_policy(cfg: RunConfig, paths: RunPaths) -> Policy:
     """The SFT model (adapter merged; 4-bit when SFT was QLoRA) with a fresh, seeded PPO adapter."""
     import torch  # heavy: loaded on first use
     from peft import LoraConfig, get_peft_model  # heavy: loaded on first use
-    from transformers import AutoModelForCausalLM  # heavy: loaded on first use
 
     sft_path = resolve_rm_base(cfg, paths, "sft", "[ppo] policy")
     dtype = torch.bfloat16 if use_bf16(cfg.base.bf16) else torch.float32
     kwargs: dict[str, Any] = {"dtype": dtype}
     if cfg.sft.finetune == "qlora":
         kwargs["quantization_config"] = nf4_config(dtype)
-    base = AutoModelForCausalLM.from_pretrained(sft_path, **kwargs)
+    base = load_causal_lm(sft_path, **kwargs)  # a hub id out of reach: one line, not the hub's retries
     for p in base.parameters():
         p.requires_grad_(False)
     torch.manual_seed(cfg.base.seed)  # the adapter's A matrices and the value head start the same on every run
