@@ -162,7 +162,7 @@ def main() -> None:
             rows[v] += got[1:]  # the first step is warm-up
             print(f"round {r + 1}/{args.repeats} {v}: {time.perf_counter() - start:.0f} s, steps "
                   + ", ".join(f"{x['step_s']:.2f}" for x in got), flush=True)
-    result = {"run": os.path.relpath(run, ROOT), "steps_per_run": args.steps, "repeats": args.repeats,
+    result = {"run": args.run, "steps_per_run": args.steps, "repeats": args.repeats,
               "rollout": "64 rollouts of up to 80 new tokens, 2 threads, pinned kernels", "variants": {}}
     for v, rs in rows.items():
         med = lambda k: statistics.median([x[k] for x in rs if x.get(k) is not None]) if any(  # noqa: E731
