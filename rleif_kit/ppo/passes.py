@@ -53,8 +53,7 @@ def view(policy: Policy, roll: Rollout, rows, **kw):
     ids, attn, width = roll.input_ids[rows], roll.attention_mask[rows], roll.prompt_width
     if not roll.trim:
         return response_view(policy, ids, attn, width, temperature=roll.temperature, **kw)
-    used = attn.any(dim=0).nonzero().flatten()
-    left, right = min(int(used[0]), width - 1), max(int(used[-1]) + 1, width + 1)
+    left, right = _columns(attn, width)
     logp, values, logits = response_view(policy, ids[:, left:right], attn[:, left:right], width - left,
                                          temperature=roll.temperature, **kw)
     missing = ids.shape[1] - right

@@ -6,8 +6,9 @@ Phases (``<name>_s`` in ``05_ppo/log.jsonl``, TensorBoard's ``time/`` group and 
 ``update`` (the clipped updates and the KL after them); the trainer adds ``checkpoint_s``, the save after the
 previous step (a row is written before its checkpoint, so a crash never leaves a checkpoint ahead of its log),
 and ``step_s``, all of it with the bookkeeping between the phases. Beside them: ``gen_tokens_per_s``
-(response tokens sampled per second of ``generate``) and ``pad_ratio`` (tokens a pass over the rollout computes
-per real token: prompt and response padding of the one left-padded batch; 1.0 is none).
+(response tokens sampled per second of ``generate``) and ``pad_ratio`` (tokens the update's passes computed per
+real token they covered, padding included: the whole left-padded width, or with ``[ppo] trim_padding`` each
+minibatch's own columns; 1.0 is none).
 
 On a GPU the timer synchronises the device at each phase boundary, so asynchronous kernels count in the phase
 that queued them (it costs one sync per phase, a few per step).

@@ -26,6 +26,7 @@ the log row in ``ppo/step_row.py`` and its timing in ``ppo/phases.py``; the A/B 
 
 from __future__ import annotations
 
+import math
 import random
 import sys
 import time
@@ -50,12 +51,12 @@ from rleif_kit.ppo.policy import (
     save_checkpoint,
 )
 from rleif_kit.ppo.gate import reward_gate
-from rleif_kit.ppo.passes import kl_after_update, pass_width, response_view, score_rollout, view  # noqa: F401 - response_view: read by callers
+from rleif_kit.ppo.passes import kl_after_update, pass_width, score_rollout, view
 from rleif_kit.ppo.phases import PhaseTimer, rollout_fields
 from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
 from rleif_kit.ppo.rollout import Rollout, generate_rollout
 from rleif_kit.ppo.samples import save_rollout_samples
-from rleif_kit.ppo.step_row import KL_ADVICE, guard, step_record  # noqa: F401 - KL_ADVICE: read by callers
+from rleif_kit.ppo.step_row import guard, step_record
 from rleif_kit.worlds.data import instruction_pool
 
 STAGE = PPO
@@ -107,7 +108,7 @@ def ppo_step(policy: Policy, optimizer: Any, roll: Rollout, scores: dict, cfg: R
             vl = pm.value_loss(values, roll.values[idx], returns[idx], mask[idx], ppo.clip_range)
             loss = pl + ppo.vf_coef * vl
             if dist.any_rank(not torch.isfinite(loss)):
-                return {"policy_loss": float("nan"), "value_loss": float("nan")}
+                return {"policy_loss": float("nan"), "value_loss": float("nan"), "computed_tokens": computed}
             optimizer.zero_grad()
             dist.accelerator().backward(loss)
             dist.accelerator().clip_grad_norm_(policy.parameters(), ppo.max_grad_norm)
@@ -191,7 +192,11 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None,
                                      update.pop("computed_tokens"), ppo.ppo_epochs * int(roll.attention_mask.sum())))
         row = step_record(step, dist.gather_lists(scores), roll, update, kl_ctl.coef)  # rewards of the whole batch
         row.update({k: round(v, 3) for k, v in getattr(scorer, "timings", {}).items()})  # verify_s: the sandbox
-        row.update(dist.gather_mean({k: row[k] for k in RANK_MEANS if row.get(k) is not None}))  # same on every rank
+        nan = float("nan")  # the same keys on every rank, or the all-reduce would hang: a missing figure is NaN
+        row.update(dist.gather_mean({k: nan if row[k] is None else row[k] for k in RANK_MEANS if k in row}))
+        for k in ("explained_variance", "gen_tokens_per_s", "pad_ratio"):  # undefined, not a number: null in the log
+            if k in row and not math.isfinite(row[k]):
+                row[k] = None
         result.stopped = guard(row, ppo.kl_limit)
         save_rollout_samples(paths.ppo_rollouts, step, ppo.total_steps - 1, bool(result.stopped), batch, roll, scores)
         row.update(timer.fields(), checkpoint_s=round(saved_s, 3))  # the checkpoint saved after the previous step
