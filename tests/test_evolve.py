@@ -476,3 +476,24 @@ def test_rleif_evolve_exits_4_when_every_request_failed_and_never_gives_up_on_a_
     assert len(list(read_jsonl(stage / "failed.jsonl"))) == 16  # 4 ids x 4 runs, every one retried
     failures = json.loads((stage / "failures.json").read_text())
     assert failures["status"] == "stopped" and failures["causes"]["connection"]["count"] == 4
+
+
+def test_evolutions_given_up_on_their_own_errors_fail_01_with_the_way_out(tmp_path, monkeypatch, capsys):
+    """A request the server refuses on its own account (a 400) is given up after retry_failed attempts and no rerun
+    asks it again; past the threshold that is a failure (exit 2) that says so and how to evolve again, not a
+    "stopped, rerun" that would loop forever."""
+    from rleif_kit.pipeline.cli import main
+    from rleif_kit.testing.fake_openai import FakeOpenAIServer
+
+    monkeypatch.setenv("RLEIF_EVOLVE_KEY", FAKE_KEY)
+    monkeypatch.chdir(ROOT)
+    with FakeOpenAIServer(responder=evolution_responder, fail_rate=1.0, fail_modes=("400",)) as server:
+        settings = _settings(tmp_path, server, retries=0)
+        args = ["evolve", "params/tiny-cpu.toml", "--settings", str(settings),
+                *[a for o in tiny_overrides(tmp_path / "run", *_openai_extra(3), "evol_instruct.retry_failed=1")
+                  for a in ("--set", o)]]
+        assert main(args) == 4  # the first attempts failed: a rerun retries them
+        assert "http 400: This request exceeds the model's context length (injected)." in capsys.readouterr().out
+        assert main(args) == 2  # now given up
+    err = capsys.readouterr().err
+    assert "evolutions (given up after their attempts) failed" in err and "delete 01_evolve to evolve again" in err, err

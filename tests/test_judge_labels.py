@@ -126,7 +126,10 @@ def test_a_budget_stop_then_a_resume_asks_only_the_undecided_sets(tmp_path):
     with FakeOpenAIServer(responder=ranking_judge) as server:
         out, settings = tmp_path / "irm.jsonl", _settings(tmp_path, server)
         cfg = _cfg(tmp_path, "evol_instruct.max_requests=2", "evol_instruct.concurrency=1")
-        judge_irm_rankings(cfg, settings, groups, out, progress=False)
+        from rleif_kit.core.exits import StageIncomplete
+
+        with pytest.raises(StageIncomplete, match=r"3 of 5 labels not asked \(budget: max_requests reached"):
+            judge_irm_rankings(cfg, settings, groups, out, progress=False)  # 04 must not train on 2 of 5
         report = json.loads(report_path(out).read_text())
         assert report["stopped_reason"].startswith("budget") and report["ok"] == 2 and report["pending"] == 3
         with open(out, "a") as f:

@@ -269,7 +269,7 @@ def test_png_width_reads_the_header(tmp_path):
 
 def test_a_run_stopped_by_failed_requests_shows_the_causes_in_the_box_and_its_section(tmp_path):
     metrics = {"00_setup": {"base_model": "m"}, "01_evolve": {"kept": 270, "failures": {
-        "total": 400, "failed": 130, "causes": {"connection": {"count": 100, "example": "e-1: connection error: "
+        "status": "stopped", "total": 400, "failed": 130, "causes": {"connection": {"count": 100, "example": "e-1: connection error: "
                                                                                          "refused"},
                                                 "http 4xx": {"count": 30, "example": "e-9: http 404: no model"}}}}}
     stages = {"01_evolve": {"status": "stopped", "reason": "130 of 400 evolutions failed (32% > 10%; mostly "
@@ -284,6 +284,20 @@ def test_a_run_stopped_by_failed_requests_shows_the_causes_in_the_box_and_its_se
     assert any(h.endswith("troubleshooting.md#failure-connection") for h in dom.box_links)
     assert "".join(dom.text).count("e-9: http 404: no model") == 2  # the box's table and 01's section
     _check_links(d / "index.html", dom)
+
+
+def test_a_stage_that_failed_beside_a_few_failed_requests_is_not_blamed_on_them(tmp_path):
+    """04 failed (its traceback) while 2 of 500 requests had timed out, under the threshold: the box points at the
+    traceback, not at the requests, and promises no retry."""
+    metrics = {"00_setup": {"base_model": "m"}, "04_reward_models": {"failures": {
+        "status": "ok", "total": 500, "failed": 2, "causes": {"timeout": {"count": 2, "example": "g1: timeout"}}}}}
+    stages = {**{s: {"status": "ok", "reason": ""} for s in STAGES[:4]},
+              "04_reward_models": {"status": "failed", "reason": "04_reward_models failed in cell 7: OutOfMemoryError"},
+              **{s: {"status": "not run", "reason": ""} for s in STAGES[5:]}}
+    d = _report(tmp_path, stages, metrics)
+    box = "".join(_dom(write_report(d).read_text()).box_text)
+    assert "OutOfMemoryError" in box and "causethe error above, from the executed notebook" in box
+    assert "mostly timeout" not in box and "retries exactly the failed items" not in box
 
 
 def test_a_healthy_run_says_where_to_go_from_the_demo(tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rleif_kit.core.config import RunConfig
+from rleif_kit.core.exits import REJECTED_PREFIX, rejected_error
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
 from rleif_kit.core.progress import Bar
 from rleif_kit.core.stages import REWARD_MODELS
@@ -36,12 +37,16 @@ def fanout_tasks(parents: list[dict], k: int, cfg: RunConfig) -> list[Task]:
 
 
 async def run_fanout_async(cfg: RunConfig, out_path: Path, parents: list[dict], k: int, evolver: Any,
-                           progress: bool = True) -> list[dict]:
+                           progress: bool = True, failed: dict[str, str] | None = None) -> list[dict]:
     """Evolve each parent into k variants with distinct operators; every outcome (kept or eliminated,
     with ``sibling_group`` = the parent id) is appended to ``out_path``. Resumable like the rounds. Through an
     endpoint, what it cost goes to ``<out>.usage.json`` (invocations and their total, as 01's ``usage.json``),
-    rebuilt from its own ledger ``<out>.usage.jsonl``: 01's usage counts 01's requests only."""
+    rebuilt from its own ledger ``<out>.usage.jsonl``: 01's usage counts 01's requests only. ``failed`` gets each
+    sibling whose request failed (id -> error; a rerun asks it again); an endpoint that rejects the requests stops
+    the fan-out and raises :class:`EndpointRejected`."""
     done = {r["id"]: r for r in read_jsonl(out_path)}
+    backend = getattr(evolver, "backend", None)
+    stopped = lambda: bool(getattr(backend, "stopped_reason", None))  # noqa: E731 - a budget or a rejection
     every = fanout_tasks(parents, k, cfg)
     tasks = [t for t in every if t.id not in done]
     bar = Bar(len(tasks), "fan-out", REWARD_MODELS, disable=not progress)  # 04's IRM sibling sets
@@ -52,10 +57,11 @@ async def run_fanout_async(cfg: RunConfig, out_path: Path, parents: list[dict], 
                 record = {**outcome.record, "sibling_group": task.parent["id"], "kept": outcome.kind == "kept"}
                 out.write(record)
                 done[record["id"]] = record
+            elif failed is not None and outcome.kind == "failed":
+                failed[task.id] = str(outcome.record.get("error"))
 
-        await run_bounded(tasks, evolver.evolve, on_outcome, 64, lambda: False)
+        await run_bounded(tasks, evolver.evolve, on_outcome, 64, stopped)
     bar.close()
-    backend = getattr(evolver, "backend", None)
     if backend is not None and getattr(backend, "usage", None) is not None:  # what the fan-out cost, like 01's
         usage_path = fanout_usage(out_path)
         previous = json.loads(usage_path.read_text()) if usage_path.exists() else None
@@ -65,6 +71,9 @@ async def run_fanout_async(cfg: RunConfig, out_path: Path, parents: list[dict], 
             now["inv"] = ledger.inv
         runs = ledger_runs(ledger.path) if ledger is not None else None
         write_json_atomic(usage_path, merge_usage(previous, now, runs))
+    reason = getattr(backend, "stopped_reason", None)
+    if reason and reason.startswith(REJECTED_PREFIX):  # 04 stops here, not with sibling sets of nothing
+        raise rejected_error(f"fan-out: {reason}")
     # in task order, not in the order the replies arrived (or an earlier run wrote them): the IRM's pairs, its
     # split and its training order follow this list, so an endpoint's timing must not move them
     order = {t.id: i for i, t in enumerate(every)}
@@ -77,14 +86,14 @@ def fanout_usage(out_path: Path) -> Path:
 
 
 def run_fanout(cfg: RunConfig, out_path: Path, parents: list[dict], k: int, settings: Any = None,
-               progress: bool = True) -> list[dict]:
+               progress: bool = True, failed: dict[str, str] | None = None) -> list[dict]:
     """Synchronous :func:`run_fanout_async` with the evolver of ``[evol_instruct].backend``, its requests in the
     fan-out's own usage ledger."""
     evolver = make_evolver(cfg, settings, ledger=ledger_path(fanout_usage(out_path)))
 
     async def run_and_close() -> list[dict]:
         try:
-            return await run_fanout_async(cfg, out_path, parents, k, evolver, progress)
+            return await run_fanout_async(cfg, out_path, parents, k, evolver, progress, failed)
         finally:  # its HTTP client inside this event loop, its ledger fsynced
             backend = getattr(evolver, "backend", None)
             if backend is not None and hasattr(backend, "aclose"):

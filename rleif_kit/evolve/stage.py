@@ -178,13 +178,14 @@ class EvolveFiles:
         self.last_error[record["id"]] = str(record.get("error"))
         self.attempts[record["id"]] += counts_against_item(record.get("error"))
 
-    def failures(self) -> Failures:
-        """The evolutions still failed (to retry) or given up after their attempts, against all asked for."""
+    def failures(self) -> tuple[Failures, Failures]:
+        """(the evolutions still failed, which a rerun retries; those given up after ``retry_failed`` attempts of
+        errors of their own, which no rerun asks again), each against all asked for."""
         pending = {i: e for i, e in self.last_error.items() if i not in self.kept and i not in self.eliminated}
         given_up = {i: self.last_error.get(i, "api error") for i, r in self.eliminated.items()
                     if r.get("reason") == "api_error"}
         total = len(self.kept) + len(self.eliminated) + len(pending)
-        return Failures("evolutions", total, {**pending, **given_up})
+        return Failures("evolutions", total, pending), Failures("evolutions (given up after their attempts)", total, given_up)
 
     def close(self) -> None:
         for w in self.writers.values():
@@ -286,8 +287,15 @@ async def run_evolve_async(cfg: RunConfig, paths: RunPaths, settings: Any = None
             await backend.aclose()
     result = _result(files, evolver, paths)
     # past [diagnostics] evolve_failure_fail, or all failed: the stage is stopped (no done marker, exit 4)
-    result.failures = stage_failures.write(paths.stage_dir(EVOLVE), files.failures(),
-                                           cfg.diagnostics.evolve_failure_fail)
+    pending, given_up = files.failures()
+    stage_failures.write(paths.stage_dir(EVOLVE), given_up, cfg.diagnostics.evolve_failure_fail)
+    result.failures = stage_failures.write(paths.stage_dir(EVOLVE), pending, cfg.diagnostics.evolve_failure_fail)
+    part = next(p for p in result.failures["parts"] if p["what"] == given_up.what)
+    if (why := stage_failures.stop_reason(part)) and not stopped():  # no rerun can mend these: the stage fails
+        raise ValueError(stage_failures.failure_lines({**part, "reason": why}, (
+            f"each failed {ev.retry_failed} times on its own account ([evol_instruct] retry_failed) and is not asked "
+            f"again: fix the cause (the server's words above), then delete {paths.rel(paths.stage_dir(EVOLVE))} "
+            "to evolve again (a changed [evol_instruct] key does so too)")))
     return result
 
 

@@ -83,7 +83,8 @@ def _stage_problem(scope: Scope, stage: str, st: dict[str, Any], run: dict[str, 
     rerun = f"rerun <code>{esc(rerun_command(run))}</code>: the stages already done are skipped (unchanged) and " \
             f"{esc(stage)} starts again from what it saved"
     anchor, cause, todo = stage_anchor(status, reason), "", rerun
-    if isinstance(failures, dict) and failures.get("causes"):
+    if isinstance(failures, dict) and failures.get("causes") and failures.get("status") == "stopped" \
+            and status == "stopped":  # stopped by its failed requests, not failed for another reason beside a few
         top = next(iter(failures["causes"]))
         anchor = cause_anchor(top)
         cause = f"{esc(failures.get('failed'))} of {esc(failures.get('total'))} requests failed, mostly " \

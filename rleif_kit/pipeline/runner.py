@@ -205,9 +205,9 @@ def _execute(cfg, stage: str, ctx: RunContext, out_dir: Path, later: list[tuple[
         run = run_stage(stage, ctx, out_dir)
     finally:  # a stage that stopped on its failures says which, by cause, in the report
         failures = _record_failures(out_dir, stage, stage_dir)
-        if failures and failures.get("status") != "ok":
-            print(stage_failures.failure_lines(failures, "fix the cause, then run the same command again: it retries "
-                                               "exactly the failed items (no --force needed)"), flush=True)
+    if failures and failures.get("status") != "ok":  # it ended without raising: its own error said nothing yet
+        print(stage_failures.failure_lines(failures, "fix the cause, then run the same command again: it retries "
+                                           "exactly the failed items (no --force needed)"), flush=True)
     incomplete = resume.incomplete_reason(cfg, stage, read_records(out_dir / "metrics.json").get(stage, {}))
     if incomplete:  # later stages would run on part of the data: stop here
         raise StageStopped(f"{stage}: {incomplete}; not marked complete, later stages not run: rerun to continue")

@@ -190,6 +190,9 @@ def _judge(cfg: RunConfig, settings: Any, role: str, items: list[_Item], out_pat
     if report.stopped_reason and report.stopped_reason.startswith(REJECTED_PREFIX):
         raise rejected_error(f"{role}: {report.stopped_reason}")  # 04 stops here, not with a model of no labels
     _stop_on_failures(cfg, role, items, out_path, decided)
+    if report.stopped_reason:  # a budget: the labels not asked yet wait for the next run, 04 trains on none of it
+        raise StageIncomplete(f"{role}: stopped with {report.pending} of {report.total} labels not asked "
+                              f"({report.stopped_reason}): raise the budget in [evol_instruct], then rerun to continue")
     return decided
 
 
@@ -214,8 +217,9 @@ def _stop_on_failures(cfg: RunConfig, role: str, items: list[_Item], out_path: P
         raise StageIncomplete(f"{role}: " + stage_failures.failure_lines(
             {**part, "reason": why}, "fix the cause, then rerun: the failed labels are asked again"))
     raise ValueError(f"{role}: " + stage_failures.failure_lines(
-        {**part, "reason": why}, f"they failed for good: check models.{role} in settings.json and its prompt "
-                                 "template, then rerun"))
+        {**part, "reason": why}, f"they failed for good and a rerun does not ask them again: check models.{role} in "
+                                 f"settings.json and its prompt template, then delete {out_path} (every item is "
+                                 "asked again), or raise [diagnostics] judge_failure_fail to train on the rest"))
 
 
 # ---------------------------------------------------------------- IRM: rankings of sibling sets

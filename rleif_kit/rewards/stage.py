@@ -18,10 +18,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from rleif_kit.checks import stage_failures
+from rleif_kit.checks.stage_failures import Failures
 from rleif_kit.checks.verdicts import check_low_ra_share, check_score_distribution
 from rleif_kit.core.config import RunConfig
+from rleif_kit.core.exits import StageIncomplete
 from rleif_kit.core.jsonl import read_jsonl
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.evolution.fanout import run_fanout
 from rleif_kit.reward_scoring.heldout import split_by_question
@@ -56,8 +60,10 @@ def build_irm_pairs(cfg: RunConfig, paths: RunPaths, settings: Any = None, progr
     """Fan out ``irm_groups`` instructions into ``irm_samples_per_instruction`` siblings; rank; make pairs."""
     rm = cfg.reward_model
     parents = _sample(instruction_pool(cfg, paths), rm.irm_groups, cfg.base.seed)
+    failed: dict[str, str] = {}
     fanout = run_fanout(cfg, paths.irm_fanout, parents, k=rm.irm_samples_per_instruction,
-                        settings=settings, progress=progress)
+                        settings=settings, progress=progress, failed=failed)
+    stop_on_fanout_failures(cfg, paths, len(fanout) + len(failed), failed)
     groups: dict[str, list[dict]] = {}
     for r in fanout:
         groups.setdefault(r["sibling_group"], []).append(r)
@@ -73,6 +79,18 @@ def build_irm_pairs(cfg: RunConfig, paths: RunPaths, settings: Any = None, progr
     report = report_path(out)
     judge = json.loads(report.read_text()).get("model", "judge") if report.exists() else "judge"
     return IRMData(pairs, len(groups), len(fanout), judge, failed)
+
+
+def stop_on_fanout_failures(cfg: RunConfig, paths: RunPaths, total: int, failed: dict[str, str]) -> None:
+    """The fan-out's failed siblings into ``04_reward_models/failures.json``; past ``[diagnostics]
+    judge_failure_fail`` (or all failed) 04 stops before it ranks what is left (exit 4: a rerun asks them again)."""
+    record = stage_failures.write(paths.stage_dir(REWARD_MODELS), Failures("fan-out evolutions", total, failed),
+                                  cfg.diagnostics.judge_failure_fail)
+    part = next(p for p in record["parts"] if p["what"] == "fan-out evolutions")
+    why = stage_failures.stop_reason(part)
+    if why:
+        raise StageIncomplete("fan-out: " + stage_failures.failure_lines(
+            {**part, "reason": why}, "fix the cause, then rerun: the failed siblings are asked again"))
 
 
 @dataclass
