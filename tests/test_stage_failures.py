@@ -54,3 +54,20 @@ def test_failures_json_keeps_one_part_per_kind_and_merges_their_causes(tmp_path)
     assert sf.read(tmp_path) is None
     (tmp_path / sf.FILE).write_text("{torn")
     assert sf.read(tmp_path)["status"] == "stopped"  # unreadable: never taken for ok
+
+
+def test_the_fan_outs_failed_siblings_stop_04_past_the_threshold(tmp_path):
+    from conftest import ROOT, TINY_PARAMS, tiny_overrides
+    from rleif_kit.core.config import load_config
+    from rleif_kit.core.exits import StageIncomplete
+    from rleif_kit.core.paths import RunPaths
+    from rleif_kit.rewards.stage import stop_on_fanout_failures
+
+    cfg = load_config(TINY_PARAMS, tiny_overrides(tmp_path / "run"), workdir=ROOT)
+    paths = RunPaths(tmp_path / "run")
+    stop_on_fanout_failures(cfg, paths, 20, {"s1": "connection error: refused"})  # 5%: ok, and written
+    record = sf.read(paths.stage_dir("04_reward_models"))
+    assert record["status"] == "ok" and record["parts"][0]["what"] == "fan-out evolutions"
+    with pytest.raises(StageIncomplete, match=r"fan-out: stopped: 3 of 20 fan-out evolutions failed \(15% > 10%"):
+        stop_on_fanout_failures(cfg, paths, 20, {f"s{i}": "http 502: bad gateway" for i in range(3)})
+    assert sf.read(paths.stage_dir("04_reward_models"))["status"] == "stopped"
