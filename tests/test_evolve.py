@@ -497,3 +497,21 @@ def test_evolutions_given_up_on_their_own_errors_fail_01_with_the_way_out(tmp_pa
         assert main(args) == 2  # now given up
     err = capsys.readouterr().err
     assert "evolutions (given up after their attempts) failed" in err and "delete 01_evolve to evolve again" in err, err
+
+
+def test_a_local_models_fingerprint_survives_a_copy_and_changes_with_its_weights(tmp_path):
+    import os
+    import shutil
+
+    from rleif_kit.evolve.stage import _fingerprint
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"hidden_size": 8}')
+    (model / "model.safetensors").write_bytes(bytes(range(256)) * 400)
+    copy = tmp_path / "copy"
+    shutil.copytree(model, copy, copy_function=shutil.copyfile)  # a copy with new mtimes
+    os.utime(copy / "model.safetensors", (1, 1))
+    assert _fingerprint(copy) == _fingerprint(model)
+    (copy / "model.safetensors").write_bytes(bytes(reversed(range(256))) * 400)  # retrained: same size, new bytes
+    assert _fingerprint(copy) != _fingerprint(model)

@@ -262,7 +262,7 @@ def rechecked(benchmark: str, rows: list[dict], items: Sequence[dict], ev: Any) 
     if bench.runs_code or not any(k not in r for r in rows for k in bench.summary):
         return rows
     by_id = {it["id"]: it for it in items}
-    return [{**r, **check_response(benchmark, by_id[r["id"]], r["response"], ev), "id": r["id"]}
+    return [{**check_response(benchmark, by_id[r["id"]], r["response"], ev), **r}  # only the missing verdicts
             if r["id"] in by_id and isinstance(r.get("response"), str) and any(k not in r for k in bench.summary)
             else r for r in rows]
 

@@ -103,9 +103,18 @@ def _input_fingerprints(cfg: RunConfig) -> dict:
         seeds = digest.hexdigest()[:16]
     folder = cfg.resolve(ev.hf_model) if ev.backend == "hf" and ev.hf_model else None
     if folder is not None and folder.is_dir():
-        files = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in folder.iterdir() if f.is_file())
-        model = hashlib.sha256(json.dumps(files).encode()).hexdigest()[:16]
+        model = _fingerprint(folder)
     return {"seeds": seeds, "hf_model": model}
+
+
+def _fingerprint(folder: Path, head: int = 1 << 16) -> str:
+    """A local model folder's files by name, size and the hash of their first 64 KiB: a retrained model changes it
+    (its weights' bytes), a copy does not (``cp -r`` changes mtimes, which are left out)."""
+    digest = hashlib.sha256()
+    for f in sorted(p for p in folder.iterdir() if p.is_file()):
+        with open(f, "rb") as handle:
+            digest.update(f"{f.name}\0{f.stat().st_size}\0".encode() + hashlib.sha256(handle.read(head)).digest())
+    return digest.hexdigest()[:16]
 
 
 def _flat(meta: dict) -> dict:

@@ -66,18 +66,21 @@ def math_verify_check(response: str, gold: str | None, timeout: float = TIMEOUT)
     out: dict[str, Any] = {"math_verify_answer": None, "math_verify_correct": False}
     if not response or not gold:
         return out
+    found: dict[str, Any] = {}  # the judge's own: a thread abandoned at the deadline may still write here later
 
     def judge() -> bool:
         from math_verify import parse, verify  # heavy: loaded on first use
 
         answer = parse(response, parsing_timeout=None)
-        out["math_verify_answer"] = _reading(answer)
+        found["math_verify_answer"] = _reading(answer)
         golds = parse(f"${gold}$", parsing_timeout=None)
-        out["math_verify_correct"] = bool(golds and answer and verify(golds, answer, timeout_seconds=None))
+        found["math_verify_correct"] = bool(golds and answer and verify(golds, answer, timeout_seconds=None))
         return True
 
-    if not _limited(judge, timeout):
-        out["math_verify_correct"] = False  # a timeout or an error midway: unjudged, never right
+    if _limited(judge, timeout):  # finished in time: its reading and verdict, copied once
+        out.update(found)
+    else:  # a timeout or an error midway: unjudged, never right (its reading, if it got that far)
+        out["math_verify_answer"] = found.get("math_verify_answer")
     return out
 
 
