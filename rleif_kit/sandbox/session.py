@@ -19,9 +19,12 @@ than the evaluator has, killed at the conversation's deadline; only its outcome 
 
 from __future__ import annotations
 
+import gc
 import json
+import math
 import os
 import pickle
+import resource
 import select
 import signal
 import subprocess
@@ -30,7 +33,7 @@ import tempfile
 import time
 from typing import Any, Callable
 
-from rleif_kit.sandbox.launcher import SETUP_FAILED
+from rleif_kit.sandbox.launcher import PR_SET_PDEATHSIG, SETUP_FAILED, _lib
 from rleif_kit.sandbox.runner import (
     _ENV,
     Limits,
@@ -191,7 +194,7 @@ def _bounded_talk(talk, proc: subprocess.Popen, deadline: float) -> Any:
     if pid == 0:  # the child: never returns, never runs the evaluator's exit handlers
         try:
             os.close(read)
-            _confine({write, proc.stdin.fileno(), proc.stdout.fileno()})
+            _confine({write, proc.stdin.fileno(), proc.stdout.fileno()}, deadline)
             outcome = _outcome(talk, proc, deadline)
             try:
                 data = pickle.dumps(outcome)
@@ -205,12 +208,21 @@ def _bounded_talk(talk, proc: subprocess.Popen, deadline: float) -> Any:
     return _collect(read, pid, deadline + 1.0)
 
 
-def _confine(keep: set[int]) -> None:
-    """In the child: only stdio and ``keep`` open, prints to /dev/null (another thread may have held the evaluator's
+def _confine(keep: set[int], deadline: float) -> None:
+    """In the child: dies with the evaluator (a SIGKILLed evaluator leaves no test running on), CPU seconds up to
+    the deadline, only stdio and ``keep`` open, prints to /dev/null (another thread may have held the evaluator's
     stdout lock at the fork), no garbage collection of the evaluator's objects, and the address-space limit."""
-    import gc
-    import resource
-
+    try:
+        _lib().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() == 1:  # the evaluator died between the fork and the prctl
+            os._exit(0)
+    except (OSError, AttributeError):  # no prctl (not Linux): the deadline's SIGKILL and RLIMIT_CPU still hold
+        pass
+    seconds = max(1, math.ceil(deadline - time.monotonic()) + 1)
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
+    except (OSError, ValueError):
+        pass
     gc.disable()
     try:  # the open ones (closing up to SC_OPEN_MAX, a million here, is slow where there is no close_range)
         fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
