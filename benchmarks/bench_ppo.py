@@ -129,7 +129,8 @@ def _grpo_rows(cfg, paths, pool, scorer, gen) -> list[dict]:
     for (t0, g0), (t1, g1) in zip(marks, marks[1:]):
         calls = gen[g0:g1]
         seconds, tokens = sum(c[0] for c in calls), sum(c[1] for c in calls)
-        rows.append({"step_s": t1 - t0, "generate_s": seconds, "gen_tokens_per_s": tokens / seconds if seconds else None,
+        rows.append({"step_s": t1 - t0, "generate_s": seconds,
+                     "gen_tokens_per_s": tokens / seconds if seconds else None,
                      "response_len": tokens / ppo.rollout_batch})
     return rows
 

@@ -115,7 +115,8 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     have sent it in or a server could quote it in (plain, URL-encoded, base64 at any of its three alignments, so
     the base64 of ``Bearer <key>`` or ``user:<key>`` too); and 4 or 5 of its first / last characters where they
     touch a mask (``...``, ``…``, ``*``). Overlapping finds of several secrets are merged into one ``[REDACTED]``.
-    The placeholder keys of keyless local servers (:data:`PLACEHOLDER_KEYS`) are not secrets. Cost: one set lookup per character of ``text`` per secret.
+    The placeholder keys of keyless local servers (:data:`PLACEHOLDER_KEYS`) are not secrets. Cost: one set
+    lookup per character of ``text`` per secret.
     """
     secrets = sorted({s for s in secrets if s and s.lower() not in PLACEHOLDER_KEYS}, key=len, reverse=True)
     if not text or not secrets:

@@ -194,7 +194,8 @@ class EvolveFiles:
         given_up = {i: self.last_error.get(i, "api error") for i, r in self.eliminated.items()
                     if r.get("reason") == "api_error"}
         total = len(self.kept) + len(self.eliminated) + len(pending)
-        return Failures("evolutions", total, pending), Failures("evolutions (given up after their attempts)", total, given_up)
+        return (Failures("evolutions", total, pending),
+                Failures("evolutions (given up after their attempts)", total, given_up))
 
     def close(self) -> None:
         for w in self.writers.values():

@@ -131,7 +131,8 @@ def _problem(stage: str, st: dict[str, Any]) -> str:
     what = {"failed": "This stage failed", "stopped": "This stage stopped before it was complete",
             "stale": "These figures are stale: they are from an older run", "not run": "Not run",
             "running": "Still marked running: the run was interrupted"}.get(status, status)
-    return f'<div class="problem {esc(status.replace(" ", ""))}"><b>{esc(what)}.</b> {esc(st.get("reason") or "")}</div>'
+    kind = esc(status.replace(" ", ""))
+    return f'<div class="problem {kind}"><b>{esc(what)}.</b> {esc(st.get("reason") or "")}</div>'
 
 
 @dataclass

@@ -91,7 +91,8 @@ def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any,
                       seed=cfg.base.seed, disable_tqdm=not progress,
                       lr_scheduler_type="constant", warmup_steps=0,  # as our PPO loop: TRL's default decays to 0
                       use_vllm=ppo.generation_backend == "vllm", vllm_mode="colocate")
-    lora = LoraConfig(r=ppo.lora_r, lora_alpha=ppo.lora_alpha, lora_dropout=0.0, target_modules=list(cfg.sft.lora_targets),
+    lora = LoraConfig(r=ppo.lora_r, lora_alpha=ppo.lora_alpha, lora_dropout=0.0,
+                      target_modules=list(cfg.sft.lora_targets),
                       task_type="CAUSAL_LM", bias="none")
     tokenizer = load_tokenizer(sft_path)
     tokenizer.padding_side = "left"

@@ -132,8 +132,9 @@ def build_sft_dataset(cfg: RunConfig, settings: Any = None, progress: bool = Tru
         pending = len({p["id"] for p in problems} - {r["id"] for r in outcomes})
         if pending:  # never a partial set that a rerun would take as done: the outcomes so far wait in the log
             why = getattr(backend, "stopped_reason", None) or "requests failed after their retries"
-            raise StageIncomplete(f"[sft] build = 'regenerate': {pending} of {len(problems)} problems have no answer yet "
-                             f"({why}); the {len(outcomes)} answered are kept in {log_path}: rerun to continue")
+            raise StageIncomplete(f"[sft] build = 'regenerate': {pending} of {len(problems)} problems have no answer "
+                                  f"yet ({why}); the {len(outcomes)} answered are kept in {log_path}: rerun to "
+                                  "continue")
         rows = [{k: r[k] for k in ("id", "instruction", "response", "source")} for r in outcomes if r["kept"]]
         rejected = [{"id": r["id"], "reason": r["reason"]} for r in outcomes if not r["kept"]]
     write_jsonl(target, rows)
