@@ -4,7 +4,7 @@ A stage counts what it asked for and what failed, by cause, with one example eac
 the items, ``[diagnostics]`` ``evolve_failure_fail`` / ``judge_failure_fail``), or when every item failed, the
 stage is *stopped*: the runner writes no done marker, ``rleif run`` ends there with exit 4, and a plain rerun
 retries exactly the failed items (the stage's records say which). Below it the stage is ok and the failures stay
-visible in the report and in ``rleif doctor``.
+visible in the report (and 07's ``evolve_failures`` check reads 01's the same way).
 
 Causes, read from the error strings the chat backend writes (``llm/openai_backend.py``): ``connection``,
 ``timeout``, ``rate limited``, ``http 5xx``, ``http 4xx`` (the server's own text in the example), ``cut off``,
@@ -29,7 +29,7 @@ FILE = "failures.json"
 CAUSES = (("connection error", "connection"), ("timeout", "timeout"), ("timed out", "timeout"),
           ("rate limited", "rate limited"), ("http 429", "rate limited"), ("http 5", "http 5xx"),
           ("http 4", "http 4xx"), ("cut off", "cut off"), ("unparseable", "unparseable"),
-          ("empty response", "empty response"))
+          ("empty response", "empty response"), ("equality judge: no readable verdict", "unparseable"))
 ENDPOINT_CAUSES = frozenset({"connection", "timeout", "rate limited", "http 5xx"})
 EXAMPLE_CHARS = 300
 _LEAD = re.compile(r"^(?:api: |answer |tests |judge )+")  # which request of an item failed, before its cause

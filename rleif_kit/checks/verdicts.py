@@ -11,6 +11,7 @@ import re
 import textwrap
 from typing import Any, Mapping, Sequence
 
+from rleif_kit.checks.stage_failures import cause_of
 from rleif_kit.core.metrics import paired_bootstrap
 from rleif_kit.core.paths import RELATIVE
 from rleif_kit.core.sections import DiagnosticsConfig
@@ -245,14 +246,14 @@ def check_kl_blowup(log: Sequence[dict], cfg: DiagnosticsConfig, source: str = s
                    f"KL reached {kl:.3g} at step {worst['step']}: the policy runs away from SFT; " + _KL_ADVICE, source)
 
 
-FAILURE_CAUSES = (("timeout", "timeout"), ("rate limited", "rate_limit"), ("connection error", "connection"),
-                  ("http 5", "server_error"), ("http 4", "client_error"), ("empty response", "empty_response"))
+# stage_failures' causes (one reading of the error strings) under the names this check's advice uses
+FAILURE_CAUSES = {"timeout": "timeout", "rate limited": "rate_limit", "connection": "connection",
+                  "http 5xx": "server_error", "http 4xx": "client_error", "empty response": "empty_response"}
 
 
 def failure_cause(error: str | None) -> str:
-    """The cause of an API failure from its message (the OpenAI backend's ``_reason`` wording)."""
-    text = (error or "").lower()
-    return next((cause for prefix, cause in FAILURE_CAUSES if text.startswith(prefix)), "other")
+    """The cause of an API failure from its message, as ``checks/stage_failures.cause_of`` reads it."""
+    return FAILURE_CAUSES.get(cause_of(error), "other")
 
 
 def check_evolve_failures(causes: dict[str, int], decided: int, cfg: DiagnosticsConfig, *, concurrency: int,

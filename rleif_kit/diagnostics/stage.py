@@ -109,7 +109,9 @@ def check_evolve(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
     if not paths.evolved.exists():
         health.skipped.append(f"evolve_failures: {paths.rel(paths.evolved)} not found (run {EVOLVE})")
         return
-    decided = {r["id"] for path in (paths.evolved, paths.eliminated) for r in read_jsonl(path)}
+    # an evolution given up after its attempts (eliminated as api_error) failed, as 01's failures.json counts it
+    decided = {r["id"] for path in (paths.evolved, paths.eliminated) for r in read_jsonl(path)
+               if r.get("reason") != "api_error"}
     last_error = {r["id"]: r.get("error") for r in read_jsonl(failed_path) if r["id"] not in decided}
     causes: dict[str, int] = {}
     for error in last_error.values():
