@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from rleif_kit.pipeline.check_api import CheckRow, check_api, check_endpoint, format_check_table
-from rleif_kit.testing.fake_openai import FakeOpenAIServer, _Reply
+from rleif_kit.testing.fake_openai import FakeOpenAIServer
 from rleif_kit.core.settings import SettingsError, parse_settings
+from loopback import ScriptedErrorServer
 
 FAKE_KEY = "sk-test-7d41c0a9e2b86f35Wq8Z"
 ENV = "RLEIF_CHECK_TEST_KEY"
@@ -105,31 +106,11 @@ def test_check_endpoint_redacts_its_own_key_without_settings(monkeypatch):
     assert not row.ok and "sk-...[REDACTED]" in row.detail and FAKE_KEY[-4:] not in row.detail
 
 
-class Scripted(FakeOpenAIServer):
-    """Answers every chat completion with one scripted error; GET /v1/models lists ``models`` (None: a 500)."""
-
-    def __init__(self, status: int, payload, models=("pinned-7b", "other-13b"), **kw):
-        super().__init__(**kw)
-        self.status, self.payload, self.models = status, payload, models
-
-    async def _chat(self, body):
-        self._count(str(self.status))
-        return _Reply(self.status, self.payload)
-
-    async def _dispatch(self, method, path, headers, raw):
-        if method == "GET" and path == "/v1/models":
-            self._record(method, path, headers, None)
-            if self.models is None:
-                return _Reply(500, {"error": {"message": "no list here"}})
-            return _Reply(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
-        return await super()._dispatch(method, path, headers, raw)
-
-
 def test_an_unknown_model_row_shows_the_servers_words_and_its_model_list(monkeypatch):
     """Issue 30: the server said "Server is pinned to ..."; check-api showed `BadRequestError: Error code: 400`."""
     monkeypatch.setenv(ENV, FAKE_KEY)
     pinned = {"detail": "Server is pinned to 'pinned-7b'; requested 'gpt-4o'."}
-    with Scripted(400, pinned) as server:
+    with ScriptedErrorServer(400, pinned) as server:
         (row,) = check_api(settings_for(server, models={"evolve": "gpt-4o"}), roles=["evolve"])
         paths = [r.path for r in server.requests]
     assert paths == ["/v1/chat/completions", "/v1/models"]  # one try, then the list for the advice
@@ -141,7 +122,7 @@ def test_an_unknown_model_row_shows_the_servers_words_and_its_model_list(monkeyp
 
 def test_a_400_about_something_else_is_the_servers_words_alone(monkeypatch):
     monkeypatch.setenv(ENV, FAKE_KEY)
-    with Scripted(400, {"error": {"message": "max_tokens is too large", "code": None}}, models=None) as server:
+    with ScriptedErrorServer(400, {"error": {"message": "max_tokens is too large", "code": None}}, models=None) as server:
         (row,) = check_api(settings_for(server), roles=["evolve"])
         assert [r.path for r in server.requests] == ["/v1/chat/completions"]  # no model list asked for
     assert row.detail == "http 400: max_tokens is too large"
@@ -150,7 +131,7 @@ def test_a_400_about_something_else_is_the_servers_words_alone(monkeypatch):
 def test_an_unknown_model_without_a_model_list_says_so(monkeypatch):
     monkeypatch.setenv(ENV, FAKE_KEY)
     body = {"object": "error", "message": "The model `gpt-4o` does not exist.", "type": "NotFoundError"}  # vLLM
-    with Scripted(404, body, models=None) as server:
+    with ScriptedErrorServer(404, body, models=None) as server:
         (row,) = check_api(settings_for(server, models={"evolve": "gpt-4o"}), roles=["evolve"])
     assert row.detail.startswith("http 404: The model `gpt-4o` does not exist; check `model` in settings.json")
     assert row.detail.endswith("(GET /models gave none)")

@@ -19,39 +19,11 @@ from rleif_kit.core.exits import REJECTED_PREFIX
 from rleif_kit.core.settings import Endpoint
 from rleif_kit.llm import ChatRequest, OpenAIBackend
 from rleif_kit.llm.errors import failure_reason, names_unknown_model
-from rleif_kit.testing.fake_openai import FakeOpenAIServer, _REASONS, _Reply
+from rleif_kit.testing.fake_openai import FakeOpenAIServer
+from loopback import ScriptedErrorServer
 
 KEY_ENV = "RLEIF_TEST_CLIENT_KEY"
 PINNED = {"detail": "Server is pinned to 'pinned-7b'; requested 'gpt-4o'."}
-
-
-class Scripted(FakeOpenAIServer):
-    """Answers every chat completion with one scripted error: ``payload`` is JSON, or ``bytes`` sent as they are;
-    ``models`` is what GET /v1/models lists (None: it fails with a 500)."""
-
-    def __init__(self, status: int, payload, models=("pinned-7b", "other-13b"), **kw):
-        super().__init__(**kw)
-        self.status, self.payload, self.models = status, payload, models
-
-    async def _chat(self, body):
-        self._count(str(self.status))
-        return _Reply(self.status, self.payload)
-
-    async def _dispatch(self, method, path, headers, raw):
-        if method == "GET" and path == "/v1/models":
-            self._record(method, path, headers, None)
-            if self.models is None:
-                return _Reply(500, {"error": {"message": "no list here"}})
-            return _Reply(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
-        return await super()._dispatch(method, path, headers, raw)
-
-    async def _write(self, writer, reply):
-        if not isinstance(reply.payload, bytes):
-            return await super()._write(writer, reply)
-        head = (f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Unknown')}\r\nContent-Type: text/html\r\n"
-                f"Content-Length: {len(reply.payload)}\r\n\r\n")
-        writer.write(head.encode("latin-1") + reply.payload)
-        await writer.drain()
 
 
 def backend_for(server, model="gpt-4o", **kw) -> OpenAIBackend:
@@ -81,7 +53,7 @@ def chats(server) -> int:
                                                                        "reset before headers"),
 ])
 def test_every_failed_result_carries_the_servers_own_words_after_its_cause(status, payload, said):
-    with Scripted(status, payload) as server:
+    with ScriptedErrorServer(status, payload) as server:
         results = backend_for(server, model="gpt-5").complete(asks(2))
     assert [r.error for r in results] == [f"http {status}: {said}"] * 2  # 2 sent: none of these is a rejection
     # the cause prefix stays first: both failure checks still classify it
@@ -132,7 +104,7 @@ def test_other_client_errors_do_not_read_as_an_unknown_model(status, body):
 
 
 def test_an_unknown_model_stops_the_run_with_the_servers_model_list():
-    with Scripted(400, PINNED) as server:
+    with ScriptedErrorServer(400, PINNED) as server:
         backend = backend_for(server)
         results = backend.complete(asks(8))
         assert chats(server) == 1  # the first request goes alone: its rejection stopped the run
@@ -145,7 +117,7 @@ def test_an_unknown_model_stops_the_run_with_the_servers_model_list():
 
 
 def test_a_failing_model_list_never_fails_the_rejection():
-    with Scripted(404, {"error": {"message": "The model `gpt-4o` does not exist", "code": "model_not_found"}},
+    with ScriptedErrorServer(404, {"error": {"message": "The model `gpt-4o` does not exist", "code": "model_not_found"}},
                   models=None) as server:
         backend = backend_for(server)
         backend.complete(asks(3))
@@ -155,7 +127,7 @@ def test_a_failing_model_list_never_fails_the_rejection():
 
 def test_a_client_error_that_is_not_about_the_model_does_not_stop_the_run():
     body = {"error": {"message": "This model's maximum context length is 4096 tokens.", "code": "context_length"}}
-    with Scripted(400, body) as server:
+    with ScriptedErrorServer(400, body) as server:
         backend = backend_for(server)
         results = backend.complete(asks(6))
         assert chats(server) == 6 and not any(r.path == "/v1/models" for r in server.requests)
@@ -167,7 +139,7 @@ def test_rleif_evolve_exits_3_on_an_unknown_model_with_the_advice(tmp_path, monk
     from rleif_kit.pipeline.cli import main
 
     monkeypatch.setenv(KEY_ENV, "sk-client-test-key-0123456789")
-    with Scripted(400, PINNED) as server:
+    with ScriptedErrorServer(400, PINNED) as server:
         settings = tmp_path / "settings.json"
         settings.write_text(json.dumps({"api": {"base_url": server.base_url, "api_key_env": KEY_ENV, "max_retries": 0},
                                         "models": {"evolve": "gpt-4o"}}))

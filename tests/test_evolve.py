@@ -453,13 +453,10 @@ def test_rleif_evolve_exits_4_when_every_request_failed_and_never_gives_up_on_a_
     """Issue 30: ``rleif evolve`` exited 0 with every request failed. Now exit 4 with the cause and an example; a
     connection failure is the endpoint's, so it uses none of the ids' ``retry_failed`` attempts: after more reruns
     than that, the ids are still pending, none given up as api_error."""
-    import socket
-
+    from loopback import unused_port
     from rleif_kit.pipeline.cli import main
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = unused_port()
     monkeypatch.setenv("RLEIF_EVOLVE_KEY", FAKE_KEY)
     monkeypatch.chdir(ROOT)
     settings = tmp_path / "settings.json"

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
+from loopback import unused_port
 from rleif_kit.models.loading import ModelNotFound
 from rleif_kit.pipeline.runner import StageFailed, available_stages, run_pipeline, select_stages
 
@@ -88,15 +89,6 @@ def test_an_endpoint_rejection_or_a_budget_stop_ends_the_run_with_its_own_exit_c
     assert json.loads((tmp_path / "b" / "01_evolve" / "usage.json").read_text())["requests"] == 5
 
 
-def _closed_port() -> int:
-    """A loopback port nothing listens on: a connection there is refused at once."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_an_unreachable_endpoint_stops_01_and_a_plain_rerun_retries_once_it_is_back(tmp_path, monkeypatch):
     """Issue 30: with the endpoint down, 01_evolve said "ok", exited 0 and wrote its done marker with every request
     failed; the rerun then skipped it. Now it ends stopped (exit 4, no marker, 02 not run) with the cause and an
@@ -121,7 +113,7 @@ def test_an_unreachable_endpoint_stops_01_and_a_plain_rerun_retries_once_it_is_b
 
     args = (str(TINY_PARAMS), "01_evolve,02_dedup", tiny_overrides(tmp_path / "run", *_openai_extra(5)))
     with pytest.raises(StageStopped, match=r"every one of 5 evolutions failed \(mostly connection\)") as stop:
-        run_pipeline(*args, point_at(f"http://127.0.0.1:{_closed_port()}/v1"), report_dir=str(tmp_path / "r"))
+        run_pipeline(*args, point_at(f"http://127.0.0.1:{unused_port()}/v1"), report_dir=str(tmp_path / "r"))
     assert stop.value.exit_code == 4
     assert not (tmp_path / "run" / "01_evolve" / ".done.json").exists()
     assert not (tmp_path / "r" / "02_dedup.ipynb").exists()
@@ -185,7 +177,7 @@ def test_a_wrong_model_name_fails_01_as_rejected_and_a_plain_rerun_finishes_once
     from rleif_kit.testing.fake_openai import FakeOpenAIServer, _Reply
     from test_evolve import _openai_extra, evolution_responder
 
-    key = "sk-Q7xW2pL9vR4tZ8kN3mB6"  # random-looking, as real keys are: the kit redacts any 6 characters of it
+    key = "sk-fake-Q7xW2pL9vR4tZ8kN3m"  # random-looking, as real keys are: the kit redacts any 6 characters of it
 
     class Pinned(FakeOpenAIServer):  # a server that serves one model, as `transformers serve --model ...` is
         async def _chat(self, body):

@@ -11,7 +11,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import pytest
 
 from rleif_kit.core.jsonl import read_jsonl
 from rleif_kit.pipeline.cli import main
+from loopback import unused_port
 
 pytestmark = pytest.mark.slow  # about 25 s on 2 cores: a model built, a server started, two commands
 
@@ -29,12 +29,6 @@ SERVER_PACKAGES = ("fastapi", "uvicorn")
 SEEDS = ["Tom has 3 apples and buys 5 more. How many apples does he have?",
          "A box holds 12 pens. How many pens are in 4 boxes?",
          "Sara had 20 stickers and gave away 7. How many stickers are left?"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, limit_s: float = 180) -> None:
@@ -63,7 +57,7 @@ def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("serve")
     model = root / "tiny-llama"
     assert main(["build-tiny", str(model), "--problems", "300"]) == 0
-    port, log = _free_port(), root / "serve.log"
+    port, log = unused_port(), root / "serve.log"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}  # a local folder: nothing to ask the hub
     with log.open("w") as out:
         proc = subprocess.Popen([str(server), "serve", str(model), "--host", "127.0.0.1", "--port", str(port)],

@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from rleif_kit.core.stage_args import stage_parser
 from rleif_kit.core.stages import EVOLVE
 from rleif_kit.evolution.elimination import answer_elimination_reason, elimination_reason
 from rleif_kit.pipeline import cli
+from loopback import unused_port
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "params" / "tiny-cpu.toml"
@@ -41,12 +41,6 @@ def _rleif(capsys, *argv) -> tuple[int, str, str]:
 
 
 # ---------------------------------------------------------------- an offline hub load: one line, at once
-
-def _closed_port() -> int:
-    with socket.socket() as s:  # bound, then closed: a connection there is refused, as without a network
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 OFFLINE_SCRIPT = """
 import json, os, sys, time
@@ -77,7 +71,7 @@ def test_an_offline_hub_load_is_one_line_at_once(small_model_dir, tmp_path):
     (snapshot.parents[1] / "refs").mkdir()
     (snapshot.parents[1] / "refs" / "main").write_text("abc123")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_"))}
-    env.update(HF_HOME=str(tmp_path / "hf"), HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}")
+    env.update(HF_HOME=str(tmp_path / "hf"), HF_ENDPOINT=f"http://127.0.0.1:{unused_port()}")
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", OFFLINE_SCRIPT], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)
@@ -133,7 +127,7 @@ def test_the_model_loads_that_may_name_a_hub_id_are_one_line_at_once_offline(sma
     (rm_dir / "rm_info.json").write_text(json.dumps({"head": "sequence", "finetune": "lora",
                                                      "base_model": "someorg/not-cached"}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_"))}
-    env.update(HF_HOME=str(tmp_path / "hf"), HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}")
+    env.update(HF_HOME=str(tmp_path / "hf"), HF_ENDPOINT=f"http://127.0.0.1:{unused_port()}")
     proc = subprocess.run([sys.executable, "-c", MODEL_LOADS_SCRIPT, str(rm_dir)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
