@@ -19,7 +19,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from rleif_kit.core.records import write_json_atomic
 
@@ -108,12 +108,14 @@ def failure_lines(record: dict[str, Any], action: str) -> str:
     return "\n".join([*lines, f"  {action}"])
 
 
-def write(stage_dir: Path, failures: Failures, fail_above: float) -> dict[str, Any]:
-    """Put ``failures`` into ``<stage_dir>/failures.json`` (replacing an earlier part of the same kind, keeping the
-    stage's other kinds), decide the stage's status, write it atomically; returns the record."""
+def write(stage_dir: Path, failures: Failures | Sequence[Failures], fail_above: float) -> dict[str, Any]:
+    """Put ``failures`` (one kind, or several) into ``<stage_dir>/failures.json``, replacing earlier parts of the
+    same kinds and keeping the stage's others; decide the stage's status, write it atomically; return the record."""
+    kinds = [failures] if isinstance(failures, Failures) else list(failures)
+    names = {f.what for f in kinds}
     earlier = read(stage_dir) or {}
-    parts = [p for p in earlier.get("parts", []) if isinstance(p, dict) and p.get("what") != failures.what]
-    record = decide([*parts, failures.part(fail_above)])
+    parts = [p for p in earlier.get("parts", []) if isinstance(p, dict) and p.get("what") not in names]
+    record = decide([*parts, *(f.part(fail_above) for f in kinds)])
     Path(stage_dir).mkdir(parents=True, exist_ok=True)
     write_json_atomic(Path(stage_dir) / FILE, record)
     return record

@@ -298,8 +298,8 @@ async def run_evolve_async(cfg: RunConfig, paths: RunPaths, settings: Any = None
     result = _result(files, evolver, paths)
     # past [diagnostics] evolve_failure_fail, or all failed: the stage is stopped (no done marker, exit 4)
     pending, given_up = files.failures()
-    stage_failures.write(paths.stage_dir(EVOLVE), given_up, cfg.diagnostics.evolve_failure_fail)
-    result.failures = stage_failures.write(paths.stage_dir(EVOLVE), pending, cfg.diagnostics.evolve_failure_fail)
+    result.failures = stage_failures.write(paths.stage_dir(EVOLVE), [pending, given_up],
+                                           cfg.diagnostics.evolve_failure_fail)
     part = next(p for p in result.failures["parts"] if p["what"] == given_up.what)
     if (why := stage_failures.stop_reason(part)) and not stopped():  # no rerun can mend these: the stage fails
         raise ValueError(stage_failures.failure_lines({**part, "reason": why}, (

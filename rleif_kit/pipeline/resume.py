@@ -24,7 +24,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rleif_kit.checks import stage_failures
 from rleif_kit.core.paths import DONE_MARKER, RunPaths
 from rleif_kit.core.records import write_json_atomic
 from rleif_kit.core.stages import DEDUP, EVAL, EVOLVE, PPO, REWARD_MODELS, SETUP, STAGES
@@ -166,10 +165,10 @@ def invalidate(output_dir: Path, stage: str) -> None:
 
 def incomplete_reason(cfg, stage: str, metrics: dict[str, Any]) -> str | None:
     """Why a stage that finished without an error is still not complete (a rerun continues it), else None:
-    too many of its requests failed (``<stage>/failures.json``, ``checks/stage_failures.py``), a budget stopped
-    evolution, evaluation items are pending."""
-    failures = stage_failures.read(RunPaths(cfg.output_dir).stage_dir(stage))
-    if failures and failures.get("status") != "ok":
+    too many of its requests failed (its ``failures.json``, which the runner copies into ``metrics["failures"]``:
+    ``checks/stage_failures.py``), a budget stopped evolution, evaluation items are pending."""
+    failures = metrics.get("failures")
+    if isinstance(failures, dict) and failures.get("status") != "ok":
         return str(failures.get("reason") or "too many requests failed")
     if stage == EVOLVE:
         usage = RunPaths(cfg.output_dir).evolve_usage
