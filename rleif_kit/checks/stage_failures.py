@@ -108,6 +108,14 @@ def failure_lines(record: dict[str, Any], action: str) -> str:
     return "\n".join([*lines, f"  {action}"])
 
 
+def stop_message(record: dict[str, Any], what: str, action: str) -> str | None:
+    """What a stop by the failures of kind ``what`` says (``failure_lines`` with ``action``), or None when that kind
+    does not stop the stage."""
+    part = next(p for p in record["parts"] if p["what"] == what)
+    why = stop_reason(part)
+    return failure_lines({**part, "reason": why}, action) if why else None
+
+
 def write(stage_dir: Path, failures: Failures | Sequence[Failures], fail_above: float) -> dict[str, Any]:
     """Put ``failures`` (one kind, or several) into ``<stage_dir>/failures.json``, replacing earlier parts of the
     same kinds and keeping the stage's others; decide the stage's status, write it atomically; return the record."""

@@ -300,12 +300,12 @@ async def run_evolve_async(cfg: RunConfig, paths: RunPaths, settings: Any = None
     pending, given_up = files.failures()
     result.failures = stage_failures.write(paths.stage_dir(EVOLVE), [pending, given_up],
                                            cfg.diagnostics.evolve_failure_fail)
-    part = next(p for p in result.failures["parts"] if p["what"] == given_up.what)
-    if (why := stage_failures.stop_reason(part)) and not stopped():  # no rerun can mend these: the stage fails
-        raise ValueError(stage_failures.failure_lines({**part, "reason": why}, (
-            f"each failed {ev.retry_failed} times on its own account ([evol_instruct] retry_failed) and is not asked "
-            f"again: fix the cause (the server's words above), then delete {paths.rel(paths.stage_dir(EVOLVE))} "
-            "to evolve again (a changed [evol_instruct] key does so too)")))
+    message = stage_failures.stop_message(result.failures, given_up.what, (
+        f"each failed {ev.retry_failed} times on its own account ([evol_instruct] retry_failed) and is not asked "
+        f"again: fix the cause (the server's words above), then delete {paths.rel(paths.stage_dir(EVOLVE))} "
+        "to evolve again (a changed [evol_instruct] key does so too)"))
+    if message and not stopped():  # no rerun can mend these: the stage fails
+        raise ValueError(message)
     return result
 
 

@@ -209,17 +209,13 @@ def _stop_on_failures(cfg: RunConfig, role: str, items: list[_Item], out_path: P
     failures = Failures(f"{role} labels", len(asked), {**final, **retry})
     record = stage_failures.write(RunPaths(cfg.output_dir).stage_dir(REWARD_MODELS), failures,
                                   cfg.diagnostics.judge_failure_fail)
-    part = next(p for p in record["parts"] if p["what"] == failures.what)
-    why = stage_failures.stop_reason(part)
-    if why is None:
-        return
-    if retry:
-        raise StageIncomplete(f"{role}: " + stage_failures.failure_lines(
-            {**part, "reason": why}, "fix the cause, then rerun: the failed labels are asked again"))
-    raise ValueError(f"{role}: " + stage_failures.failure_lines(
-        {**part, "reason": why}, f"they failed for good and a rerun does not ask them again: check models.{role} in "
-                                 f"settings.json and its prompt template, then delete {out_path} (every item is "
-                                 "asked again), or raise [diagnostics] judge_failure_fail to train on the rest"))
+    action = ("fix the cause, then rerun: the failed labels are asked again" if retry else
+              f"they failed for good and a rerun does not ask them again: check models.{role} in settings.json and "
+              f"its prompt template, then delete {out_path} (every item is asked again), or raise [diagnostics] "
+              "judge_failure_fail to train on the rest")
+    message = stage_failures.stop_message(record, failures.what, action)
+    if message:
+        raise (StageIncomplete if retry else ValueError)(f"{role}: {message}")
 
 
 # ---------------------------------------------------------------- IRM: rankings of sibling sets

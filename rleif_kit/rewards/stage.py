@@ -86,11 +86,10 @@ def stop_on_fanout_failures(cfg: RunConfig, paths: RunPaths, total: int, failed:
     judge_failure_fail`` (or all failed) 04 stops before it ranks what is left (exit 4: a rerun asks them again)."""
     record = stage_failures.write(paths.stage_dir(REWARD_MODELS), Failures("fan-out evolutions", total, failed),
                                   cfg.diagnostics.judge_failure_fail)
-    part = next(p for p in record["parts"] if p["what"] == "fan-out evolutions")
-    why = stage_failures.stop_reason(part)
-    if why:
-        raise StageIncomplete("fan-out: " + stage_failures.failure_lines(
-            {**part, "reason": why}, "fix the cause, then rerun: the failed siblings are asked again"))
+    message = stage_failures.stop_message(record, "fan-out evolutions",
+                                          "fix the cause, then rerun: the failed siblings are asked again")
+    if message:
+        raise StageIncomplete(f"fan-out: {message}")
 
 
 @dataclass
