@@ -136,3 +136,44 @@ def test_the_loss_is_on_the_response_only(tiny_cfg):
     assert set(labels[:n_prompt]) == {-100}
     assert -100 not in labels[n_prompt:] and labels[-1] == tok.eos_token_id
     assert tok.decode(labels[n_prompt:], skip_special_tokens=True) == completion
+
+
+def test_balanced_batches_keep_each_steps_random_examples_and_pad_less(tiny_cfg):
+    """[sft] balance_batches (issue 32): each optimizer step still takes batch_size x grad_accum examples drawn at
+    random (another seed draws others), split into grad_accum micro-batches sorted by length, which together pad
+    fewer tokens than the same examples in one batch; the Trainer builds its loader from this sampler."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+    from trl import SFTTrainer
+
+    from rleif_kit.models.loading import load_tokenizer
+    from rleif_kit.sft.stage import _seeded_sampler, _trainer_args
+    from rleif_kit.worlds.tiny_corpus import ensure_base_model
+
+    def first_steps(seed: int) -> tuple[list[list[int]], list[int]]:
+        cfg, paths = tiny_cfg(*FAST, "sft.batch_size=4", "sft.grad_accum=4", "sft.balance_batches=true",
+                              f"base.seed={seed}")
+        base = ensure_base_model(cfg)
+        examples = build_sft_examples(cfg, paths)[:256]
+        trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(base), args=_trainer_args(cfg, paths, False),
+                             train_dataset=Dataset.from_list([{k: e[k] for k in ("prompt", "completion")}
+                                                              for e in examples]),
+                             processing_class=load_tokenizer(base))
+        _seeded_sampler(trainer, seed)
+        sampler = trainer._get_train_sampler()
+        assert type(sampler).__name__ == "BatchRebalanceSampler" and sampler.seed == seed
+        lengths = [len(ids) for ids in trainer.train_dataset["input_ids"]]
+        return [list(mb) for _, mb in zip(range(8), iter(sampler))], lengths
+
+    micro, lengths = first_steps(42)
+    for step in (micro[:4], micro[4:]):
+        rows = [i for mb in step for i in mb]
+        assert len(rows) == 16 and len(set(rows)) == 16
+        padded = sum(len(mb) * max(lengths[i] for i in mb) for mb in step)
+        assert padded < 16 * max(lengths[i] for i in rows)  # one batch of the same 16 pads every row to the longest
+        ranges = sorted((min(lengths[i] for i in mb), max(lengths[i] for i in mb)) for mb in step)
+        assert all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:]))  # micro-batches split the step by length
+    again, _ = first_steps(42)
+    other, _ = first_steps(7)
+    assert again == micro
+    assert {i for mb in other[:4] for i in mb} != {i for mb in micro[:4] for i in mb}

@@ -105,7 +105,12 @@ class SFTConfig(_Section):
     lora_targets: list[str] = opt(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
                                   "module names LoRA adapts")
     gradient_checkpointing: bool = opt(True, "recompute activations to save memory (slower)")
-    group_by_length: bool = opt(False, "batch examples of similar length together (less padding, faster)")
+    group_by_length: bool = opt(False, "batch examples of similar length together (less padding, faster; each "
+                                       "batch is then of one length, which the tiny preset learned far worse from)")
+    balance_batches: bool = opt(False, "each step's batch_size x grad_accum examples are drawn at random as usual, "
+                                       "then sorted by length and split into grad_accum micro-batches of about equal "
+                                       "cost (transformers' BatchRebalanceSampler): the same random batches with less "
+                                       "padding; needs grad_accum > 1")
     logging_steps: int = opt(10, "log the loss every N steps", positive)
     save_steps: int = opt(200, "checkpoint every N steps (resume picks up the last one)", positive)
     eval_samples: int = opt(200, "held-out problems for the greedy exact-answer accuracy after SFT", non_negative)

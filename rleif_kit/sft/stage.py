@@ -97,8 +97,29 @@ def _trainer_args(cfg: RunConfig, paths: RunPaths, bf16: bool):
         bf16=bf16, fp16=use_fp16(cfg.base.fp16), use_cpu=not torch.cuda.is_available(),
         report_to=trainer_logs.report_to(cfg, "sft"),
         dataloader_num_workers=0,
-        train_sampling_strategy="group_by_length" if s.group_by_length else "random",
+        train_sampling_strategy=_sampling(s),
     )
+
+
+def _sampling(s) -> str:
+    """transformers' ``train_sampling_strategy`` for ``[sft]``: balanced micro-batches, length groups, or random."""
+    if s.balance_batches:
+        return "batch_rebalance"
+    return "group_by_length" if s.group_by_length else "random"
+
+
+def _seeded_sampler(trainer: Any, seed: int) -> None:
+    """BatchRebalanceSampler draws its batches from a seed of its own (42) that the Trainer does not set: the run's
+    seed is given to it here, so that another seed draws other batches as the random sampler does."""
+    real = trainer._get_train_sampler
+
+    def sampler(*args, **kwargs):
+        got = real(*args, **kwargs)
+        if hasattr(got, "seed") and type(got).__name__ == "BatchRebalanceSampler":
+            got.seed = seed
+        return got
+
+    trainer._get_train_sampler = sampler
 
 
 def _last_checkpoint(directory: Path) -> str | None:
@@ -123,6 +144,7 @@ def train_sft(cfg: RunConfig, paths: RunPaths, examples: list[dict], base_path: 
     # TRL drafts a card into checkpoints/ at every save ("a fine-tuned version of [None]"); the model's card is
     # ours (sft/card.py, in the model folder), so the draft is switched off
     trainer.create_model_card = lambda *args, **kwargs: None
+    _seeded_sampler(trainer, cfg.base.seed)
     trainer.train(resume_from_checkpoint=_last_checkpoint(paths.sft_checkpoints))
     dist.debug_dump("sft", trainer.model.named_parameters())
     return trainer, tokenizer, initial
