@@ -177,3 +177,33 @@ def test_balanced_batches_keep_each_steps_random_examples_and_pad_less(tiny_cfg)
     other, _ = first_steps(7)
     assert again == micro
     assert {i for mb in other[:4] for i in mb} != {i for mb in micro[:4] for i in mb}
+
+
+def test_batched_tokenization_gives_trls_own_tokens_and_labels(tiny_cfg):
+    """sft/tokenize.py: the examples tokenized in batches are, token for token and label for label, what SFTTrainer
+    makes of the same prompt-completion rows itself (EOS added, the prompt masked), including a completion that
+    already ends with EOS and one whose first word could merge with the prompt's last."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+    from trl import SFTTrainer
+
+    from rleif_kit.models.loading import load_tokenizer
+    from rleif_kit.sft.stage import _trainer_args
+    from rleif_kit.sft.tokenize import tokenized_examples
+    from rleif_kit.worlds.tiny_corpus import ensure_base_model
+
+    cfg, paths = tiny_cfg(*FAST)
+    base = ensure_base_model(cfg)
+    tok = load_tokenizer(base)
+    examples = [{k: e[k] for k in ("prompt", "completion")} for e in build_sft_examples(cfg, paths)[:60]]
+    examples += [{"prompt": examples[0]["prompt"], "completion": examples[0]["completion"] + tok.eos_token},
+                 {"prompt": examples[1]["prompt"] + " Step", "completion": "s 1: 2 + 2 = 4."}]
+
+    def prepared(data):
+        trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(base), args=_trainer_args(cfg, paths, False),
+                             train_dataset=data, processing_class=tok)
+        return [(row["input_ids"], row["labels"]) for row in trainer.train_dataset]
+
+    ours = prepared(Dataset.from_dict(tokenized_examples(tok, examples, batch=16)))
+    assert ours == prepared(Dataset.from_list(examples))
+    assert all(labels[-1] == tok.eos_token_id and labels[0] == -100 for _, labels in ours)

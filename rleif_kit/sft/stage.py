@@ -39,6 +39,7 @@ from rleif_kit.models.loading import (
 from rleif_kit.models.refs import model_ref, relink_adapter
 from rleif_kit.sft.card import write_sft_card
 from rleif_kit.sft.examples import build_sft_examples
+from rleif_kit.sft.tokenize import tokenized_examples
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import heldout_problems
 from rleif_kit.worlds.heldout_eval import evaluate_heldout
@@ -138,7 +139,7 @@ def train_sft(cfg: RunConfig, paths: RunPaths, examples: list[dict], base_path: 
     tokenizer.padding_side = "right"
     model = load_for_training(base_path, cfg.sft, bf16)
     initial = trainable_parameters(model)
-    data = Dataset.from_list([{"prompt": e["prompt"], "completion": e["completion"]} for e in examples])
+    data = Dataset.from_dict(tokenized_examples(tokenizer, examples))  # TRL's tokens, in batches (sft/tokenize.py)
     trainer = SFTTrainer(model=model, args=_trainer_args(cfg, paths, bf16), train_dataset=data,
                          processing_class=tokenizer, callbacks=[_log_callback(paths.sft_log), *trainer_logs.callbacks(cfg, paths, "sft")])
     # TRL drafts a card into checkpoints/ at every save ("a fine-tuned version of [None]"); the model's card is
