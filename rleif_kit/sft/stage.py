@@ -116,7 +116,7 @@ def _seeded_sampler(trainer: Any, seed: int) -> None:
 
     def sampler(*args, **kwargs):
         got = real(*args, **kwargs)
-        if hasattr(got, "seed") and type(got).__name__ == "BatchRebalanceSampler":
+        if type(got).__name__ == "BatchRebalanceSampler":
             got.seed = seed
         return got
 
