@@ -30,7 +30,9 @@ def _training(cfg: RunConfig, base_ref: str, examples: int, steps: int) -> dict[
         "fine-tuning": s.finetune, "base model": base_ref, "examples": examples, "optimizer steps": steps,
         "epochs": s.epochs if s.max_steps < 0 else f"max_steps {s.max_steps}", "learning rate": s.lr,
         "schedule": f"{s.lr_scheduler}, warm-up {f'{s.warmup_steps} steps' if s.warmup_steps else s.warmup_ratio}",
-        "batch": f"{s.batch_size} per device x {s.grad_accum} accumulation", "max sequence length": s.max_seq_len,
+        "batch": f"{s.batch_size} per device x {s.grad_accum} accumulation"
+                 + (", each step's examples split by length into its micro-batches" if s.balance_batches else ""),
+        "max sequence length": s.max_seq_len,
         "weight decay": s.weight_decay, "loss": "on the response only (TRL SFTTrainer, completion_only_loss)",
         "seed": cfg.base.seed}
     if s.finetune != "full":

@@ -1,7 +1,7 @@
 """The SFT examples tokenized as TRL's ``SFTTrainer`` tokenizes a prompt-completion dataset, but in batches.
 
-TRL tokenizes one example at a time (about 3,000 a second here: 10 s for the tiny preset's 30,615, and minutes for
-a large SFT set); a fast tokenizer takes a list at once. The result is TRL's own: the completion ends with the
+TRL tokenizes one example at a time, twice (the prompt, then prompt + completion), through ``datasets.map``: 10 s
+for the tiny preset's 30,615 examples on 2 cores; a fast tokenizer takes a list at once. The result is TRL's own: the completion ends with the
 tokenizer's EOS (added when missing), ``input_ids`` is the tokenized prompt + completion, and ``labels`` are -100
 over the prompt, that is over the tokens the tokenized prompt shares with it (TRL's ``common_prefix_length``), so
 the loss is on the response only. ``SFTTrainer`` takes such a dataset as already processed (it only truncates it to
