@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,18 +32,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench_common import child_json, pin_kernels, write_result  # noqa: E402 - beside this script
 VARIANTS = ("kit", "kit-no-trim", "trl-grpo")
 LINKED = ("00_setup", "01_evolve", "02_dedup", "03_sft", "04_reward_models", "arith", "tiny-llama")
 
 
 def _child(variant: str, run: Path, steps: int, out: Path) -> None:
     """One variant's run, in this (fresh) process: writes its per-step figures to ``out``."""
-    from rleif_kit.core.numerics import kernel_environment
-
-    os.environ.update(kernel_environment("pinned"))  # before torch loads: the preset's kernels
-    import torch
-
-    torch.set_num_threads(2)
+    pin_kernels()  # before torch loads: the preset's kernels, 2 threads
     from rleif_kit.core.config import load_config
     from rleif_kit.core.paths import RunPaths
     from rleif_kit.ppo.policy import load_policy
@@ -153,13 +149,8 @@ def main() -> None:
     rows: dict[str, list[dict]] = {v: [] for v in variants}
     for r in range(args.repeats):
         for v in variants:
-            with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-                out = Path(f.name)
             start = time.perf_counter()
-            subprocess.run([sys.executable, __file__, "--child", v, "--run", str(run), "--steps", str(args.steps),
-                            "--out", str(out)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-            got = json.loads(out.read_text())
-            out.unlink()
+            got = child_json(__file__, ["--child", v, "--run", str(run), "--steps", str(args.steps)])
             rows[v] += got[1:]  # the first step is warm-up
             print(f"round {r + 1}/{args.repeats} {v}: {time.perf_counter() - start:.0f} s, steps "
                   + ", ".join(f"{x['step_s']:.2f}" for x in got), flush=True)
@@ -176,10 +167,7 @@ def main() -> None:
         k, g = result["variants"]["kit"], result["variants"]["trl-grpo"]
         result["kit_vs_grpo"] = {"seconds_per_64": round(g["step_s"] / k["step_s"], 2),
                                  "gen_tokens_per_s": round(k["gen_tokens_per_s"] / g["gen_tokens_per_s"], 2)}
-    path = ROOT / "reports" / "bench" / "ppo.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_result("ppo", result)
 
 
 if __name__ == "__main__":

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,17 +29,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench_common import child_json, pin_kernels, write_result  # noqa: E402 - beside this script
 SAMPLINGS = {"random-64": ["sft.batch_size=64", "sft.grad_accum=1", "sft.balance_batches=false"],
              "balanced-16x4": ["sft.batch_size=16", "sft.grad_accum=4", "sft.balance_batches=true"]}
-
-
-def _pinned() -> None:
-    from rleif_kit.core.numerics import kernel_environment
-
-    os.environ.update(kernel_environment("pinned"))  # before torch loads: the preset's kernels
-    import torch
-
-    torch.set_num_threads(2)
 
 
 def _config(run: Path, work: Path, extra: list[str]):
@@ -68,8 +59,9 @@ def _trainer(cfg, work: Path, model, tokenizer, data):
     return trainer
 
 
-def tokenization(run: Path, repeats: int) -> dict:
-    """Seconds from prompt-completion rows to SFTTrainer's prepared dataset: TRL alone, and ours then TRL."""
+def tokenization(run: Path, repeats: int) -> tuple[dict, list[int]]:
+    """Seconds from prompt-completion rows to SFTTrainer's prepared dataset, TRL alone and ours then TRL; and the
+    examples' lengths in tokens."""
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
 
@@ -82,26 +74,27 @@ def tokenization(run: Path, repeats: int) -> dict:
     tokenizer = load_tokenizer(str(run / "tiny-llama"))
     model = AutoModelForCausalLM.from_pretrained(str(run / "tiny-llama"))
     times: dict[str, list[float]] = {"trl": [], "kit": []}
+    ours: dict[str, list] = {}
     for _ in range(repeats):
         for way in times:
             start = time.perf_counter()
-            data = (Dataset.from_dict(tokenized_examples(tokenizer, examples)) if way == "kit" else
-                    Dataset.from_list([{"prompt": e["prompt"], "completion": e["completion"]} for e in examples]))
+            if way == "kit":
+                ours = tokenized_examples(tokenizer, examples)
+                data = Dataset.from_dict(ours)
+            else:
+                data = Dataset.from_list([{"prompt": e["prompt"], "completion": e["completion"]} for e in examples])
             _trainer(cfg, work, model, tokenizer, data)
             times[way].append(time.perf_counter() - start)
-    return {"examples": len(examples), **{f"{way}_s": round(statistics.median(t), 2) for way, t in times.items()}}
+    medians = {f"{way}_s": round(statistics.median(t), 2) for way, t in times.items()}
+    return {"examples": len(examples), **medians}, [len(ids) for ids in ours["input_ids"]]
 
 
-def padding(run: Path, steps: int = 500, batch: int = 64, parts: int = 4, seed: int = 42) -> dict:
-    """Tokens computed per real token over ``steps`` steps: random batches of ``batch`` against balanced ones."""
+def padding(lengths: list[int], steps: int = 500, batch: int = 64, parts: int = 4, seed: int = 42) -> dict:
+    """Tokens computed per real token over ``steps`` steps of examples of ``lengths`` tokens: random batches of
+    ``batch`` against balanced ones."""
     import torch
     from transformers.trainer_pt_utils import BatchRebalanceSampler
 
-    from rleif_kit.models.loading import load_tokenizer
-    from rleif_kit.sft.tokenize import tokenized_examples
-
-    lengths = [len(ids) for ids in tokenized_examples(load_tokenizer(str(run / "tiny-llama")),
-                                                      _examples(run))["input_ids"]]
     generator = torch.Generator()
     generator.manual_seed(seed)
     order = torch.randperm(len(lengths), generator=generator).tolist()
@@ -118,7 +111,7 @@ def padding(run: Path, steps: int = 500, batch: int = 64, parts: int = 4, seed: 
 
 def _child(sampling: str, run: Path, steps: int, out: Path) -> None:
     """One sampling's ``steps`` steps in this (fresh) process: seconds per step to ``out``."""
-    _pinned()
+    pin_kernels()
     from transformers import AutoModelForCausalLM, TrainerCallback
 
     from rleif_kit.models.loading import load_tokenizer
@@ -159,25 +152,18 @@ def main() -> None:
     per_step: dict[str, list[float]] = {s: [] for s in SAMPLINGS}
     for r in range(args.repeats):
         for sampling in SAMPLINGS:
-            with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-                out = Path(f.name)
-            subprocess.run([sys.executable, __file__, "--child", sampling, "--run", str(run), "--steps",
-                            str(args.steps), "--out", str(out)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-            per_step[sampling] += json.loads(out.read_text())
-            out.unlink()
+            per_step[sampling] += child_json(__file__, ["--child", sampling, "--run", str(run), "--steps",
+                                                         str(args.steps)], quiet=True)
             print(f"round {r + 1}/{args.repeats} {sampling}: median {statistics.median(per_step[sampling]):.3f} s/step",
                   flush=True)
-    _pinned()
+    pin_kernels()
+    timed, lengths = tokenization(run, args.repeats)
     result = {"run": args.run, "machine": "2 threads, pinned kernels",
               "seconds_per_step": {s: round(statistics.median(v), 3) for s, v in per_step.items()},
-              "padding": padding(run), "tokenization": tokenization(run, args.repeats)}
+              "padding": padding(lengths), "tokenization": timed}
     sps = result["seconds_per_step"]
     result["balanced_vs_random"] = round(sps["balanced-16x4"] / sps["random-64"], 3)
-    path = ROOT / "reports" / "bench" / "sft_batches.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_result("sft_batches", result)
 
 
 if __name__ == "__main__":
