@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rleif_kit.llm import ChatRequest  # noqa: E402
+from rleif_kit.llm.base import ChatRequest  # noqa: E402
 
 MODEL = "evolver"
 CONCURRENCY = 64

@@ -17,7 +17,8 @@ from rleif_kit.checks.stage_failures import cause_of
 from rleif_kit.checks.verdicts import failure_cause
 from rleif_kit.core.exits import REJECTED_PREFIX
 from rleif_kit.core.settings import Endpoint
-from rleif_kit.llm import ChatRequest, OpenAIBackend
+from rleif_kit.llm.base import ChatRequest
+from rleif_kit.llm.openai_backend import OpenAIBackend
 from rleif_kit.llm.errors import failure_reason, names_unknown_model
 from rleif_kit.testing.fake_openai import FakeOpenAIServer
 from loopback import ScriptedErrorServer

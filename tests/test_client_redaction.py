@@ -18,7 +18,9 @@ import pytest
 from conftest import TINY_PARAMS, tiny_overrides
 from rleif_kit.core.api_keys import KEYLESS_PLACEHOLDER, REDACTED, redact
 from rleif_kit.core.settings import Endpoint
-from rleif_kit.llm import ChatRequest, ChatResult, OpenAIBackend, ResponseCache
+from rleif_kit.llm.base import ChatRequest, ChatResult
+from rleif_kit.llm.openai_backend import OpenAIBackend
+from rleif_kit.llm.cache import ResponseCache
 from rleif_kit.testing.fake_openai import FakeOpenAIServer
 
 KEY = "sk-proj-Zq8vW2mT4kLp9XcR7bNf3HjD6sGa1YuE"

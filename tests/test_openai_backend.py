@@ -11,7 +11,10 @@ import time
 import pytest
 
 from rleif_kit.testing.fake_openai import FakeOpenAIServer
-from rleif_kit.llm import ChatRequest, ChatResult, HFBackend, OpenAIBackend, ResponseCache, Usage, estimate, run_sync
+from rleif_kit.llm.base import ChatRequest, ChatResult, Usage, run_sync
+from rleif_kit.llm.hf_backend import HFBackend
+from rleif_kit.llm.openai_backend import OpenAIBackend, estimate
+from rleif_kit.llm.cache import ResponseCache
 from rleif_kit.core.settings import Endpoint, Price
 from rleif_kit.evolution.evolvers import alpaca_prompt
 from rleif_kit.models.loading import load_causal_lm, load_tokenizer

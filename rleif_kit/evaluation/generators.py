@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from rleif_kit.core.exits import REJECTED_PREFIX, rejected_error
 from rleif_kit.core.text import cut_at_stop
-from rleif_kit.llm import ChatRequest, run_sync
+from rleif_kit.llm.base import ChatRequest, run_sync
 from rleif_kit.llm.openai_backend import OpenAIBackend
 from rleif_kit.models.generation import generate
 from rleif_kit.models.loading import load_merged

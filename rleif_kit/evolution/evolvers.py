@@ -19,7 +19,7 @@ from rleif_kit.core.config import RunConfig
 from rleif_kit.evolution.elimination import (answer_elimination_reason, clean_evolved_text, elimination_reason,
                                              parse_equality)
 from rleif_kit.evolution.operators import seeded_rng
-from rleif_kit.llm import ChatRequest
+from rleif_kit.llm.base import ChatRequest
 from rleif_kit.llm.base import cut_off, cut_off_reason
 from rleif_kit.llm.endpoint import make_llm_backend
 from rleif_kit.llm.hf_backend import HFBackend

@@ -18,7 +18,7 @@ from rleif_kit.core.records import write_json_atomic
 from rleif_kit.evolution.evolvers import Outcome, Task, make_evolver
 from rleif_kit.evolution.operators import distinct_operators, reweighted
 from rleif_kit.worlds import world_for
-from rleif_kit.llm import run_sync
+from rleif_kit.llm.base import run_sync
 from rleif_kit.llm.base import merge_usage
 from rleif_kit.llm.tasks import run_bounded
 from rleif_kit.llm.usage import ledger_path, ledger_runs

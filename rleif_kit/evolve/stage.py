@@ -35,7 +35,7 @@ from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import EVOLVE
 from rleif_kit.evolution.evolvers import Outcome, Task, WorldEvolver, child_record, make_evolver
 from rleif_kit.evolution.operators import child_id, choose_operator, reweighted
-from rleif_kit.llm import ChatRequest, run_sync
+from rleif_kit.llm.base import ChatRequest, run_sync
 from rleif_kit.core.exits import EXIT_STOPPED, REJECTED_PREFIX, rejected_error
 from rleif_kit.llm.base import merge_usage
 from rleif_kit.llm.usage import ledger_runs

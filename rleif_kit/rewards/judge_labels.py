@@ -41,7 +41,7 @@ from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
 from rleif_kit.core.progress import Bar
 from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.core.reward_math import balance_pairs, ranking_to_pairs
-from rleif_kit.llm import ChatRequest, run_sync
+from rleif_kit.llm.base import ChatRequest, run_sync
 from rleif_kit.llm.base import cut_off
 from rleif_kit.llm.endpoint import make_llm_backend
 from rleif_kit.llm.tasks import run_bounded

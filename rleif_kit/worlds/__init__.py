@@ -13,7 +13,6 @@ import importlib
 from typing import Any
 
 from rleif_kit.core.config import ConfigError
-from rleif_kit.core.moved import moved_module
 from rleif_kit.worlds.base import terms_problems
 
 WORLDS = {  # name -> the module that defines WORLD
@@ -73,7 +72,3 @@ def world_for(cfg: Any) -> Any:
 def all_worlds() -> list[Any]:
     """The registered worlds, then those loaded by module path in this process."""
     return [get_world(name) for name in WORLDS] + list(_OUTSIDE.values())
-
-
-def __getattr__(name: str):
-    moved_module(__name__, name)  # an old `from rleif_kit.worlds import arith_evolver` names the new module

@@ -27,7 +27,7 @@ from rleif_kit.core.config import RunConfig
 from rleif_kit.core.exits import StageIncomplete
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.llm import ChatRequest, run_sync
+from rleif_kit.llm.base import ChatRequest, run_sync
 from rleif_kit.llm.base import cut_off, cut_off_reason
 from rleif_kit.llm.endpoint import make_llm_backend
 from rleif_kit.worlds.math.data import hub_source, load_gsm8k, load_hub_dataset, load_math
