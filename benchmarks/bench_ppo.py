@@ -44,7 +44,7 @@ def _child(variant: str, run: Path, steps: int, out: Path) -> None:
     from rleif_kit.core.config import load_config
     from rleif_kit.core.paths import RunPaths
     from rleif_kit.ppo.policy import load_policy
-    from rleif_kit.ppo.rewards import RewardScorer
+    from rleif_kit.rewards.reward import RewardScorer
     from rleif_kit.worlds.data import instruction_pool
 
     work = Path(tempfile.mkdtemp(prefix="bench-ppo-"))

@@ -92,8 +92,8 @@ def measure(lever: str, source: Path, ppo: bool, extra: list[str]) -> dict:
     from rleif_kit.core.metrics import roc_auc
     from rleif_kit.core.paths import RunPaths
     from rleif_kit.core.run_setup import apply_threads_and_seed
-    from rleif_kit.reward_scoring.heldout import split_by_question
-    from rleif_kit.reward_scoring.scorers import prm_scorer
+    from rleif_kit.rewards.rm_datasets import split_by_question
+    from rleif_kit.rewards.reward import prm_scorer
     from rleif_kit.rewards.prm import train_prm
     from rleif_kit.rewards.stage import build_prm_examples
     from rleif_kit.worlds import world_for

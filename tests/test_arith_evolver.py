@@ -1,6 +1,6 @@
 """The programmatic arithmetic evolver (rleif_kit.worlds.arith.evolver): directions, validity, defects.
 
-In-memory, seeded, no network. Elimination (rleif_kit.evolution.elimination) is used as the engine uses
+In-memory, seeded, no network. Elimination (rleif_kit.evolve.elimination) is used as the engine uses
 it, to check that the defects it should catch are caught and the others slip through.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from rleif_kit.worlds.arith.problems import Op, Problem
 from rleif_kit.worlds.arith.evolver import (
     DOWN_OPERATORS, UP_OPERATORS, DefectRates, Evolved, evolve_arith,
 )
-from rleif_kit.evolution.elimination import elimination_reason
+from rleif_kit.evolve.elimination import elimination_reason
 
 OPERATORS = UP_OPERATORS + DOWN_OPERATORS
 DEFECTS = tuple(f.name for f in fields(DefectRates))

@@ -147,7 +147,7 @@ def test_the_fan_out_and_the_rewrite_into_steps_keep_their_own_ledgers_and_01s_t
     to 01's ledger, so 01's usage.json counted them as killed invocations of 01."""
     from rleif_kit.core.run_setup import setup
     from rleif_kit.core.settings import load_settings
-    from rleif_kit.evolution.fanout import run_fanout
+    from rleif_kit.evolve.fanout import run_fanout
     from rleif_kit.evolve.stage import run_evolve
     from rleif_kit.worlds.data import load_seeds
     from rleif_kit.worlds.math.sft import rewrite_to_steps

@@ -125,7 +125,7 @@ def test_two_cpu_ranks_run_sft_and_a_ppo_step_with_identical_weights(tmp_path, s
 
     # PPO: the notebook's cells (policy, scorer, gate in-process), then train() under two ranks
     from rleif_kit.ppo.policy import load_policy
-    from rleif_kit.ppo.rewards import RewardScorer
+    from rleif_kit.rewards.reward import RewardScorer
     from rleif_kit.ppo.stage import reward_gate, train
     from rleif_kit.rewards.rm_training import save_rm
     from rleif_kit.rewards.rm_training import load_rm_for_training

@@ -1,4 +1,4 @@
-"""Elimination of evolved instructions (rleif_kit.evolution.elimination): each reason, its near misses, order.
+"""Elimination of evolved instructions (rleif_kit.evolve.elimination): each reason, its near misses, order.
 
 Pure string rules, in-memory, no network.
 """
@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rleif_kit.evolution.elimination import (
-    LEAK_PHRASES, REASONS, clean_evolved_text, elimination_reason, lexically_same,
-)
+from rleif_kit.evolve.elimination import LEAK_PHRASES, REASONS, clean_evolved_text, elimination_reason, lexically_same
 
 PARENT = ("Tom has 5 apples. Then he buys 3 more apples. Later, he gives 2 apples to his sister. "
           "How many apples does Tom have now?")

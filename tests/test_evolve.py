@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
 from rleif_kit.evolve.stage import run_evolve
 from rleif_kit.core.jsonl import read_jsonl
-from rleif_kit.evolution.operators import child_id, choose_operator, distinct_operators
+from rleif_kit.evolve.operators import child_id, choose_operator, distinct_operators
 from rleif_kit.worlds import get_world
 from rleif_kit.worlds.code.world import CODE_OPERATORS
 from rleif_kit.worlds.math.world import MATH_OPERATORS
@@ -223,7 +223,7 @@ def test_dry_run_estimates_requests_tokens_and_cost_without_sending(tmp_path, mo
 
 
 def test_fan_out_makes_sibling_sets_with_distinct_operators_and_resumes(tmp_path):
-    from rleif_kit.evolution.fanout import run_fanout
+    from rleif_kit.evolve.fanout import run_fanout
     from rleif_kit.worlds.data import load_seeds
 
     cfg, paths = _setup(tmp_path, 'evol_instruct.backend="world"', 'evol_instruct.seeds="arith:30"')
@@ -245,9 +245,9 @@ def test_fan_out_returns_its_siblings_in_task_order_whatever_order_the_replies_a
     request last (as a busy server may) must not move them. Replies here arrive in reverse task order."""
     import asyncio
 
-    from rleif_kit.evolution.evolvers import WorldEvolver
+    from rleif_kit.evolve.evolvers import WorldEvolver
     from rleif_kit.worlds import world_for
-    from rleif_kit.evolution.fanout import fanout_tasks, run_fanout_async
+    from rleif_kit.evolve.fanout import fanout_tasks, run_fanout_async
     from rleif_kit.worlds.data import load_seeds
 
     cfg, paths = _setup(tmp_path, 'evol_instruct.backend="world"', 'evol_instruct.seeds="arith:30"')
@@ -332,7 +332,7 @@ def test_an_answer_cut_off_at_max_tokens_is_a_failure_not_sft_data(tmp_path):
     passed into the SFT data. Now it fails with its reason, like an API error, and a rerun retries it."""
     import asyncio
 
-    from rleif_kit.evolution.evolvers import LLMEvolver, Task
+    from rleif_kit.evolve.evolvers import LLMEvolver, Task
     from rleif_kit.worlds import world_for
     from rleif_kit.llm.base import ChatResult
 
@@ -381,7 +381,7 @@ def test_a_changed_evol_instruct_moves_the_old_records_aside_and_evolves_again(t
 
 def test_in_breadth_and_complicate_input_are_off_unless_named():
     """Weight 0 in every preset (no published recipe used them); named, they are drawn, the same per lineage."""
-    from rleif_kit.evolution.operators import reweighted
+    from rleif_kit.evolve.operators import reweighted
     from rleif_kit.worlds.base import BREADTH_OPERATORS
 
     ops = get_world("math").operators
@@ -419,7 +419,7 @@ def test_an_operator_weight_the_world_lacks_is_a_config_error(tmp_path):
     ("```\n```", "answer_empty"),
 ])
 def test_the_evolved_response_has_elimination_rules_of_its_own(answer, reason):
-    from rleif_kit.evolution.elimination import answer_elimination_reason
+    from rleif_kit.evolve.elimination import answer_elimination_reason
 
     assert answer_elimination_reason(answer) == reason
 
@@ -427,7 +427,7 @@ def test_the_evolved_response_has_elimination_rules_of_its_own(answer, reason):
 def test_an_instruction_whose_answer_is_a_refusal_is_eliminated_with_the_reason(tmp_path):
     import asyncio
 
-    from rleif_kit.evolution.evolvers import LLMEvolver, Task
+    from rleif_kit.evolve.evolvers import LLMEvolver, Task
     from rleif_kit.llm.base import ChatResult
     from rleif_kit.worlds import world_for
 

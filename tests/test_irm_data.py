@@ -32,7 +32,7 @@ def test_ties_give_no_pair_and_four_distinct_scores_give_six():
 
 
 def test_pairs_from_a_real_fan_out_prefer_defect_free_variants(tmp_path):
-    from rleif_kit.evolution.fanout import run_fanout
+    from rleif_kit.evolve.fanout import run_fanout
     from rleif_kit.worlds.data import load_seeds
 
     cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", "evol_instruct.defect_rate=0.5"),

@@ -16,7 +16,7 @@ from rleif_kit.llm.hf_backend import HFBackend
 from rleif_kit.llm.openai_backend import OpenAIBackend, estimate
 from rleif_kit.llm.cache import ResponseCache
 from rleif_kit.core.settings import Endpoint, Price
-from rleif_kit.evolution.evolvers import alpaca_prompt
+from rleif_kit.evolve.evolvers import alpaca_prompt
 from rleif_kit.models.loading import load_causal_lm, load_tokenizer
 
 KEY_ENV = "RLEIF_TEST_LLM_KEY"
@@ -304,7 +304,7 @@ def test_estimate_is_a_dry_run():
 
 def test_messages_to_prompt_uses_the_chat_template_or_alpaca():
     from rleif_kit.worlds.prompts import math_prompt
-    from rleif_kit.evolution.evolvers import alpaca_prompt
+    from rleif_kit.evolve.evolvers import alpaca_prompt
     from rleif_kit.llm.hf_backend import _cut_at_stop, messages_to_prompt
 
     class NoTemplate:

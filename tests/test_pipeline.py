@@ -230,8 +230,8 @@ def test_the_trained_prm_reads_the_answer(tiny_run):
 
     from rleif_kit.core.config import load_config
     from rleif_kit.core.paths import RunPaths
-    from rleif_kit.reward_scoring.load import load_rm
-    from rleif_kit.reward_scoring.prm import answer_scores
+    from rleif_kit.rewards.reward import load_rm
+    from rleif_kit.rewards.reward import answer_scores
     from rleif_kit.checks.probe_sets import answer_edits
 
     cfg = load_config(str(TINY_PARAMS), tiny_overrides(tiny_run / "run"))
@@ -255,7 +255,7 @@ def test_the_broken_reward_gallery_is_caught(tiny_run, tmp_path, monkeypatch):
     from rleif_kit.checks.probes import irm_probes, prm_probes
     from rleif_kit.core.jsonl import read_jsonl
     from rleif_kit.core.run_setup import setup
-    from rleif_kit.reward_scoring.scorers import prm_scorer
+    from rleif_kit.rewards.reward import prm_scorer
     from rleif_kit.rewards.prm import train_prm, verifier_examples
     from rleif_kit.worlds import steps as step_labels
     from rleif_kit.checks.probe_sets import instruction_probe_pairs, probe_solutions

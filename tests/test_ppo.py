@@ -38,7 +38,7 @@ def _pool(n=16):
 
 
 def _scorer(cfg, paths, small_model_dir):
-    from rleif_kit.ppo.rewards import RewardScorer
+    from rleif_kit.rewards.reward import RewardScorer
     from rleif_kit.rewards.rm_training import load_rm_for_training
 
     irm = load_rm_for_training(str(small_model_dir), "sequence", cfg, False)
@@ -108,7 +108,7 @@ def test_resume_continues_from_the_saved_step(tmp_path, small_model_dir):
 
 def test_gate_refuses_a_prm_that_passes_everything(tmp_path, small_model_dir):
     from rleif_kit.ppo.trainer import run_ppo
-    from rleif_kit.ppo.rewards import RewardGateFailed
+    from rleif_kit.ppo.trainer import RewardGateFailed
 
     cfg, paths = _run(tmp_path, small_model_dir, "ppo.force=false")
     scorer = _scorer(cfg, paths, small_model_dir)

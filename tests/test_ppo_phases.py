@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rleif_kit.ppo import ppo_math as pm
-from rleif_kit.ppo.phases import PhaseTimer, rollout_fields
+from rleif_kit.ppo.trainer import PhaseTimer, rollout_fields
 
 
 def test_approx_kl_is_ratio_minus_one_minus_log_ratio_over_the_response_tokens():

@@ -11,7 +11,7 @@ import pytest
 from card_checks import absolute_paths_in, front_matter, run_usage
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
 from rleif_kit.core.metrics import roc_auc, threshold_accuracy
-from rleif_kit.reward_scoring.prm import IGNORE, StepLabelCollator, encode, prm_input, solution_step_ends
+from rleif_kit.rewards.reward import IGNORE, StepLabelCollator, encode, prm_input, solution_step_ends
 from rleif_kit.rewards.prm import load_prm800k_style, verifier_examples
 from rleif_kit.worlds import get_world
 
@@ -110,10 +110,10 @@ def test_prm_trains_every_parameter_and_scores(tmp_path, small_model_dir, finetu
 
     from rleif_kit.models.loading import trainable_parameters
     from rleif_kit.rewards.prm import train_prm
-    from rleif_kit.reward_scoring.prm import answer_scores
-    from rleif_kit.reward_scoring.prm import prm_score
+    from rleif_kit.rewards.reward import answer_scores
+    from rleif_kit.rewards.reward import prm_score
     from rleif_kit.rewards.rm_training import load_rm_for_training
-    from rleif_kit.reward_scoring.load import load_rm
+    from rleif_kit.rewards.reward import load_rm
     from rleif_kit.core.run_setup import setup
     from datasets import load_dataset
 
@@ -210,7 +210,7 @@ def test_extra_layers_need_full_finetuning():
 
 
 def test_conclusion_spans_cover_each_steps_result_and_the_answer_line():
-    from rleif_kit.reward_scoring.prm import conclusion_spans
+    from rleif_kit.rewards.reward import conclusion_spans
 
     text, placed, offset = prm_input("Maya has 4 plants.", SOLUTION)
     spans = conclusion_spans(text, offset, solution_step_ends(placed))
@@ -224,7 +224,7 @@ def test_conclusion_spans_cover_each_steps_result_and_the_answer_line():
 
 
 def test_calibration_is_a_logistic_fit_and_one_class_leaves_the_raw_sigmoid():
-    from rleif_kit.reward_scoring.prm import calibrated
+    from rleif_kit.rewards.reward import calibrated
     from rleif_kit.rewards.prm_likelihood import fit_calibration
 
     # right steps near log p = 0, wrong ones far below: the fit rises with x and puts 0.5 between the classes
@@ -259,8 +259,8 @@ def test_the_likelihood_prm_trains_every_parameter_calibrates_and_reloads(tmp_pa
 
     from rleif_kit.core.run_setup import setup
     from rleif_kit.models.loading import trainable_parameters
-    from rleif_kit.reward_scoring.load import load_rm
-    from rleif_kit.reward_scoring.prm import answer_scores, step_scores
+    from rleif_kit.rewards.reward import load_rm
+    from rleif_kit.rewards.reward import answer_scores, step_scores
     from rleif_kit.rewards.prm import train_prm
     from rleif_kit.rewards.rm_training import load_rm_for_training
 
@@ -292,7 +292,7 @@ def test_the_likelihood_prm_trains_every_parameter_calibrates_and_reloads(tmp_pa
     assert front_matter(result.model_dir).pipeline_tag == "text-generation"
     # a step that leaves out its result scores as its whole text does, never as a sure one; the card's snippet agrees
     from rleif_kit.models.cards import ModelCard, prm_likelihood_usage, write_card
-    from rleif_kit.reward_scoring.prm import calibrated
+    from rleif_kit.rewards.reward import calibrated
     from rleif_kit.worlds.prompts import MATH_PROMPT_COT
 
     hole = ["Step 1: 3 + 5 =", "Step 2: 8 - 2 = 6. The answer is: 6"]

@@ -17,7 +17,7 @@ from rleif_kit.checks.probes import (
     truth_log_fields,
 )
 from rleif_kit.core.sections import DiagnosticsConfig
-from rleif_kit.reward_scoring.scorers import step_verifier_scorer
+from rleif_kit.rewards.reward import step_verifier_scorer
 from rleif_kit.worlds import get_world
 from rleif_kit.worlds.arith import problems as arith
 from rleif_kit.worlds import counterfactuals as cf
@@ -199,10 +199,10 @@ def test_commute_leaves_a_step_with_several_operators_alone():
 
 
 def test_the_gate_probes_the_whole_reward_so_a_formula_that_ignores_ra_fails():
-    from rleif_kit.core.reward_math import parse_reward_formula
-    from rleif_kit.ppo.gate import _reward_of
+    from rleif_kit.core.reward_formula import parse_reward_formula
+    from rleif_kit.ppo.trainer import _reward_of
 
-    from rleif_kit.ppo.rewards import RewardScorer
+    from rleif_kit.rewards.reward import RewardScorer
 
     class Stub:
         def __init__(self, formula):

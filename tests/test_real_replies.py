@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rleif_kit.evolution.elimination import clean_evolved_text, elimination_reason, parse_equality
+from rleif_kit.evolve.elimination import clean_evolved_text, elimination_reason, parse_equality
 from rleif_kit.rewards.judges import parse_step_labels
 
 

@@ -1,10 +1,11 @@
-"""PRM aggregation and IRM pair building (rleif_kit.core.reward_math): hand-worked values, no model."""
+"""PRM aggregation and IRM pair building (rleif_kit.core.reward_formula): hand-worked values, no model."""
 
 from __future__ import annotations
 
 import pytest
 
-from rleif_kit.core.reward_math import aggregate_steps, balance_pairs, ranking_to_pairs
+from rleif_kit.rewards.reward import aggregate_steps
+from rleif_kit.rewards.irm_data import balance_pairs, ranking_to_pairs
 
 
 @pytest.mark.parametrize("how, expected", [

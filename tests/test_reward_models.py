@@ -8,8 +8,8 @@ import torch
 from card_checks import front_matter, run_usage
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
 from rleif_kit.rewards.irm import train_irm
-from rleif_kit.reward_scoring.heldout import split_by_group
-from rleif_kit.reward_scoring.irm import irm_score
+from rleif_kit.rewards.rm_datasets import split_by_group
+from rleif_kit.rewards.reward import irm_score
 from rleif_kit.core.run_setup import setup
 
 pytestmark = pytest.mark.slow
@@ -25,13 +25,13 @@ def test_split_holds_out_whole_sibling_groups():
 def test_irm_trains_and_scores(tmp_path, small_model_dir):
     from datasets import load_dataset
 
-    from rleif_kit.evolution.fanout import run_fanout
+    from rleif_kit.evolve.fanout import run_fanout
     from rleif_kit.worlds.data import load_seeds
     from rleif_kit.rewards.irm_data import quality_pairs
     from rleif_kit.worlds.arith.judge import arith_quality
     from rleif_kit.models.loading import trainable_parameters
     from rleif_kit.rewards.rm_training import load_rm_for_training
-    from rleif_kit.reward_scoring.load import load_rm
+    from rleif_kit.rewards.reward import load_rm
 
     cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", f'reward_model.irm_base="{small_model_dir}"',
                                                          "reward_model.rm_epochs=1", "evol_instruct.defect_rate=0.5",

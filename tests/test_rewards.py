@@ -1,4 +1,4 @@
-"""The reward formula parser (rleif_kit.core.reward_math): what it computes and what it refuses."""
+"""The reward formula parser (rleif_kit.core.reward_formula): what it computes and what it refuses."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from rleif_kit.core.reward_math import FormulaError, parse_reward_formula
+from rleif_kit.core.reward_formula import FormulaError, parse_reward_formula
 
 
 @pytest.mark.parametrize("formula, rI, rA, expected", [

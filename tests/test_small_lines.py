@@ -24,7 +24,7 @@ from rleif_kit.core.config import KIT_ROOT, ConfigError, _type_error, load_confi
 from rleif_kit.core.run_setup import check_prompts_root
 from rleif_kit.core.stage_args import stage_parser
 from rleif_kit.core.stages import EVOLVE
-from rleif_kit.evolution.elimination import answer_elimination_reason, elimination_reason
+from rleif_kit.evolve.elimination import answer_elimination_reason, elimination_reason
 from rleif_kit.pipeline import cli
 from loopback import unused_port
 
@@ -93,7 +93,7 @@ import json, os, sys, time
 import peft, torch, transformers  # imported before the clocks start: only the loads are timed
 transformers.AutoModelForCausalLM, transformers.AutoModelForSequenceClassification
 from rleif_kit.models.loading import ModelNotFound, load_causal_lm
-from rleif_kit.reward_scoring.load import load_rm
+from rleif_kit.rewards.reward import load_rm
 out = {}
 start = time.perf_counter()
 model = load_causal_lm("someorg/tiny")  # in the cache: loads from it, hub or no hub

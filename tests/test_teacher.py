@@ -9,7 +9,7 @@ import random
 import pytest
 
 from conftest import ROOT
-from rleif_kit.evolution.elimination import clean_evolved_text, parse_equality
+from rleif_kit.evolve.elimination import clean_evolved_text, parse_equality
 from rleif_kit.rewards.judges import format_variants, parse_ranking, parse_step_labels
 from rleif_kit.testing import teacher_styles as styles
 from rleif_kit.testing.teacher import Teacher, World, write_data
@@ -65,7 +65,7 @@ def test_rewritten_problems_come_back_clean_or_flagged():
         cleaned = clean_evolved_text(text)
         seen.add(cleaned == problem)
         if cleaned != problem:  # a note left after the problem: the elimination's leak check must see it
-            from rleif_kit.evolution.elimination import elimination_reason
+            from rleif_kit.evolve.elimination import elimination_reason
             assert elimination_reason("Max has 5 apples.", text) == "leaked_template", text
     assert seen == {True, False}
 

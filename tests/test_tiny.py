@@ -71,7 +71,7 @@ def test_a_model_already_at_base_model_name_is_never_replaced(small_model_dir, t
 def test_the_chat_template_writes_the_prompt_the_kit_asks_without_one(small_model_dir):
     """A chat server needs a template (`transformers serve` answers 500 without one); the tiny model's writes the
     Alpaca prompt character for character as the local backend's fallback does, so nothing the kit asks changes."""
-    from rleif_kit.evolution.evolvers import alpaca_prompt
+    from rleif_kit.evolve.evolvers import alpaca_prompt
     from rleif_kit.llm.hf_backend import messages_to_prompt
 
     assert (small_model_dir / "chat_template.jinja").exists()  # where transformers 5 saves it

@@ -10,7 +10,7 @@ import pytest
 
 from rleif_kit.core.config import load_config
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.evolution.elimination import elimination_reason
+from rleif_kit.evolve.elimination import elimination_reason
 from rleif_kit.worlds import get_world
 from rleif_kit.worlds.tiny_code import evolver as tc_evolver
 from rleif_kit.worlds.tiny_code.tasks import Task, draw

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rleif_kit.core.config import ConfigError, load_config
-from rleif_kit.core.reward_math import parse_reward_formula
+from rleif_kit.core.reward_formula import parse_reward_formula
 from rleif_kit.worlds import WORLDS, UnknownWorld, get_world, world_for
 from rleif_kit.worlds.arith import problems as arith
 from rleif_kit.worlds.base import World
@@ -166,7 +166,7 @@ def test_the_keys_that_moved_say_where(tmp_path):
 
 
 def test_the_ppo_scorer_counts_what_the_verifier_cannot_judge():
-    from rleif_kit.ppo.rewards import RewardScorer
+    from rleif_kit.rewards.reward import RewardScorer
 
     scorer = RewardScorer.__new__(RewardScorer)  # the term math only: no reward model is loaded
     scorer.formula, scorer.world = parse_reward_formula("rI * rA * rV + 0.5 * rF"), get_world("math")

@@ -410,7 +410,7 @@ last checkpoint."""),
         ("params", PARAMETERS),
         ("code", setup_cell("05_ppo")),
         ("md", "## Policy, reward models and instructions"),
-        ("code", "from rleif_kit.ppo.policy import load_policy\nfrom rleif_kit.ppo.rewards import RewardScorer\n"
+        ("code", "from rleif_kit.ppo.policy import load_policy\nfrom rleif_kit.rewards.reward import RewardScorer\n"
                  "from rleif_kit.worlds.data import instruction_pool\n\n"
                  "policy = load_policy(cfg, paths)\nscorer = RewardScorer(cfg, paths)\npool = instruction_pool(cfg, paths)\n"
                  'print(f"{len(pool)} instructions; rA from {cfg.reward_model.answer_reward}; reward = {cfg.ppo.reward_formula}")'),
@@ -445,7 +445,7 @@ last checkpoint."""),
         ("md", "## Rollouts before and after training\nThe first rollouts of the first step (sampled by the SFT "
                "policy) and of the last (the trained policy): the question, the response, its rI, rA, the reward r "
                "and the response's KL to the reference. The PPO loop saves them (`algorithm = \"grpo\"` does not)."),
-        ("code", "from rleif_kit.ppo.samples import rollout_table\n\nrollout_table(paths)"),
+        ("code", "from rleif_kit.ppo.trainer import rollout_table\n\nrollout_table(paths)"),
         ("md", "## SFT vs PPO on held-out problems\nGreedy, the same items for both; the verdict uses a paired "
                "bootstrap interval of the gain (a world with its own held-out split: the arithmetic one)."),
         ("code", "from rleif_kit.core.plots import plot_gain\nfrom rleif_kit.ppo.stage import heldout_ab\nfrom rleif_kit.worlds import world_for\n\n"

@@ -135,8 +135,8 @@ def prm_reads_the_answer(cfg, out: Path) -> dict:
 
     from rleif_kit.core.paths import RunPaths
     from rleif_kit.core.run_setup import apply_threads_and_seed
-    from rleif_kit.reward_scoring.load import load_rm
-    from rleif_kit.reward_scoring.prm import answer_scores
+    from rleif_kit.rewards.reward import load_rm
+    from rleif_kit.rewards.reward import answer_scores
     from rleif_kit.checks.probe_sets import answer_edits
 
     apply_threads_and_seed(cfg)

@@ -8,7 +8,7 @@ import re
 from dataclasses import field
 from typing import Any, Callable
 
-from rleif_kit.core.reward_math import FormulaError, parse_reward_formula
+from rleif_kit.core.reward_formula import FormulaError, parse_reward_formula
 
 
 def opt(default: Any, help: str, check: Callable[[Any], str | None] | None = None, **kw):

@@ -29,27 +29,29 @@ from pathlib import Path
 from typing import Any
 
 from rleif_kit.checks import verdicts as dg
+from rleif_kit.checks.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
+from rleif_kit.checks.probes import check_reward_truth, check_reward_truth_log, irm_probes, prm_probes
 from rleif_kit.checks.verdicts import ab_verdict
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import read_jsonl
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.reward_formula import parse_reward_formula
 from rleif_kit.core.stages import DEDUP, EVAL, EVOLVE, PPO, REWARD_MODELS, SFT
 from rleif_kit.core.verdict import STATUS_COLORS, STATUSES, Verdict, fmt_number
-from rleif_kit.reward_scoring.heldout import split_by_question
-from rleif_kit.checks.probes import check_reward_truth, check_reward_truth_log, irm_probes, prm_probes
-from rleif_kit.core.reward_math import parse_reward_formula
-from rleif_kit.reward_scoring.load import RM_INFO, load_rm
-from rleif_kit.reward_scoring.scorers import (
+from rleif_kit.rewards.reward import (
+    RM_INFO,
     AnswerScorer,
     InstructionScorer,
     irm_scorer,
+    load_rm,
     prm_scorer,
     step_verifier_scorer,
     verifiable_terms,
 )
-from rleif_kit.worlds.benchmarks import benchmark as get_benchmark, benchmark_names
-from rleif_kit.checks.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
+from rleif_kit.rewards.rm_datasets import split_by_question
 from rleif_kit.worlds import world_for
+from rleif_kit.worlds.benchmarks import benchmark as get_benchmark
+from rleif_kit.worlds.benchmarks import benchmark_names
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Stage 01: Evol-Instruct — evolve seed instructions up and down for ``[evol_instruct].rounds`` rounds.
 
 Each round, every lineage (one per seed) gets one operator, drawn from its root id and the round, so a
-rerun makes the same choices. The evolved text is checked (``evolution/elimination.py``); a failed evolution
+rerun makes the same choices. The evolved text is checked (``evolve/elimination.py``); a failed evolution
 goes to ``eliminated.jsonl`` with its reason and the lineage keeps its parent for the next round.
 API failures go to ``failed.jsonl`` and are retried by the next run, up to ``retry_failed`` attempts.
 
@@ -17,15 +17,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from datetime import datetime, timezone
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-
 
 from rleif_kit.checks import stage_failures
 from rleif_kit.checks.stage_failures import Failures, counts_against_item, failure_lines
 from rleif_kit.core.config import RunConfig
+from rleif_kit.core.exits import EXIT_STOPPED, REJECTED_PREFIX, rejected_error
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.progress import Bar
@@ -33,14 +33,12 @@ from rleif_kit.core.records import write_json_atomic
 from rleif_kit.core.run_setup import setup
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import EVOLVE
-from rleif_kit.evolution.evolvers import Outcome, Task, WorldEvolver, child_record, make_evolver
-from rleif_kit.evolution.operators import child_id, choose_operator, reweighted
-from rleif_kit.llm.base import ChatRequest, run_sync
-from rleif_kit.core.exits import EXIT_STOPPED, REJECTED_PREFIX, rejected_error
-from rleif_kit.llm.base import merge_usage
-from rleif_kit.llm.usage import ledger_runs
+from rleif_kit.evolve.evolvers import Outcome, Task, WorldEvolver, child_record, make_evolver
+from rleif_kit.evolve.operators import child_id, choose_operator, reweighted
+from rleif_kit.llm.base import ChatRequest, merge_usage, run_sync
 from rleif_kit.llm.openai_backend import estimate
 from rleif_kit.llm.tasks import run_bounded
+from rleif_kit.llm.usage import ledger_runs
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.base import Operator
 from rleif_kit.worlds.data import load_seeds

@@ -10,8 +10,9 @@ from rleif_kit.core.run_setup import setup
 from rleif_kit.core.stage_args import run_entry_point, stage_parser
 from rleif_kit.core.stages import PPO
 from rleif_kit.ppo.policy import load_policy
-from rleif_kit.ppo.rewards import RewardGateFailed, RewardScorer, load_gate
 from rleif_kit.ppo.stage import export, train
+from rleif_kit.ppo.trainer import RewardGateFailed, load_gate
+from rleif_kit.rewards.reward import RewardScorer
 from rleif_kit.worlds.data import instruction_pool
 
 

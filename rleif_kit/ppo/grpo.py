@@ -1,7 +1,7 @@
 """``[ppo].algorithm = "grpo"``: TRL's GRPOTrainer with the RLEIF reward, as an alternative to our PPO loop.
 
 TRL sums the outputs of several reward functions, so ``r = rI * rA`` (or any ``reward_formula``) must be
-computed inside ONE callable: :class:`RLEIFReward` calls the same :class:`rleif_kit.ppo.rewards.RewardScorer`
+computed inside ONE callable: :class:`RLEIFReward` calls the same :class:`rleif_kit.rewards.reward.RewardScorer`
 the PPO loop uses. GRPO needs no value head: each prompt's ``num_generations`` responses are their own
 baseline. Mapping of our keys: one step = ``rollout_batch`` responses (``rollout_batch /
 num_generations`` prompts), updated in ``mini_batch`` slices, ``ppo_epochs`` times (TRL's
@@ -16,12 +16,12 @@ from typing import Any, Sequence
 
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.models.generation import require_vllm
 from rleif_kit.models import trainer_logs
+from rleif_kit.models.generation import require_vllm
 from rleif_kit.models.loading import load_causal_lm, load_tokenizer, resolve_rm_base, use_bf16
 from rleif_kit.ppo.policy import disable_dropout
 from rleif_kit.ppo.trainer import PPOResult
-from rleif_kit.ppo.rewards import term_log_fields
+from rleif_kit.rewards.reward import term_log_fields
 
 
 class RLEIFReward:

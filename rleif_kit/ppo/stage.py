@@ -1,10 +1,13 @@
 """Stage 05 around the loop: the choice of algorithm (our PPO or TRL's GRPO, both behind the reward-health
-gate of ``gate.reward_gate``, re-exported here for the notebook), the SFT-vs-PPO A/B on held-out problems,
-the export with a model card, and ``python -m rleif_kit.ppo``."""
+gate of ``gate.reward_gate``), the SFT-vs-PPO A/B on held-out problems,
+the export with the model card (the SFT model after RLEIF's PPO with the reward
+``[ppo] reward_formula``, as standalone transformers weights, the PPO adapter merged: its settings, last-step figures
+and a generation snippet; ``models/cards.py`` renders it), and ``python -m rleif_kit.ppo``."""
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from pathlib import Path
 from typing import Any, Sequence
@@ -15,15 +18,14 @@ from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import read_jsonl, write_jsonl
 from rleif_kit.core.launch import load_result, maybe_launch, should_launch
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.plots import plot_ppo_curves
 from rleif_kit.core.verdict import Verdict
-from rleif_kit.models.cards import render
+from rleif_kit.models.cards import TAGS, ModelCard, generation_usage, hub_id, render, save_figures
 from rleif_kit.models.refs import model_ref
-from rleif_kit.ppo.card import PPO_INFO, build_card
 from rleif_kit.ppo.grpo import run_grpo
-from rleif_kit.ppo.policy import Policy, export_policy, last_checkpoint, load_checkpoint
-from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
-from rleif_kit.ppo.gate import reward_gate
-from rleif_kit.ppo.trainer import PPOResult, run_ppo
+from rleif_kit.ppo.policy import VALUE_HEAD, Policy, export_policy, last_checkpoint, load_checkpoint
+from rleif_kit.ppo.trainer import PPOResult, raise_if_failed, reward_gate, run_ppo, save_gate
+from rleif_kit.rewards.reward import RewardScorer
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import heldout_problems
 from rleif_kit.worlds.heldout_eval import evaluate_heldout
@@ -133,3 +135,65 @@ def step_timing(log: Sequence[dict]) -> dict[str, float | None]:
     return {"step_s": statistics.median(r["step_s"] for r in rows), "verify_s": statistics.median(verify),
             "verify_share": sum(verify) / sum(r["step_s"] for r in rows)}
 
+
+PPO_INFO = "ppo_info.json"  # steps and stop reason of the exported policy (06 reads it as "this folder is done")
+EXAMPLE = "Tom has 3 pens. He buys 2 more pens. How many pens does he have now?"  # when the pool is empty
+
+
+def _training(cfg: RunConfig, steps: int) -> dict[str, Any]:
+    ppo, rm = cfg.ppo, cfg.reward_model
+    rows: dict[str, Any] = {
+        "algorithm": "our PPO loop (rleif_kit/ppo/trainer.py)" if ppo.algorithm == "ppo" else "TRL GRPOTrainer",
+        "steps": steps, "reward": f"`{ppo.reward_formula}`",
+        "rA from": f"the PRM, {rm.prm_aggregate} over steps" if rm.answer_reward == "prm" else rm.answer_reward,
+        "learning rate": ppo.lr, "KL coefficient (against the SFT policy)": ppo.kl_coef,
+        "adaptive KL target": ppo.kl_target or "off", "clip range": ppo.clip_range,
+        "rollout batch / mini-batch / epochs": f"{ppo.rollout_batch} / {ppo.mini_batch} / {ppo.ppo_epochs}",
+        "GAE gamma / lambda": f"{ppo.gamma} / {ppo.lam}", "value-loss weight": ppo.vf_coef,
+        "sampling temperature": ppo.temperature, "max new tokens": ppo.max_new_tokens,
+        "PPO adapter r / alpha": f"{ppo.lora_r} / {ppo.lora_alpha}, merged into these weights", "seed": cfg.base.seed}
+    if ppo.algorithm == "grpo":
+        rows["responses per prompt"] = ppo.num_generations
+    return rows
+
+
+def build_card(cfg: RunConfig, paths: RunPaths, result: Any, instruction: str | None) -> ModelCard:
+    """The card of ``result`` (a ``PPOResult``); draws its curves into the export folder."""
+    folder, last = paths.ppo_model, (result.log[-1] if result.log else {})
+    template = world_for(cfg).train_template(cot=cfg.eval.cot_prompt)
+    sft = os.path.relpath(paths.sft_model, folder)
+    figures = {"ppo_curves": plot_ppo_curves(result.log)} if result.log else {}
+    root = hub_id(cfg.base.model_name)
+    opener = " with the chain-of-thought opener" if cfg.eval.cot_prompt else ""
+    log = os.path.relpath(paths.ppo_log, folder)
+    answer = ("the process reward model" if cfg.reward_model.answer_reward == "prm"
+              else f"the {cfg.reward_model.answer_reward} (`[reward_model] answer_reward`)")
+    rollouts = (f" `{os.path.relpath(paths.ppo_rollouts, folder)}` holds sample rollouts with their rI, rA and r."
+                if paths.ppo_rollouts.exists() else "")
+    return ModelCard(
+        title="PPO policy (RLEIF stage 05)",
+        summary=("The SFT model after Reinforcement Learning from Evol-Instruct Feedback (the WizardMath recipe): "
+                 f"{'PPO' if cfg.ppo.algorithm == 'ppo' else 'GRPO'} on evolved instructions with the reward "
+                 f"`{cfg.ppo.reward_formula}`, rI from the instruction reward model and rA from {answer}, and a "
+                 f"per-token KL penalty against the SFT policy (`{sft}`). Standalone weights: the PPO adapter is "
+                 "merged in, so no base is needed."),
+        metadata={"base_model": root, "base_model_relation": "finetune" if root else None,
+                  "tags": [*TAGS, "ppo" if cfg.ppo.algorithm == "ppo" else "grpo", "rlhf"],
+                  "library_name": "transformers", "pipeline_tag": "text-generation"},
+        usage=generation_usage(template, instruction or EXAMPLE, cfg.eval.max_new_tokens),
+        prompt=(f"The SFT model's prompt, which PPO's rollouts used too: the WizardMath / Alpaca template{opener}, "
+                "the instruction as `{instruction}`; the model answers in steps ending `The answer is: X`.\n\n"
+                f"```text\n{template}\n```"),
+        training=_training(cfg, result.steps),
+        results={"last step: mean reward": last.get("reward_mean"), "last step: KL": last.get("kl"),
+                 "last step: mean rI / rA": None if not last else f"{last.get('rI_mean', float('nan')):.3f} / "
+                                                                   f"{last.get('rA_mean', float('nan')):.3f}",
+                 "runtime (s)": round(result.runtime_s)},
+        data=(f"Rollouts on the run's evolved instructions; the per-step log (`{log}`) has reward, rI, rA, KL, "
+              f"entropy and the losses of every step.{rollouts}"),
+        figures=save_figures(folder, figures),
+        files={PPO_INFO: "steps trained, why training stopped early (empty when it did not), the algorithm and the "
+                         "SFT policy it started from (relative to this folder)",
+               **({VALUE_HEAD: "PPO's value head (a Linear on the last hidden state), for inspection; not needed to "
+                               "generate"} if cfg.ppo.algorithm == "ppo" else {}),
+               "figures/": "the figures above"})

@@ -19,47 +19,431 @@ averages the gradients, the log row's figures are those of the whole batch (so e
 guard decision), and only rank 0 writes files. On one process all of this is a no-op.
 
 Before the first update, the reward-health gate scores a sample with both reward models and refuses to
-start on a broken reward unless ``[ppo].force`` (``reward_gate``). The math lives in ``ppo_math.py``, the
-policy in ``ppo/policy.py``, the passes over a rollout in ``ppo/passes.py``, the reward in ``ppo/rewards.py``,
-the log row in ``ppo/step_row.py`` and its timing in ``ppo/phases.py``; the A/B and export in ``ppo/stage.py``.
+start on a broken reward unless ``[ppo].force`` (``reward_gate``). The file reads in the order of a step:
+the rollout and its passes without gradient, the gate, the update (``ppo_step``), the step's log row, the rollouts
+kept to be read, and the loop itself (``run_ppo``) last. Beside it: the math in ``ppo_math.py``, the policy in
+``policy.py``, the reward in ``rewards/reward.py``; the A/B and the export in ``stage.py``.
+
+The passes. With ``[ppo] trim_padding`` a pass computes only the columns its rows use, and the passes without
+gradient take the rows grouped by length (shortest first), so a group of short rows is a short pass; results come
+back in the rollout's row order. Values are unchanged: positions come from the attention mask, and a real token
+never attends to a padding one.
+
+Where a step's time goes (``<name>_s`` in ``05_ppo/log.jsonl``, TensorBoard's ``time/`` group and the report):
+``generate`` (sampling the responses), ``policy_pass`` (log-probs and values of the rollout under the policy),
+``ref_pass`` (the reference's log-probs), ``reward`` (IRM, PRM or verifier; the sandbox's share of it is
+``verify_s``) and ``update`` (the clipped updates and the KL after them); then ``checkpoint_s``, the save after
+the previous step (a row is written before its checkpoint, so a crash never leaves a checkpoint ahead of its log),
+and ``step_s``, all of it with the bookkeeping between the phases. Beside them: ``gen_tokens_per_s`` (response
+tokens sampled per second of ``generate``) and ``pad_ratio`` (tokens the update's passes computed per real token
+they covered, padding included; 1.0 is none). On a GPU the timer synchronises the device at each phase boundary,
+so asynchronous kernels count in the phase that queued them.
+
+The rollouts kept to be read (``05_ppo/rollouts.jsonl``): the first ones of the first step (the SFT policy) and
+of the last (the trained policy), each with its instruction, response, rI, rA, r and KL — ``log.jsonl`` says how
+the means moved, these rows show what moved them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import random
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
+from rleif_kit.checks.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
+from rleif_kit.checks.probes import check_reward_truth, irm_probes, prm_probes, truth_log_fields
+from rleif_kit.checks.verdicts import check_low_ra_share, check_reward_terms, check_score_distribution
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.stages import PPO
+from rleif_kit.core.tables import Note, missing, text_table
 from rleif_kit.core.verdict import Verdict
+from rleif_kit.models.generation import plain_sampling
 from rleif_kit.models.trainer_logs import StepLog
 from rleif_kit.ppo import ppo_math as pm
 from rleif_kit.ppo.policy import (
     Policy,
+    forward,
     last_checkpoint,
     load_checkpoint,
     load_policy,
     prepare,
     save_checkpoint,
 )
-from rleif_kit.ppo.gate import reward_gate
-from rleif_kit.ppo.passes import kl_after_update, pass_width, score_rollout, view
-from rleif_kit.ppo.phases import PhaseTimer, rollout_fields
-from rleif_kit.ppo.rewards import RewardScorer, raise_if_failed, save_gate
-from rleif_kit.ppo.rollout import Rollout, generate_rollout
-from rleif_kit.ppo.samples import save_rollout_samples
-from rleif_kit.ppo.step_row import guard, step_record
+from rleif_kit.rewards.reward import RewardScorer, term_log_fields
 from rleif_kit.worlds.data import instruction_pool
 
+
+@dataclass
+class Rollout:
+    input_ids: Any  # [B, P + T]: left-padded prompt, then the response, right-padded
+    attention_mask: Any
+    response_mask: Any  # [B, T]: 1 on response tokens (EOS included), 0 on padding
+    prompt_width: int
+    responses: list[str]
+    logp: Any = None
+    ref_logp: Any = None
+    values: Any = None
+    entropy: float = 0.0
+    temperature: float = 1.0  # the sampling temperature: log-probs are taken at the same one
+    trim: bool = False  # passes compute only the columns their rows use ([ppo] trim_padding; passes.view)
+
+
+def _response_tokens(row: list[int], eos_id: int) -> list[int]:
+    """The sampled tokens up to and including the first EOS (all of them when there is none)."""
+    return row[: row.index(eos_id) + 1] if eos_id in row else row
+
+
+def generate_rollout(policy: Policy, prompts: Sequence[str], cfg: RunConfig) -> Rollout:
+    """Sample one response per prompt, ``gen_batch`` prompts at a time, and lay them out as one batch."""
+    import torch  # heavy: loaded on first use
+
+    tok, ppo = policy.tokenizer, cfg.ppo
+    tok.padding_side = "left"
+    device = next(policy.model.parameters()).device
+    prompt_ids, response_ids = [], []
+    policy.model.eval()
+    for start in range(0, len(prompts), ppo.gen_batch):
+        chunk = list(prompts[start:start + ppo.gen_batch])
+        enc = tok(chunk, return_tensors="pt", padding=True).to(device)
+        with torch.no_grad(), plain_sampling(policy.model):  # not the checkpoint's repetition_penalty & co.
+            out = policy.model.generate(**enc, do_sample=True, temperature=ppo.temperature, top_p=1.0, top_k=0,
+                                        max_new_tokens=ppo.max_new_tokens, pad_token_id=tok.pad_token_id,
+                                        eos_token_id=tok.eos_token_id)
+        width = enc["input_ids"].shape[1]
+        for i in range(len(chunk)):
+            prompt_ids.append(enc["input_ids"][i][enc["attention_mask"][i].bool()].tolist())
+            response_ids.append(_response_tokens(out[i, width:].tolist(), tok.eos_token_id))
+    P, T = max(map(len, prompt_ids)), max(1, max(map(len, response_ids)))
+    pad = tok.pad_token_id
+    ids = torch.tensor([[pad] * (P - len(p)) + p + r + [pad] * (T - len(r)) for p, r in zip(prompt_ids, response_ids)])
+    attn = torch.tensor([[0] * (P - len(p)) + [1] * (len(p) + len(r)) + [0] * (T - len(r))
+                         for p, r in zip(prompt_ids, response_ids)])
+    resp_mask = torch.tensor([[1.0] * len(r) + [0.0] * (T - len(r)) for r in response_ids])
+    texts = [tok.decode(r, skip_special_tokens=True).strip() for r in response_ids]
+    return Rollout(ids.to(device), attn.to(device), resp_mask.to(device), P, texts, temperature=ppo.temperature)
+
+
+def response_view(policy: Policy, ids, attn, prompt_width: int, reference: bool = False, with_values: bool = True,
+                  temperature: float = 1.0):
+    """(log-probs of the response tokens, values, logits), each [B, T, ...].
+
+    The logits are divided by the sampling ``temperature``, so the log-probs are those of the distribution
+    the rollout was sampled from (policy and reference alike): PPO's ratio and the KL stay on-policy.
+    """
+    logits, values = forward(policy, ids, attn, with_values=with_values and not reference, reference=reference)
+    T = ids.shape[1] - prompt_width
+    logits = logits[:, prompt_width - 1: prompt_width - 1 + T] / temperature  # position t predicts token t + 1
+    logp = pm.token_logprobs(logits, ids[:, prompt_width:])
+    vals = values[:, prompt_width - 1: prompt_width - 1 + T] if values is not None else None
+    return logp, vals, logits
+
+
+def _slices(roll: Rollout, mini_batch: int) -> list:
+    """The rollout's rows in ``mini_batch`` groups for the passes without gradient: in order, or, with
+    ``trim_padding``, grouped by length (shortest first), so that each group's trimmed width is its own."""
+    import torch  # heavy: loaded on first use
+
+    if not roll.trim:
+        return [slice(s, s + mini_batch) for s in range(0, roll.input_ids.shape[0], mini_batch)]
+    order = torch.argsort(roll.attention_mask.sum(dim=1), stable=True)
+    return list(order.split(mini_batch))
+
+
+def view(policy: Policy, roll: Rollout, rows, **kw):
+    """``response_view`` of the rollout's ``rows`` (a slice or an index tensor) at its sampling temperature.
+
+    With ``trim_padding`` only the columns some row of ``rows`` attends to are computed: a left-padded prompt's
+    leading pads and the responses' trailing pads, which no real token attends to (positions come from the
+    attention mask, so they do not change); the results are padded back to the rollout's width, with zeros where
+    the response mask is 0 anyway."""
+    import torch.nn.functional as F  # heavy: loaded on first use
+
+    ids, attn, width = roll.input_ids[rows], roll.attention_mask[rows], roll.prompt_width
+    if not roll.trim:
+        return response_view(policy, ids, attn, width, temperature=roll.temperature, **kw)
+    left, right = _columns(attn, width)
+    logp, values, logits = response_view(policy, ids[:, left:right], attn[:, left:right], width - left,
+                                         temperature=roll.temperature, **kw)
+    missing = ids.shape[1] - right
+    if missing:
+        logp = F.pad(logp, (0, missing))
+        values = F.pad(values, (0, missing)) if values is not None else None
+        logits = F.pad(logits, (0, 0, 0, missing))
+    return logp, values, logits
+
+
+def score_rollout(policy: Policy, roll: Rollout, mini_batch: int, timer: PhaseTimer | None = None) -> None:
+    """Fill in the rollout's log-probs (policy and reference), values and mean entropy, without gradients."""
+    import torch  # heavy: loaded on first use
+
+    timer, groups = timer or PhaseTimer(), _slices(roll, mini_batch)
+    logps, refs, vals, ents = [], [], [], []
+    with torch.no_grad():
+        with timer("policy_pass"):
+            for sl in groups:
+                logp, values, logits = view(policy, roll, sl)
+                logps.append(logp), vals.append(values), ents.append(pm.entropy_from_logits(logits))
+        with timer("ref_pass"):
+            for sl in groups:
+                refs.append(view(policy, roll, sl, reference=True)[0])
+    rows = _in_order(groups)
+    roll.logp, roll.ref_logp, roll.values = rows(logps), rows(refs), rows(vals)
+    roll.entropy = pm.masked_mean(rows(ents), roll.response_mask).item()
+
+
+def _in_order(groups: list):
+    """A function putting per-group results (rows in ``groups`` order) back in the rollout's row order."""
+    import torch  # heavy: loaded on first use
+
+    if isinstance(groups[0], slice):
+        return torch.cat
+    inverse = torch.argsort(torch.cat(groups))
+    return lambda parts: torch.cat(parts)[inverse]
+
+
+def kl_after_update(policy: Policy, roll: Rollout, mini_batch: int) -> float:
+    """KL per sequence of the UPDATED policy to the reference, on this rollout's responses: what a checkpoint
+    saved now holds.
+
+    The rollout's own KL describes the policy before the updates; an update that blew the policy up would
+    only show in the next rollout, after a checkpoint of the broken policy could have been saved. The samples
+    come from the policy before the update, so the plain log-ratio (k1) would be off-policy and can go below
+    zero; this is the k3 estimate (``ppo_math.kl_k3``) importance-weighted from the old policy to the new one,
+    which is never negative and is 0 exactly when the new policy is the reference.
+    """
+    import torch  # heavy: loaded on first use
+
+    kls = []
+    with torch.no_grad():
+        for sl in _slices(roll, mini_batch):
+            logp, _, _ = view(policy, roll, sl, with_values=False)
+            kls.append(pm.kl_k3(logp, roll.logp[sl], roll.ref_logp[sl], roll.response_mask[sl]))
+    return torch.cat(kls).mean().item()  # a mean over rows: their order does not matter
+
+
+def _columns(attn, prompt_width: int) -> tuple[int, int]:
+    """[left, right): the columns some row of ``attn`` attends to, at least the prompt's last and one response
+    column (the logits at the prompt's last column predict the first response token)."""
+    used = attn.any(dim=0).nonzero().flatten()
+    return min(int(used[0]), prompt_width - 1), max(int(used[-1]) + 1, prompt_width + 1)
+
+
+def pass_width(roll: Rollout, rows) -> int:
+    """How many columns a pass over ``rows`` computes (the rollout's whole width without ``trim_padding``)."""
+    if not roll.trim:
+        return roll.input_ids.shape[1]
+    left, right = _columns(roll.attention_mask[rows], roll.prompt_width)
+    return right - left
+
+
+class RewardGateFailed(RuntimeError):
+    def __init__(self, verdicts: Sequence[Verdict]):
+        self.verdicts = list(verdicts)
+        bad = "; ".join(f"{v.check}: {v.advice}" for v in self.verdicts if v.status == "fail")
+        super().__init__(f"the reward-health gate failed, PPO not started (set [ppo] force = true to override): {bad}")
+
+
+def raise_if_failed(gate: Sequence[Verdict], force: bool) -> None:
+    """The gate's decision, wherever PPO or GRPO starts: any fail stops it unless ``[ppo].force``."""
+    if any(v.status == "fail" for v in gate) and not force:
+        raise RewardGateFailed(gate)
+
+
+def save_gate(path: Path, gate: Sequence[Verdict]) -> None:
+    """``05_ppo/gate.json``: the gate's verdicts (also how the notebook hands its gate to launched ranks)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([v.to_dict() for v in gate], indent=2) + "\n")
+
+
+def load_gate(path: Path) -> list[Verdict]:
+    return [Verdict(**v) for v in json.loads(Path(path).read_text())]
+
+
 STAGE = PPO
+
+
+def reward_gate(cfg: RunConfig, paths: RunPaths, policy: Policy, scorer: RewardScorer,
+                pool: Sequence[dict]) -> list[Verdict]:
+    """Reward-health checks on ``gate_samples`` responses of the SFT policy (adapter off), then what the reward
+    reads: check 1 (distributions), check 2 (share of rA < 0.5), reward against truth on those responses where
+    a verifier judges them, the verifiable terms' coverage (rV, rF, where the formula names them), and the
+    counterfactual probes of the whole reward r and of rI on the world's held-out problems.
+
+    With rA from the step verifier (``answer_reward = "verifier"``) there is no PRM to check: rA is 0 or 1
+    and its distribution is the policy's accuracy, so check 1 covers the IRM alone (the probes still run: they
+    show the reward PPO gets reads the answer). A formula without rA (``"rI * rV"``, code's execution reward)
+    does not read the PRM at all: checks 1 and 2 of rA are left to 07, which probes the PRM whatever PPO reads."""
+    d = cfg.diagnostics
+    sample = random.Random(cfg.base.seed + 7).sample(list(pool), min(cfg.ppo.gate_samples, len(pool)))
+    with policy.model.disable_adapter():
+        prompts = [scorer.world.prompt_for(r, cot=cfg.eval.cot_prompt) for r in sample]
+        roll = generate_rollout(policy, prompts, cfg)
+    scores = scorer(sample, roll.responses)
+    src = f"{STAGE} gate: {len(sample)} SFT responses"
+    answer = cfg.reward_model.answer_reward
+    reads_ra = "rA" in scorer.formula.terms
+    verdicts = [check_score_distribution("IRM", scores["rI"], d, src)]
+    if answer == "prm" and reads_ra:
+        verdicts.append(check_score_distribution("PRM", scores["rA"], d, src))
+    if reads_ra:
+        verdicts.append(check_low_ra_share(scores["rA"], d, f"{src}, rA from the {answer}"))
+    terms = check_reward_terms(scores, f"{src}, r = {cfg.ppo.reward_formula}")
+    verdicts += [terms] if terms is not None else []
+    if any(c is not None for c in scores["correct"]):
+        verdicts.append(check_reward_truth(scores["correct"], scores["reward"], scores["rA"], d,
+                                           f"{src}, judged by the verifier", "On the SFT policy's samples"))
+    held = f"{STAGE} gate: {scorer.world.probe_source(paths)}"
+    solutions = probe_solutions(cfg, paths)
+    if not solutions:
+        return verdicts + [Verdict("probes", "warn", {}, {}, f"Not probed: {NO_PROBE_SET}.", held)]
+    how = f"with rA from the {answer}" if reads_ra else "(no rA)"
+    verdicts += prm_probes(_reward_of(scorer), solutions, d, f"{held}, r = {cfg.ppo.reward_formula} {how}",
+                           seed=cfg.base.seed, model="PRM" if answer == "prm" and reads_ra else "verifier",
+                           edits=scorer.world.solution_edits)
+    verdicts += irm_probes(scorer.instruction_texts, instruction_probe_pairs(cfg, paths), d, held, seed=cfg.base.seed)
+    return verdicts
+
+
+def _reward_of(scorer: RewardScorer):
+    """The whole reward r = formula(rI, rA) of (record, solution) pairs, the question's rI fixed: what PPO
+    optimises, so a formula that ignores rA fails the answer probes too."""
+    ri_cache: dict[str, float] = {}
+
+    def score(records: Sequence[dict], solutions: Sequence[str]) -> list:
+        texts = [r["text"] for r in records]
+        new = [t for t in dict.fromkeys(texts) if t not in ri_cache]
+        ri_cache.update(zip(new, scorer.instruction_texts(new) if new else []))
+        ra = scorer.answer_scores(records, solutions) if "rA" in scorer.formula.terms else [0.0] * len(records)
+        terms = scorer.verifiable_terms(records, solutions)
+        r = scorer.combine([ri_cache[t] for t in texts], [0.0 if a is None else a for a in ra], terms)
+        return [None if a is None else x for a, x in zip(ra, r)]
+    return score
+
+
+PHASES = ("generate", "policy_pass", "ref_pass", "reward", "update")
+
+
+def _sync() -> None:
+    import torch  # heavy: loaded on first use (the trainer has it loaded already)
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+class PhaseTimer:
+    """Seconds per phase of one step: ``with timer("generate"): ...``; a phase entered twice adds up."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        if phase not in PHASES:
+            raise ValueError(f"unknown PPO phase {phase!r}; one of {', '.join(PHASES)}")
+        _sync()
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            _sync()
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - start
+
+    def fields(self) -> dict[str, float]:
+        return {f"{phase}_s": round(self.seconds[phase], 3) for phase in PHASES if phase in self.seconds}
+
+
+def rollout_fields(response_tokens: int, generate_s: float, computed_tokens: int, real_tokens: int) -> dict:
+    """``gen_tokens_per_s`` and ``pad_ratio`` of one rollout (None where a count is 0)."""
+    return {"gen_tokens_per_s": round(response_tokens / generate_s, 2) if generate_s > 0 else None,
+            "pad_ratio": round(computed_tokens / real_tokens, 4) if real_tokens else None}
+
+
+KL_ADVICE = ("lower [ppo] lr (1e-6 for 7B), raise kl_coef (0.1), keep clip_range 0.2, and use rollout_batch >= 64 "
+             "for 7B")
+
+
+def step_record(step: int, scores: dict, roll: Rollout, update: dict, kl_coef: float) -> dict:
+    """One log row: reward mean/std, mean rI and rA, share of rA < 0.5, KL per sequence, entropy, ..., and where
+    a verifier judges the responses, reward against truth: the AUC of rA and of r over right vs wrong responses
+    (``rA_truth_auc``, ``r_truth_auc``; None when the batch is all right or all wrong), their mean rewards, and
+    the share right."""
+    kl = pm.sequence_kl(roll.logp, roll.ref_logp, roll.response_mask)
+    r = scores["reward"]
+    return {"step": step, "reward_mean": statistics.fmean(r), "reward_std": statistics.pstdev(r),
+            "rI_mean": statistics.fmean(scores["rI"]), "rA_mean": statistics.fmean(scores["rA"]),
+            "low_rA_share": sum(a < 0.5 for a in scores["rA"]) / len(r),
+            "flagged_share": sum(scores["flagged"]) / len(r), "kl": kl.mean().item(), "kl_coef": kl_coef,
+            "entropy": roll.entropy, "response_len": roll.response_mask.sum(dim=1).mean().item(), **update,
+            **truth_log_fields(scores.get("correct", []), scores), **term_log_fields(scores)}
+
+
+def guard(row: dict, kl_limit: float) -> str:
+    """'' when the step is healthy; else why the run must stop."""
+    keys = ("kl", "kl_after", "policy_loss", "value_loss", "reward_mean")
+    bad = [k for k in keys if not math.isfinite(row.get(k, 0.0))]
+    if bad:
+        return f"step {row['step']}: {', '.join(bad)} not finite — {KL_ADVICE}"
+    kl = max(row["kl"], row.get("kl_after", row["kl"]))
+    if kl > kl_limit:
+        return f"step {row['step']}: KL {kl:.2f} passed the limit {kl_limit:g} — {KL_ADVICE}"
+    return ""
+
+
+SAMPLES = 4  # rollouts kept per saved step: enough to see a good and a bad one, few enough to read
+
+
+def sample_rows(step: int, batch: Sequence[dict], responses: Sequence[str], scores: dict, kl: Sequence[float],
+                n: int = SAMPLES) -> list[dict]:
+    """The first ``n`` rollouts of one step as records (``instruction_id``: the instruction's own id)."""
+    return [{"step": step, "instruction_id": r["id"], "question": r["text"], "response": responses[i],
+             "rI": scores["rI"][i], "rA": scores["rA"][i], "r": scores["reward"][i], "kl": kl[i],
+             "flagged": scores["flagged"][i]} for i, r in enumerate(batch[:n])]
+
+
+def save_rollout_samples(path: Path, step: int, last_step: int, stopped: bool, batch: Sequence[dict], roll: Any,
+                         scores: dict, n: int = SAMPLES) -> None:
+    """Keep step ``step``'s first ``n`` rollouts when it is the first step, the last, or the one the guard stopped
+    at; a rerun of a step replaces its rows (a resumed run redoes the step it crashed in), step 0 all of them."""
+    if not dist.is_main() or (step not in (0, last_step) and not stopped):
+        return
+    kl = pm.sequence_kl(roll.logp[:n], roll.ref_logp[:n], roll.response_mask[:n]).tolist()  # KL per sequence
+    # step 0 starts a fresh training: an earlier run's rows (its last step) go; a resumed run redoes one step
+    rows = [r for r in read_jsonl(path) if r["step"] != step] if path.exists() and step > 0 else []
+    write_jsonl(path, sorted(rows + sample_rows(step, batch, roll.responses, scores, kl, n), key=lambda r: r["step"]))
+
+
+def _when(step: int) -> str:
+    """Which policy sampled a step's rollouts: step s comes from the policy after s updates."""
+    return f"step {step}: " + ("before training (the SFT policy)" if step == 0 else f"after {step} updates")
+
+
+def _response(row: dict) -> str:
+    return row["response"] + ("\n(no steps found: rA = 0)" if row["flagged"] else "")
+
+
+def rollout_table(paths: RunPaths) -> Any:
+    """The saved rollouts, first step then last: when (which policy sampled them), question, response, rI, rA,
+    r = the reward formula of the two, and the response's KL to the reference (the sum over its tokens)."""
+    if not paths.ppo_rollouts.exists():
+        return missing(paths.rel(paths.ppo_rollouts), PPO, "rollouts")
+    rows = list(read_jsonl(paths.ppo_rollouts))
+    if not rows:
+        return Note(f"{paths.rel(paths.ppo_rollouts)} is empty: PPO saved no rollout.")
+    table = [{"when": _when(r["step"]), "question": r["question"], "response": _response(r), "rI": r["rI"],
+              "rA": r["rA"], "r": r["r"], "KL": r["kl"]} for r in rows]
+    return text_table(table, wrap=("question", "response"), gradient=("rI", "rA"))
+
+
 RANK_MEANS = ("kl", "kl_after", "entropy", "response_len", "policy_loss", "value_loss", "clip_frac", "approx_kl",
               "explained_variance", "gen_tokens_per_s", "pad_ratio")  # per-rank means
 

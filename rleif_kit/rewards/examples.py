@@ -14,13 +14,12 @@ from typing import Any, Sequence
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import read_jsonl
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.core.reward_math import aggregate_steps
 from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.core.tables import Note, missing, text_table
-from rleif_kit.reward_scoring.heldout import split_by_group, split_by_question
-from rleif_kit.reward_scoring.prm import solution_step_ends, step_scores
 from rleif_kit.rewards.irm_data import pairs_from_scores, programmatic_judge
 from rleif_kit.rewards.judge_labels import ranking_pairs
+from rleif_kit.rewards.reward import aggregate_steps, solution_step_ends, step_scores
+from rleif_kit.rewards.rm_datasets import split_by_group, split_by_question
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import instruction_pool
 

@@ -18,12 +18,10 @@ from rleif_kit.core.launch import load_result
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.models import trainer_logs
 from rleif_kit.models.refs import model_ref
-from rleif_kit.reward_scoring.heldout import split_by_group
-from rleif_kit.reward_scoring.irm import irm_score
-from rleif_kit.reward_scoring.load import load_rm
 from rleif_kit.rewards.launched import launch_training
+from rleif_kit.rewards.reward import irm_score, load_rm
 from rleif_kit.rewards.rm_cards import irm_card, readme
-from rleif_kit.rewards.rm_datasets import pair_rows, save_rows
+from rleif_kit.rewards.rm_datasets import pair_rows, save_rows, split_by_group
 from rleif_kit.rewards.rm_training import loss_log, save_rm, start_training, timed_train, trainer_kwargs
 
 

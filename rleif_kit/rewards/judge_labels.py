@@ -36,16 +36,15 @@ from rleif_kit.checks import stage_failures
 from rleif_kit.checks.stage_failures import Failures, counts_against_item
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.exits import REJECTED_PREFIX, StageIncomplete, rejected_error
-from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
+from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.progress import Bar
 from rleif_kit.core.stages import REWARD_MODELS
-from rleif_kit.core.reward_math import balance_pairs, ranking_to_pairs
-from rleif_kit.llm.base import ChatRequest, run_sync
-from rleif_kit.llm.base import cut_off
+from rleif_kit.llm.base import ChatRequest, cut_off, run_sync
 from rleif_kit.llm.endpoint import make_llm_backend
 from rleif_kit.llm.tasks import run_bounded
 from rleif_kit.rewards import judges
+from rleif_kit.rewards.irm_data import balance_pairs, ranking_to_pairs
 
 __all__ = ["JudgeReport", "judge_irm_rankings", "judge_prm_labels", "ranking_pairs", "format_steps",
            "report_path", "make_judge_backend", "MAX_ATTEMPTS"]

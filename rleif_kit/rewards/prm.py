@@ -9,7 +9,7 @@ step ends, so the loss is the cross-entropy of "this step is correct" at exactly
 
 Input text is the SFT prompt followed by the solution, exactly as the policy sees it in PPO, so the
 PRM scores what the policy produces. ``rA`` is one number from the per-step scores
-(``[reward_model].prm_aggregate``, :func:`rleif_kit.core.reward_math.aggregate_steps`). A solution whose steps
+(``[reward_model].prm_aggregate``, :func:`rleif_kit.rewards.reward.aggregate_steps`). A solution whose steps
 cannot be found gets ``None`` (flagged), never a silent one-step score.
 """
 
@@ -31,13 +31,11 @@ from rleif_kit.models import trainer_logs
 from rleif_kit.models.generation import generate
 from rleif_kit.models.loading import load_merged
 from rleif_kit.models.refs import model_ref
-from rleif_kit.reward_scoring.heldout import split_by_question
-from rleif_kit.reward_scoring.load import load_rm
-from rleif_kit.reward_scoring.prm import StepLabelCollator, encode, step_scores
 from rleif_kit.rewards.launched import launch_training
 from rleif_kit.rewards.prm_likelihood import calibrate, likelihood_rows
+from rleif_kit.rewards.reward import StepLabelCollator, encode, load_rm, step_scores
 from rleif_kit.rewards.rm_cards import prm_card, readme
-from rleif_kit.rewards.rm_datasets import save_rows, step_rows
+from rleif_kit.rewards.rm_datasets import save_rows, split_by_question, step_rows
 from rleif_kit.rewards.rm_training import loss_log, save_rm, start_training, timed_train, trainer_kwargs
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.base import STEP_BY_STEP

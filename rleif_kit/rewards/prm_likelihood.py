@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from rleif_kit.reward_scoring.prm import CALIBRATION, IGNORE, likelihood_features, prm_input
+from rleif_kit.rewards.reward import CALIBRATION, IGNORE, likelihood_features, prm_input
 
 
 def likelihood_rows(tokenizer: Any, examples: Sequence[dict], max_len: int, world: Any,

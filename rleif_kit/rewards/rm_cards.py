@@ -25,10 +25,9 @@ from rleif_kit.models.cards import (
     render,
     save_figures,
 )
-from rleif_kit.reward_scoring.load import PRM_LABELS, RM_INFO
-from rleif_kit.reward_scoring.prm import solution_step_ends
-from rleif_kit.rewards.rm_datasets import PAIR_FIELDS, STEP_FIELDS, fields_markdown, solution_steps
 from rleif_kit.rewards.irm_data import programmatic_judge
+from rleif_kit.rewards.reward import PRM_LABELS, RM_INFO, solution_step_ends
+from rleif_kit.rewards.rm_datasets import PAIR_FIELDS, STEP_FIELDS, fields_markdown, solution_steps
 from rleif_kit.worlds import world_for
 
 

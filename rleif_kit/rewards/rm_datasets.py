@@ -20,19 +20,23 @@
 - ``source``: who labelled it: ``verifier`` (the arithmetic verifier), ``judged`` (the PRM judge) or ``prm_data``
 - ``split``: ``train`` or ``heldout`` (held-out solutions answer questions never trained on)
 
+The held-out side is whole sibling groups (IRM, :func:`split_by_group`) and whole questions (PRM,
+:func:`split_by_question`), so a reward model is never measured on what it trained on; 04 and 07 score that side.
+
 Both read with ``datasets.load_dataset("json", data_files=...)``; the model cards say the same. Under
 ``[base] launcher = "accelerate"`` the launched ranks read their training rows back from these files.
 """
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Sequence
 
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.jsonl import write_jsonl
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.reward_scoring.prm import solution_step_ends
+from rleif_kit.rewards.reward import solution_step_ends
 
 PAIR_FIELDS = {
     "id": "`<chosen>><rejected>`: the pair's two variant ids",
@@ -89,3 +93,18 @@ def save_rows(paths: RunPaths, which: str, rows: list[dict]) -> Path:
 
 def fields_markdown(fields: dict[str, str]) -> str:
     return "\n".join(f"- `{name}`: {what}" for name, what in fields.items())
+
+
+# ------------------------------------------------------------------ the held-out splits
+
+def split_by_group(pairs: Sequence[dict], heldout_share: float, seed: int) -> tuple[list[dict], list[dict]]:
+    """Hold out whole sibling groups, so held-out accuracy measures unseen instructions."""
+    groups = sorted({str(p["group"]) for p in pairs})
+    random.Random(seed).shuffle(groups)
+    held = set(groups[: max(1, round(len(groups) * heldout_share))]) if groups else set()
+    return [p for p in pairs if str(p["group"]) not in held], [p for p in pairs if str(p["group"]) in held]
+
+
+def split_by_question(examples: Sequence[dict], heldout_share: float, seed: int) -> tuple[list[dict], list[dict]]:
+    """Hold out whole questions: a PRM must not be measured on a question it trained on."""
+    return split_by_group([{**e, "group": e["question"]} for e in examples], heldout_share, seed)

@@ -18,7 +18,7 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.models import trainer_logs
 from rleif_kit.models.loading import from_pretrained, load_tokenizer, nf4_config, resolve_rm_base, use_bf16
 from rleif_kit.models.refs import relink_adapter
-from rleif_kit.reward_scoring.load import RM_INFO, head_class, head_kwargs
+from rleif_kit.rewards.reward import RM_INFO, head_class, head_kwargs
 
 CHECKPOINTS = "checkpoints"  # the Trainer's output_dir inside the model folder (nothing is saved there)
 

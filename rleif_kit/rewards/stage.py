@@ -27,14 +27,13 @@ from rleif_kit.core.jsonl import read_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.core.verdict import Verdict
-from rleif_kit.evolution.fanout import run_fanout
-from rleif_kit.reward_scoring.heldout import split_by_question
-from rleif_kit.reward_scoring.irm import irm_score
-from rleif_kit.reward_scoring.prm import answer_scores, solution_step_ends
+from rleif_kit.evolve.fanout import run_fanout
 from rleif_kit.rewards import prm
 from rleif_kit.rewards.hard_negatives import hard_negative_examples
 from rleif_kit.rewards.irm_data import programmatic_judge, quality_pairs
 from rleif_kit.rewards.judge_labels import judge_irm_rankings, judge_prm_labels, report_path
+from rleif_kit.rewards.reward import answer_scores, irm_score, solution_step_ends
+from rleif_kit.rewards.rm_datasets import split_by_question
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import instruction_pool
 

@@ -21,7 +21,7 @@ import random
 import re
 from typing import Sequence
 
-from rleif_kit.evolution.elimination import LEAK_PHRASES, NOTE_PHRASES
+from rleif_kit.evolve.elimination import LEAK_PHRASES, NOTE_PHRASES
 
 CUT_RATE = 0.03  # replies cut off at max_tokens (finish_reason "length")
 

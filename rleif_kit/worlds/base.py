@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from rleif_kit.core.reward_math import parse_reward_formula
+from rleif_kit.core.reward_formula import parse_reward_formula
 from rleif_kit.worlds.counterfactuals import SOLUTION_EDITS
 from rleif_kit.worlds.prompts import MATH_PROMPT, MATH_PROMPT_COT, math_prompt, sft_completion
 from rleif_kit.worlds.steps import STEPWISE, StepFormat

@@ -5,7 +5,7 @@ operator edits the structure (add a step, swap ``+`` for ``*``, drop a step, cha
 the question is re-rendered, so the evolved text, its solution and its answer always agree.
 Like a real model it sometimes fails, at the rates in :class:`DefectRates`; the failure is
 recorded in ``Evolved.defect`` (ground truth, never shown to models) so that the elimination
-rules (:mod:`rleif_kit.evolution.elimination`) and, later, the instruction reward model can be scored on
+rules (:mod:`rleif_kit.evolve.elimination`) and, later, the instruction reward model can be scored on
 exactly the defects they are meant to catch.
 
     from rleif_kit.worlds.arith import problems as arith

@@ -16,11 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from rleif_kit.core.config import RunConfig
-from rleif_kit.evolution.elimination import (answer_elimination_reason, clean_evolved_text, elimination_reason,
-                                             parse_equality)
-from rleif_kit.evolution.operators import seeded_rng
-from rleif_kit.llm.base import ChatRequest
-from rleif_kit.llm.base import cut_off, cut_off_reason
+from rleif_kit.evolve.elimination import (
+    answer_elimination_reason,
+    clean_evolved_text,
+    elimination_reason,
+    parse_equality,
+)
+from rleif_kit.evolve.operators import seeded_rng
+from rleif_kit.llm.base import ChatRequest, cut_off, cut_off_reason
 from rleif_kit.llm.endpoint import make_llm_backend
 from rleif_kit.llm.hf_backend import HFBackend
 from rleif_kit.models.loading import load_causal_lm, load_tokenizer

@@ -13,15 +13,14 @@ from rleif_kit.core.config import RunConfig
 from rleif_kit.core.exits import REJECTED_PREFIX, rejected_error
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
 from rleif_kit.core.progress import Bar
-from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.core.records import write_json_atomic
-from rleif_kit.evolution.evolvers import Outcome, Task, make_evolver
-from rleif_kit.evolution.operators import distinct_operators, reweighted
-from rleif_kit.worlds import world_for
-from rleif_kit.llm.base import run_sync
-from rleif_kit.llm.base import merge_usage
+from rleif_kit.core.stages import REWARD_MODELS
+from rleif_kit.evolve.evolvers import Outcome, Task, make_evolver
+from rleif_kit.evolve.operators import distinct_operators, reweighted
+from rleif_kit.llm.base import merge_usage, run_sync
 from rleif_kit.llm.tasks import run_bounded
 from rleif_kit.llm.usage import ledger_path, ledger_runs
+from rleif_kit.worlds import world_for
 
 
 def fanout_tasks(parents: list[dict], k: int, cfg: RunConfig) -> list[Task]:

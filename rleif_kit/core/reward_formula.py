@@ -1,4 +1,4 @@
-"""Pure reward math, tested without a model.
+"""The reward formula r = f(rI, rA, rV, rF): parsed from the config into a plain function, tested without a model.
 
 The RLEIF reward is ``r = rI * rA``: the instruction reward model's score of the prompt times the
 process reward model's aggregate score of the answer. ``[ppo].reward_formula`` lets a run change
@@ -8,17 +8,15 @@ match, the step verifier, unit tests), and ``rF``, the format term (steps and th
 whitelist of syntax (numbers, the four terms, ``+ - * /``, unary minus, ``min``, ``max``, parentheses) so a
 config file can never run arbitrary code.
 
-Also here: how per-step PRM scores become one answer score (:func:`aggregate_steps`) and how
-judged rankings become IRM training pairs (:func:`ranking_to_pairs`, :func:`balance_pairs`).
+It sits in ``core`` because config validation parses the formula before any stage runs; what feeds it (rI, rA, rV,
+rF for a rollout) is ``rewards/reward.py``.
 """
 
 from __future__ import annotations
 
 import ast
-import math
 import operator
-import random
-from typing import Callable, Sequence
+from typing import Callable
 
 FORMULA_NAMES = ("rI", "rA", "rV", "rF")
 MAX_FORMULA_NODES = 200  # a reward formula is a few terms; thousands are a typo or an attack, not a recipe
@@ -85,74 +83,3 @@ def parse_reward_formula(text: str) -> Formula:
     if not used & set(FORMULA_NAMES):
         raise FormulaError("the formula uses none of rI, rA, rV, rF")
     return Formula(text.strip(), body, frozenset(used & set(FORMULA_NAMES)))
-
-
-# ------------------------------------------------------------------ PRM aggregation
-
-AGGREGATIONS = ("min", "prod", "last", "mean")
-
-
-def aggregate_steps(scores: Sequence[float], how: str = "min") -> float:
-    """One answer score rA from per-step PRM scores.
-
-    ``min`` (the recipe's default) says "a solution is as good as its worst step", so one wrong
-    step cannot be averaged away; ``prod`` reads the scores as independent step probabilities;
-    ``last`` trusts the final step alone; ``mean`` is the lenient baseline. Empty scores raise:
-    a solution whose steps cannot be found is flagged, not silently scored.
-    """
-    if how not in AGGREGATIONS:
-        raise ValueError(f"unknown aggregation '{how}' (expected one of {', '.join(AGGREGATIONS)})")
-    values = [float(s) for s in scores]
-    if not values:
-        raise ValueError("no step scores: a solution whose steps cannot be found is flagged, "
-                         "not silently scored")
-    if how == "min":
-        return min(values)
-    if how == "prod":
-        return math.prod(values)
-    if how == "last":
-        return values[-1]
-    return sum(values) / len(values)
-
-
-# ------------------------------------------------------------------- IRM pair data
-
-def ranking_to_pairs(ranked_ids: Sequence[str]) -> list[tuple[str, str]]:
-    """Every (chosen, rejected) pair a best-first ranking implies: k items give k(k-1)/2.
-
-    A repeated id would make a pair of an item with itself (or contradict the order), so it
-    raises instead of producing a pair the reward model cannot learn from.
-    """
-    ids = list(ranked_ids)
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"ranking repeats an id: {ids}")
-    return [(ids[i], ids[j]) for i in range(len(ids)) for j in range(i + 1, len(ids))]
-
-
-def balance_pairs(pairs: list[dict], key: str = "operator", seed: int = 0) -> list[dict]:
-    """Dedupe (chosen, rejected) pairs, then cap each ``key`` group at 2x the smallest group.
-
-    ``key`` names the chosen item's evolution operator. If one operator's variants win most
-    pairs, the IRM can score well by recognising that operator's template instead of judging
-    the instruction. Capping at the *smallest* group would make them exactly even but throw
-    most data away when one operator is rare; 2x keeps the imbalance too small to be a
-    shortcut while keeping far more pairs. The sample is seeded and keeps the input order.
-    Pairs without ``key`` form one group of their own (``None``).
-    """
-    seen, unique = set(), []
-    for pair in pairs:
-        ident = (pair["chosen"], pair["rejected"])
-        if ident not in seen:
-            seen.add(ident)
-            unique.append(pair)
-    groups: dict[object, list[int]] = {}
-    for i, pair in enumerate(unique):
-        groups.setdefault(pair.get(key), []).append(i)
-    if not groups:
-        return []
-    cap = 2 * min(len(idx) for idx in groups.values())
-    rng, keep = random.Random(seed), set()
-    for name in sorted(groups, key=str):  # fixed order, so the seed alone decides the sample
-        idx = groups[name]
-        keep.update(idx if len(idx) <= cap else rng.sample(idx, cap))
-    return [pair for i, pair in enumerate(unique) if i in keep]
