@@ -56,7 +56,7 @@ def test_sft_examples_keep_the_input_and_the_consistency_check_reads_it(tmp_path
 
 def test_the_published_recipe_evaluates_under_humanevals_own_prompt_and_the_tiny_world_under_one():
     from rleif_kit.checks.verdicts import known_prompt_difference
-    from rleif_kit.core.sections import EvalConfig
+    from rleif_kit.core.config import EvalConfig
 
     humaneval = next(b for b in CODE.benchmarks if b.name == "humaneval")
     item = {"problem": {"prompt": "def f(x):\n    \"\"\"Double x.\"\"\"\n"}}

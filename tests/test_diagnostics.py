@@ -7,7 +7,7 @@ import pytest
 from rleif_kit.checks.verdicts import check_sft_learning, check_step_format, has_step_markers
 
 from rleif_kit.core.verdict import Verdict
-from rleif_kit.core.sections import DiagnosticsConfig
+from rleif_kit.core.config import DiagnosticsConfig
 
 CFG = DiagnosticsConfig(sft_min_gain=0.05, step_marker_min_share=0.9, step_marker_sample=0)
 STEPPED = "Step 1: 5 + 3 = 8. Step 2: 8 - 2 = 6. The answer is: 6"
@@ -110,7 +110,7 @@ def test_step_format_empty_pool_fails():
 
 def test_evolve_temperature_warns_below_the_floor():
     from rleif_kit.checks.verdicts import check_evolve_temperature
-    from rleif_kit.core.sections import DiagnosticsConfig
+    from rleif_kit.core.config import DiagnosticsConfig
 
     cfg = DiagnosticsConfig()  # floor 0.9
     assert check_evolve_temperature(0.9, cfg).status == "ok"  # exactly at the floor is fine
@@ -128,7 +128,7 @@ def test_kept_floor_advises_a_lower_up_ratio():
 
 def test_operator_share_warns_when_two_templates_dominate():
     from rleif_kit.checks.verdicts import check_operator_share
-    from rleif_kit.core.sections import DiagnosticsConfig
+    from rleif_kit.core.config import DiagnosticsConfig
 
     cfg = DiagnosticsConfig()  # max top-two share 0.5
     # top two 25 + 25 of 100 = 0.5: at the line is ok; 45 + 35 of 100 = 0.8: warn
@@ -139,7 +139,7 @@ def test_operator_share_warns_when_two_templates_dominate():
 
 def test_score_distribution_bands():
     from rleif_kit.checks.verdicts import check_score_distribution
-    from rleif_kit.core.sections import DiagnosticsConfig
+    from rleif_kit.core.config import DiagnosticsConfig
 
     cfg = DiagnosticsConfig()
     spread = [0.2, 0.4, 0.6, 0.8]  # mean 0.5, std 0.224
@@ -154,7 +154,7 @@ def test_score_distribution_bands():
 
 def test_low_ra_share_bands():
     from rleif_kit.checks.verdicts import check_low_ra_share
-    from rleif_kit.core.sections import DiagnosticsConfig
+    from rleif_kit.core.config import DiagnosticsConfig
 
     cfg = DiagnosticsConfig()
     def share(k):  # k of 20 answers below 0.5

@@ -20,7 +20,7 @@ from rleif_kit.worlds.arith import problems as arith
 from rleif_kit.evaluation.stage import evaluate_benchmark, run_eval, wrong_answers
 from rleif_kit.worlds.prompts import math_prompt, wizardcoder_tabs
 from rleif_kit.core.jsonl import read_jsonl
-from rleif_kit.core.sections import EvalConfig
+from rleif_kit.core.config import EvalConfig
 
 EV = dataclasses.replace(EvalConfig(), max_new_tokens=32)
 

@@ -22,7 +22,7 @@ from rleif_kit.core.config import load_config
 from rleif_kit.worlds.prompts import math_prompt
 from rleif_kit.core.jsonl import write_jsonl
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.core.sections import DiagnosticsConfig
+from rleif_kit.core.config import DiagnosticsConfig
 
 CFG = DiagnosticsConfig()  # the defaults are the thresholds
 STEPS = "Step 1: 3 + 4 = 7. Step 2: 7 - 2 = 5. The answer is: 5"
@@ -273,7 +273,7 @@ def test_reward_health_curves_plot():
 def test_probe_plot_one_bar_per_probe_coloured_by_status():
     from rleif_kit.checks.probes import probe_stats, probe_verdict
     from rleif_kit.core.plots import plot_probes
-    from rleif_kit.core.sections import DiagnosticsConfig
+    from rleif_kit.core.config import DiagnosticsConfig
 
     d = DiagnosticsConfig()
     good = probe_verdict("PRM", probe_stats("early_stop", "down", [0.5] * 10, [0.1] * 10, 0.05), d)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rleif_kit.core.sections import EvalConfig
+from rleif_kit.core.config import EvalConfig
 from rleif_kit.worlds.code.postprocess import extract_code, extract_mbpp, extract_mbppplus
 from rleif_kit.evaluation.scoring import check_code, summarize
 from rleif_kit.evaluation.stage import evaluate_benchmark, stop_for

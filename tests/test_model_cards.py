@@ -67,7 +67,7 @@ def test_a_moved_run_resumes_its_evaluation_instead_of_starting_over(tmp_path):
     still its own (an absolute path would make every one stale and evaluate everything again)."""
     import dataclasses
 
-    from rleif_kit.core.sections import EvalConfig
+    from rleif_kit.core.config import EvalConfig
     from rleif_kit.evaluation.stage import evaluate_benchmark
     from rleif_kit.worlds.arith import problems as arith
 

@@ -165,7 +165,7 @@ def test_prm_trains_every_parameter_and_scores(tmp_path, small_model_dir, finetu
 def test_paired_bootstrap_and_ab_verdicts():
     from rleif_kit.checks.verdicts import check_ab
     from rleif_kit.core.metrics import paired_bootstrap
-    from rleif_kit.core.sections import DiagnosticsConfig
+    from rleif_kit.core.config import DiagnosticsConfig
 
     sft = [True] * 50 + [False] * 50
     gain, low, high = paired_bootstrap(sft, sft)

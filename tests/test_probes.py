@@ -16,7 +16,7 @@ from rleif_kit.checks.probes import (
     truth_figures,
     truth_log_fields,
 )
-from rleif_kit.core.sections import DiagnosticsConfig
+from rleif_kit.core.config import DiagnosticsConfig
 from rleif_kit.rewards.reward import step_verifier_scorer
 from rleif_kit.worlds import get_world
 from rleif_kit.worlds.arith import problems as arith

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from rleif_kit.core.metrics import mean_interval, roc_auc
-from rleif_kit.core.sections import DiagnosticsConfig
+from rleif_kit.core.config import DiagnosticsConfig
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.worlds import counterfactuals as cf
 

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 from rleif_kit.checks.stage_failures import cause_of
 from rleif_kit.core.metrics import paired_bootstrap
 from rleif_kit.core.paths import RELATIVE
-from rleif_kit.core.sections import DiagnosticsConfig
+from rleif_kit.core.config import DiagnosticsConfig
 from rleif_kit.core.verdict import Verdict, fmt_number
 from rleif_kit.worlds.base import STEP_BY_STEP
 from rleif_kit.worlds.prompts import ALPACA_HEADER

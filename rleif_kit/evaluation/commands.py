@@ -24,7 +24,7 @@ from typing import Any
 from rleif_kit.core.exits import EXIT_STOPPED
 from rleif_kit.core.jsonl import read_user_jsonl, write_jsonl
 from rleif_kit.core.run_setup import setup
-from rleif_kit.core.sections import EvalConfig
+from rleif_kit.core.config import EvalConfig
 from rleif_kit.core.settings import Endpoint, SettingsError, load_settings
 from rleif_kit.evaluation.generators import ServedModel
 from rleif_kit.evaluation.scoring import (check_code, check_response, compare_dirs, format_compare,

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from rleif_kit.checks.verdicts import ab_verdict
 from rleif_kit.core.jsonl import read_jsonl
-from rleif_kit.core.sections import DiagnosticsConfig, EvalConfig
+from rleif_kit.core.config import DiagnosticsConfig, EvalConfig
 from rleif_kit.evaluation.humaneval import check_samples, pass_at_k_table
 from rleif_kit.worlds.benchmarks import BENCHMARKS, benchmark as get_benchmark
 

@@ -36,7 +36,7 @@ from rleif_kit.evaluation.vllm_model import VLLMModel
 from rleif_kit.models.loading import SFT_INFO
 from rleif_kit.models.refs import model_ref
 from rleif_kit.sandbox.runner import describe_sandbox
-from rleif_kit.core.sections import STOP_LISTS
+from rleif_kit.core.config import STOP_LISTS
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.benchmarks import benchmark as get_benchmark, load_items, prompt_for
 from rleif_kit.worlds.math.second_opinion import version as math_verify_version
