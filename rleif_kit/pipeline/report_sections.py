@@ -1,0 +1,630 @@
+"""One stage's section of ``reports/<run>/index.html`` (``report.py`` lays out the page around the sections), and
+the rules every part of the page follows: how a figure is written, where a check links, where a check counts.
+
+A section shows, top to bottom: the stage's status, and when it did not complete why (failed red with its error,
+stopped amber with its reason, stale and not run grey); links to its executed notebook and its log; its failed
+requests by cause; its verdicts with their numbers, thresholds and advice; the counterfactual probes drawn beside
+their table; 06's accuracy per scorer; its other figures as tables; its plots. Plain HTML and inline SVG: no
+script, no matplotlib. This module reads, top to bottom:
+
+**Figures as text.** Never raw JSON: floats to 4 significant digits, an interval inline, a dict a nested table, a
+list of records a small table of its first rows, an empty one "none".
+
+**Links.** Every check name on the page links to its entry in ``docs/troubleshooting.md``: an ``<a id="...">`` at
+its row there, named after the check (``kl_blowup``) or, for a family, after the family (``key_role`` for
+``key_<role>``, ``probe_<edit>`` for ``prm_probe_<edit>`` and ``verifier_probe_<edit>``, ``sft_vs_ppo`` for
+``sft_vs_ppo_<benchmark>``). The anchors are read from the page itself, so a link never points at an anchor that
+is not there: a check the page does not list yet links to the page's top. The href is relative from the report
+folder to the kit's ``docs/`` folder, so the page opened from ``reports/<run>/`` of a checkout resolves it; a kit
+installed without its docs gets no links.
+
+**Counting once.** 02, 03, 04, 05's gate, 06 and 07 record some of the same checks (``step_format`` in 02, 03 and
+07; the score distributions and ``low_ra_share`` in 04, 05 and 07; the probes and ``reward_truth`` in 05 and 07;
+``sft_vs_ppo_<benchmark>`` in 06 and 07). Each check counts once, in its *owner*: the latest stage, in pipeline
+order, that is current (ok, skipped unchanged, recorded) and records it. 07 rereads every artifact after the fact,
+so its verdict is the latest measurement of the run; a run that stopped before 07 counts the gate's in 05. A rule,
+not a map, so a world's own checks (``sft_vs_ppo_humaneval``, ``prm_probe_off_by_one``) need no entry. The other
+stages still show their row, marked "counted in NN".
+
+**The parts of a section**, in the order it shows them:
+
+- failed requests: ``{"total", "failed", "causes": {cause: {"count", "example"}}, "parts"?}``, a row per cause,
+  each linked to its row of the troubleshooting page;
+- the verdict table: a threshold the preset moved marked with the preset's reason from ``[reasons]``
+  (``checks/threshold_keys.py`` says which keys set which check's thresholds);
+- the counterfactual probes: one chart — a bar per probe, the share of pairs the reward moved the right way, in
+  its verdict's colour, with the ok and fail lines — beside a table of their figures. The probes are verdicts named
+  ``<model>_probe_<edit>`` (``checks/probes.py``): the PPO gate records them in 05 (``05_ppo/gate.json``), 07
+  records them again on the run's files (its ``verdict_details``, and ``probes`` as ``{check: {moved_right,
+  mean_change, pairs, status}}``). They are drawn in the stage that counts them: 07 when it ran, else 05;
+- 06's accuracy per scorer: a row per model and benchmark that more than one scorer judges (GSM8k, MATH) — strict
+  (the headline), flexible, compat, math-verify — and how often math-verify and strict disagree, linked to the
+  run's ``06_eval/math_verify_disagreements.jsonl``. Read from the run's ``06_eval/summary.json`` (``run.json``
+  names the run directory, relative to the report folder); where that is out of reach (the report folder copied
+  alone), from the accuracies ``metrics.json`` records, without the disagreements;
+- the stage's other figures, one row each;
+- its plots: each PNG of ``reports/<run>/figures/`` embedded once, linked to its file. A plot of several panels
+  side by side (the PPO curves, the reward-health curves, the score histograms) is shown at its own size up to the
+  page's width, where its labels read as they do in the notebook; a single panel at half the width, two side by
+  side. Either one opens at full size on a click (its file).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable
+
+from rleif_kit.checks.threshold_keys import threshold_keys
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.stages import EVAL
+from rleif_kit.core.verdict import STATUS_COLORS, fmt_number
+
+TRUSTED = ("ok", "skipped", "recorded")  # stage statuses whose figures are this run's
+
+# ------------------------------------------------------------------ figures as text
+
+# Stage statuses (run_status.py) -> colour and the word shown. Grey says "do not trust these figures".
+STAGE_COLOURS = {"ok": STATUS_COLORS["ok"], "skipped": STATUS_COLORS["ok"], "recorded": "#57606a",
+                 "running": "#0969da", "stopped": STATUS_COLORS["warn"], "failed": STATUS_COLORS["fail"],
+                 "stale": "#8c959f", "not run": "#8c959f"}
+STAGE_WORDS = {"ok": "ok", "skipped": "ok · unchanged", "recorded": "recorded", "running": "running (interrupted?)",
+               "stopped": "stopped", "failed": "failed", "stale": "stale", "not run": "not run"}
+RECORD_ROWS = 10  # a list of records shows its first rows
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def pill(text: str, colour: str, title: str = "") -> str:
+    t = f' title="{esc(title)}"' if title else ""
+    return f'<span class="pill" style="background:{colour}"{t}>{esc(text)}</span>'
+
+
+def stage_pill(status: str) -> str:
+    return pill(STAGE_WORDS.get(status, status), STAGE_COLOURS.get(status, "#57606a"))
+
+
+def verdict_pill(status: str, text: str | None = None) -> str:
+    """A verdict's status in its colour; ``text`` (e.g. "42 ok") in place of the word."""
+    return pill(status if text is None else text, STATUS_COLORS.get(status, "#57606a"))
+
+
+def fmt(value: Any) -> str:
+    """A figure as text, never as raw JSON: floats to 4 significant digits, a list of numbers inline (an interval),
+    other lists comma-separated, a dict as ``key: value; ...``, an empty one (or an empty list) as "none"."""
+    if isinstance(value, bool) or value is None:
+        return "—" if value is None else str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)) and not value:
+        return "none"
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        return "[" + ", ".join(fmt(v) for v in value) + "]"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(fmt(v) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {fmt(v)}" for k, v in value.items()) or "none"
+    return str(value) if value != "" else "none"
+
+
+def _figure_text(v: Any) -> str:
+    """A measured number as verdicts write it (``core.verdict.fmt_number``), anything else as ``fmt``."""
+    numeric = isinstance(v, float) or (isinstance(v, (list, tuple)) and v and
+                                       all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v))
+    return fmt_number(v) if numeric else fmt(v)
+
+
+def named(values: dict[str, Any], sep: str = "; ") -> str:
+    """``{"mean": 0.51234, "band": [0.4, 0.7]}`` -> ``"mean = 0.5123; band = [0.4, 0.7]"``; "" for none."""
+    return sep.join(f"{k} = {_figure_text(v)}" for k, v in values.items()) if isinstance(values, dict) else fmt(values)
+
+
+def value_cell(value: Any, depth: int = 0) -> str:
+    """A dict becomes a nested table (one level of rows per key), never JSON cut mid-word; a list of records a small
+    table of its first rows; a list of sentences one per line; an empty dict or list "none"."""
+    if isinstance(value, dict) and value and depth < 2:
+        if all(isinstance(v, dict) for v in value.values()) and depth == 0:
+            cols = sorted({k for v in value.values() for k in v}, key=str)
+            if 0 < len(cols) <= 8:
+                head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+                rows = "".join(f"<tr><th>{esc(k)}</th>" + "".join(f"<td>{esc(fmt(v.get(c)))}</td>" for c in cols)
+                               + "</tr>" for k, v in value.items())
+                return f'<table class="inner"><tr><th></th>{head}</tr>{rows}</table>'
+        rows = "".join(f"<tr><th>{esc(k)}</th><td>{value_cell(v, depth + 1)}</td></tr>" for k, v in value.items())
+        return f'<table class="inner">{rows}</table>'
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) and depth == 0:
+        cols = list(dict.fromkeys(k for v in value[:RECORD_ROWS] for k in v))[:8]
+        rows = "".join("<tr>" + "".join(f"<td>{esc(fmt(v.get(c)))}</td>" for c in cols) + "</tr>"
+                       for v in value[:RECORD_ROWS])
+        more = f'<div class="muted">{len(value) - RECORD_ROWS} more</div>' if len(value) > RECORD_ROWS else ""
+        head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+        return f'<table class="inner"><tr>{head}</tr>{rows}</table>{more}'
+    if isinstance(value, list) and any(isinstance(v, str) and len(v) > 40 for v in value):
+        return "<br>".join(esc(fmt(v)) for v in value)
+    return f'<span class="num">{esc(fmt(value))}</span>' if isinstance(value, (int, float)) else esc(fmt(value))
+
+
+# ------------------------------------------------------------------ where a check links
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"  # the checkout's docs/ (absent from an installed wheel)
+PAGE = "troubleshooting.md"
+TOP = "troubleshooting-what-each-check-means-and-what-to-do"  # the page's title: where an unlisted check goes
+STOPPED = "a-stage-stopped-or-failed"
+
+# A family's checks -> the anchor of its row (``{}``: the part the ``*`` matched, e.g. the probe's edit)
+FAMILIES = (("key_*", "key_role"), ("endpoint_*", "endpoint_role"), ("eval_*", "eval_benchmark"),
+            ("sft_vs_ppo_*", "sft_vs_ppo"), ("prm_probe_*", "probe_{}"), ("verifier_probe_*", "probe_{}"),
+            ("irm_probe_*", "irm_probe_{}"), ("*_probe_*", "the_probes"))
+ANCHOR_ID = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"")
+HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+
+
+def page_anchors(text: str) -> set[str]:
+    """Every anchor of a markdown page: its headings' and its ``<a id="...">`` ones."""
+    return {slug(h) for h in HEADING.findall(text)} | set(ANCHOR_ID.findall(text))
+
+
+@lru_cache(maxsize=4)
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+def troubleshooting_text(docs: Path = DOCS) -> str:
+    return _read(docs / PAGE)
+
+
+@lru_cache(maxsize=4)
+def _anchors(text: str) -> frozenset[str]:
+    return frozenset(page_anchors(text))
+
+
+def check_anchor(check: str, anchors: Iterable[str] | None = None) -> str:
+    """The anchor of ``check``'s entry in the troubleshooting page (its top when it has none)."""
+    known = _anchors(troubleshooting_text()) if anchors is None else set(anchors)
+    if check in known:
+        return check
+    for pattern, anchor in FAMILIES:
+        if fnmatchcase(check, pattern):
+            rest = check.split("_probe_", 1)[-1] if "_probe_" in check else ""
+            if anchor.format(rest) in known:
+                return anchor.format(rest)
+    return TOP
+
+
+def cause_anchor(cause: str) -> str:
+    """The anchor of a request failure's cause (``http 4xx`` -> ``failure-http-4xx``) in the stopped-stage table."""
+    anchor = "failure-" + re.sub(r"[^a-z0-9]+", "-", cause.lower()).strip("-")
+    return anchor if anchor in _anchors(troubleshooting_text()) else STOPPED
+
+
+def stage_anchor(status: str, reason: str = "") -> str:
+    """The row of a stage that did not complete: stopped, terminated by a signal, failed, or left running."""
+    terminated = status in ("stopped", "running") and ("sigterm" in reason.lower() or "terminated" in reason.lower())
+    anchor = "stage-terminated" if terminated else f"stage-{status}"
+    return anchor if anchor in _anchors(troubleshooting_text()) else STOPPED
+
+
+def docs_href(report_dir: Path, docs: Path = DOCS) -> str | None:
+    """The kit's docs folder relative to the report folder (``../../docs`` for ``reports/<run>``); None without it."""
+    if not (docs / PAGE).exists():
+        return None
+    try:
+        return Path(os.path.relpath(docs, Path(report_dir).resolve())).as_posix()
+    except ValueError:  # another drive (Windows): no relative path
+        return None
+
+
+def doc_entry(anchor: str, text: str | None = None) -> dict[str, str]:
+    """The troubleshooting table row that holds ``<a id="anchor">``: {column header: cell, as markdown}."""
+    text = troubleshooting_text() if text is None else text
+    header: list[str] | None = None
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = cells
+        elif f'id="{anchor}"' in line:
+            return dict(zip(header, cells))
+    return {}
+
+
+def md_inline(text: str) -> str:
+    """A table cell's markdown as HTML: code, bold, a link's text (its target is the docs' own, not the page's)."""
+    out = re.sub(r"<a\s+(?:id|name)=\"[^\"]*\"></a>", "", text)
+    out = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", html.escape(out, quote=False))
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
+
+
+def doc_link(docs: str | None, anchor: str, text: str) -> str:
+    """``text`` linked to ``anchor`` of the troubleshooting page; the text alone without the kit's docs."""
+    return f'<a href="{esc(docs)}/{PAGE}#{esc(anchor)}">{text}</a>' if docs else text
+
+
+def check_cell(check: str, docs: str | None) -> str:
+    """The check's name, linked to its troubleshooting entry when the kit's docs are there."""
+    name = esc(check)
+    return f'<a class="check" href="{esc(docs)}/{PAGE}#{esc(check_anchor(check))}">{name}</a>' if docs else name
+
+
+# ------------------------------------------------------------------ where a check counts
+
+
+def stage_verdicts(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """A stage's verdicts as recorded: ``verdict_details`` (each whole), else ``{check: status}`` as bare rows."""
+    details = metrics.get("verdict_details")
+    if isinstance(details, list):
+        return [d for d in details if isinstance(d, dict) and d.get("check")]
+    raw = metrics.get("verdicts")
+    if not isinstance(raw, dict):
+        return []
+    return [{"check": k, "status": v if isinstance(v, str) else (v or {}).get("status", "")} for k, v in raw.items()]
+
+
+def owners(metrics: dict[str, dict[str, Any]], statuses: dict[str, dict[str, Any]],
+           order: Iterable[str]) -> dict[str, str]:
+    """check -> the stage that counts it: the latest current stage that records it."""
+    out: dict[str, str] = {}
+    for stage in order:
+        if statuses.get(stage, {}).get("status") in TRUSTED:
+            out.update({v["check"]: stage for v in stage_verdicts(metrics.get(stage, {}))})
+    return out
+
+
+def counted(metrics: dict[str, dict[str, Any]], statuses: dict[str, dict[str, Any]],
+            order: Iterable[str]) -> list[tuple[str, dict[str, Any]]]:
+    """(stage, verdict) of each check once, in its owner, in pipeline order."""
+    order = list(order)
+    owner = owners(metrics, statuses, order)
+    out = []
+    for stage in order:
+        mine = {v["check"]: v for v in stage_verdicts(metrics.get(stage, {})) if owner.get(v["check"]) == stage}
+        out.extend((stage, v) for v in mine.values())
+    return out
+
+
+def stale_checks(metrics: dict[str, dict[str, Any]], statuses: dict[str, dict[str, Any]],
+                 order: Iterable[str]) -> set[str]:
+    """Checks recorded only by stale stages (not counted: their figures are an older run's)."""
+    order = list(order)
+    owner = owners(metrics, statuses, order)
+    return {v["check"] for s in order if statuses.get(s, {}).get("status") == "stale"
+            for v in stage_verdicts(metrics.get(s, {})) if v["check"] not in owner}
+
+
+# ------------------------------------------------------------------ the status banner and the failed requests
+
+
+def _problem(st: dict[str, Any]) -> str:
+    """Why a stage's figures are not this run's: failed, stopped, stale, not run or left running; "" when they are."""
+    status = st.get("status", "")
+    if status in TRUSTED:
+        return ""
+    what = {"failed": "This stage failed", "stopped": "This stage stopped before it was complete",
+            "stale": "These figures are stale: they are from an older run", "not run": "Not run",
+            "running": "Still marked running: the run was interrupted"}.get(status, status)
+    kind = esc(status.replace(" ", ""))
+    return f'<div class="problem {kind}"><b>{esc(what)}.</b> {esc(st.get("reason") or "")}</div>'
+
+
+def failures_table(failures: Any, docs: str | None) -> str:
+    """``{"total", "failed", "causes": {cause: {"count", "example"}}, "parts"?}``: a caption and a row per cause."""
+    if not isinstance(failures, dict) or not failures.get("failed"):
+        return ""
+    parts = [p for p in failures.get("parts") or [] if isinstance(p, dict) and p.get("failed")]
+    detail = " (" + "; ".join(f"{p.get('failed')} of {p.get('total')} {p.get('what', '')}".strip() for p in parts) + ")"
+    rows = "".join(f'<tr><th>{doc_link(docs, cause_anchor(c), esc(c))}</th><td class="num">{esc(fmt(e.get("count")))}'
+                   f'</td><td class="example">{esc(e.get("example") or "none")}</td></tr>'
+                   for c, e in (failures.get("causes") or {}).items() if isinstance(e, dict))
+    return (f'<table class="failures"><caption>{esc(failures["failed"])} of {esc(failures.get("total", "?"))} '
+            f'requests failed{esc(detail) if parts else ""}, by cause</caption>'
+            f'<tr><th>cause</th><th>count</th><th>one example</th></tr>{rows}</table>')
+
+
+# ------------------------------------------------------------------ the verdict table
+
+
+def _numbers(d: Any) -> str:
+    if not isinstance(d, dict):
+        return esc(fmt(d)) if d else "—"
+    return "<br>".join(f"{esc(k)} = {esc(_figure_text(v))}" for k, v in d.items()) or "—"
+
+
+def preset_marks(check: str, changed: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The moved config keys behind ``check``'s thresholds (``checks/threshold_keys.py``), in that table's order."""
+    return [changed[k] for k in threshold_keys(check) if k in changed]
+
+
+def verdict_table(metrics: dict[str, Any], changed: dict[str, dict[str, Any]], docs: str | None = None,
+                  stage: str = "", owner: dict[str, str] | None = None, prefix: str = "") -> str:
+    """Check | status | numbers | thresholds | advice; ``verdict_details`` when recorded, else the statuses alone.
+    A verdict whose thresholds come from a key the run moved from its default is marked with the key and reason;
+    one counted in another stage (``owner``: check -> stage, ``owners``) says where."""
+    details = stage_verdicts(metrics)
+    if not details:
+        return ""
+    rows = []
+    for v in details:
+        marks = preset_marks(v.get("check", ""), changed)
+        mark = "".join(f'<div class="preset" title="{esc(c["reason"] or "no reason given")}">preset: '
+                       f'{esc(c["key"])} = {esc(fmt(c["value"]))} (kit default {esc(fmt(c["default"]))})'
+                       f'{" — " + esc(c["reason"]) if c["reason"] else ""}</div>' for c in marks)
+        where = (owner or {}).get(v["check"], stage if owner is None else None)
+        elsewhere = "" if where == stage else (
+            f'<div class="muted">counted in <a href="#{esc(prefix + where)}">{esc(where[:2])}</a></div>' if where
+            else '<div class="muted">not counted: not a current stage</div>')
+        rows.append(f'<tr class="verdict {esc(v.get("status", ""))}{" elsewhere" if elsewhere else ""}">'
+                    f'<th>{check_cell(v["check"], docs)}{elsewhere}</th>'
+                    f'<td>{verdict_pill(v.get("status", ""))}</td><td>{_numbers(v.get("numbers", {}))}</td>'
+                    f'<td>{_numbers(v.get("thresholds", {}))}{mark}</td><td>{esc(v.get("advice") or "")}</td></tr>')
+    head = "<tr><th>check</th><th>status</th><th>numbers</th><th>thresholds</th><th>advice</th></tr>"
+    return f'<table class="verdicts">{head}{"".join(rows)}</table>'
+
+
+# ------------------------------------------------------------------ the counterfactual probes
+
+MUST = {"down": "down", "same": "stay put"}
+DEFAULT_LINES = (0.8, 0.4)  # DiagnosticsConfig's probe_ok and probe_fail, where a record carries no thresholds
+
+
+def probe_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """The stage's probes: {check, status, moved_right, mean_change, ci95, pairs, direction, ok_at, fail_at}."""
+    rows = []
+    for v in stage_verdicts(metrics):
+        n, t = v.get("numbers") or {}, v.get("thresholds") or {}
+        if "_probe_" in v["check"] and isinstance(n.get("moved_right"), (int, float)):
+            rows.append({"check": v["check"], "status": v.get("status", ""), "moved_right": n["moved_right"],
+                         "mean_change": n.get("mean_change"), "ci95": n.get("ci95"), "pairs": n.get("pairs"),
+                         "direction": t.get("direction", ""), "ok_at": t.get("ok_at"),
+                         "fail_at": t.get("fail_at_or_below")})
+    if not rows and isinstance(metrics.get("probes"), dict):  # 07's summary when no verdict was kept whole
+        rows = [{"check": k, "status": p.get("status", ""), "moved_right": p.get("moved_right"),
+                 "mean_change": p.get("mean_change"), "ci95": None, "pairs": p.get("pairs"), "direction": "",
+                 "ok_at": None, "fail_at": None}
+                for k, p in metrics["probes"].items() if isinstance(p, dict) and isinstance(p.get("moved_right"),
+                                                                                          (int, float))]
+    return rows
+
+
+def _lines(rows: list[dict[str, Any]], changed: dict[str, dict[str, Any]]) -> tuple[float, float]:
+    ok = next((r["ok_at"] for r in rows if isinstance(r["ok_at"], (int, float))), None)
+    fail = next((r["fail_at"] for r in rows if isinstance(r["fail_at"], (int, float))), None)
+    ok = ok if ok is not None else changed.get("diagnostics.probe_ok", {}).get("value", DEFAULT_LINES[0])
+    fail = fail if fail is not None else changed.get("diagnostics.probe_fail", {}).get("value", DEFAULT_LINES[1])
+    return float(ok), float(fail)
+
+
+def probe_chart(rows: list[dict[str, Any]], ok_at: float, fail_at: float) -> str:
+    """A bar per probe on a 0–100% axis, the ok and fail lines dashed, each bar's share written beside it."""
+    width, left, right, row_h, top = 410, 140, 40, 24, 22  # beside the table on a 1150 px page
+    x = lambda v: left + max(0.0, min(1.0, v)) * (width - left - right)  # noqa: E731 - a scale, read once
+    height = top + row_h * len(rows) + 34
+    parts = [f'<svg class="probes" width="{width}" height="{height}" role="img" aria-label="counterfactual probes: '
+             f'share of pairs the reward moved the right way">']
+    for tick in (0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(f'<line x1="{x(tick):.1f}" y1="{top - 4}" x2="{x(tick):.1f}" y2="{height - 30}" '
+                     f'stroke="#d0d7de"/><text x="{x(tick):.1f}" y="{height - 18}" font-size="11" '
+                     f'text-anchor="middle">{tick:.0%}</text>')
+    for i, r in enumerate(rows):
+        y = top + i * row_h
+        colour = STATUS_COLORS.get(r["status"], "#57606a")
+        parts.append(f'<text x="{left - 6}" y="{y + 15}" font-size="11" text-anchor="end">'
+                     f'{esc(r["check"].replace("_probe_", " "))}</text>'
+                     f'<rect class="bar" x="{x(0):.1f}" y="{y + 4}" width="{x(r["moved_right"]) - x(0):.1f}" '
+                     f'height="{row_h - 8}" fill="{colour}"><title>{esc(r["check"])}: {r["moved_right"]:.0%} '
+                     f'({esc(r["status"])})</title></rect>'
+                     f'<text x="{x(r["moved_right"]) + 4:.1f}" y="{y + 15}" font-size="11">'
+                     f'{r["moved_right"]:.0%}</text>')
+    for value, status, label in ((ok_at, "ok", f"ok from {ok_at:.0%}"), (fail_at, "fail",
+                                                                           f"fail at {fail_at:.0%} or below")):
+        anchor = "start" if status == "ok" else "end"
+        parts.append(f'<line class="{status}-line" x1="{x(value):.1f}" y1="{top - 8}" x2="{x(value):.1f}" '
+                     f'y2="{height - 30}" stroke="{STATUS_COLORS[status]}" stroke-width="2" stroke-dasharray="5 3"/>'
+                     f'<text x="{x(value) + (3 if status == "ok" else -3):.1f}" y="{top - 10}" font-size="11" '
+                     f'fill="{STATUS_COLORS[status]}" text-anchor="{anchor}">{esc(label)}</text>')
+    parts.append(f'<text x="{width - right}" y="{height - 4}" font-size="11" fill="#57606a" text-anchor="end">'
+                 f'share of pairs moved the right way</text></svg>')
+    return "".join(parts)
+
+
+def _signed(value: Any) -> str:
+    return f"{value:+.3f}" if isinstance(value, (int, float)) else esc(fmt(value))
+
+
+def _interval(ci: Any) -> str:
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci):
+        return f"{ci[0]:+.3f} to {ci[1]:+.3f}"
+    return "—"
+
+
+def probe_block(metrics: dict[str, Any], changed: dict[str, dict[str, Any]], docs: str | None) -> str:
+    """The chart beside the table, or "" when the stage recorded no probe."""
+    rows = probe_rows(metrics)
+    if not rows:
+        return ""
+    ok_at, fail_at = _lines(rows, changed)
+    body = "".join(
+        f'<tr class="probe {esc(r["status"])}"><th>{check_cell(r["check"], docs)}</th>'
+        f'<td>{verdict_pill(r["status"])}</td><td class="num">{r["moved_right"]:.0%}</td>'
+        f'<td class="num">{_signed(r["mean_change"])}<div class="muted">{_interval(r["ci95"])}</div></td>'
+        f'<td class="num">{esc(fmt(r["pairs"]))}</td>'
+        f'<td>{esc(MUST.get(r["direction"], r["direction"] or "—"))}</td></tr>' for r in rows)
+    table = ('<table class="probes"><tr><th>probe</th><th>status</th><th>moved right</th><th>mean change<div '
+             f'class="muted">95% interval</div></th><th>pairs</th><th>must go</th></tr>{body}</table>')
+    return (f'<div class="probes-block"><h3>What the reward reads: the counterfactual probes</h3>'
+            f'<div class="side">{table}{probe_chart(rows, ok_at, fail_at)}</div></div>')
+
+
+# ------------------------------------------------------------------ 06's accuracy per scorer
+
+SCORERS = (("strict (headline)", "accuracy"), ("flexible", "flexible_accuracy"), ("compat", "compat_accuracy"),
+           ("math-verify", "math_verify_accuracy"))  # (column, summary key)
+
+
+def run_paths(report_dir: Path, output_dir: str | None, prefix: str = "") -> RunPaths | None:
+    """The run directory of a report folder (``prefix`` "iter-k/": that iteration's, ``<output_dir>/iter-k``)."""
+    if not output_dir:
+        return None
+    return RunPaths(Path(report_dir) / output_dir / prefix.rstrip("/"))
+
+
+def _from_metrics(metrics: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{model: {benchmark: {summary key: value}}}`` out of 06's recorded ``{key: {model: {benchmark: value}}}``."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for _, key in SCORERS:
+        for model, benches in (metrics.get(key) or {}).items():
+            for bench, value in (benches or {}).items() if isinstance(benches, dict) else ():
+                out.setdefault(model, {}).setdefault(bench, {})[key] = value
+    return out
+
+
+def _read_summary(paths: RunPaths | None) -> dict[str, Any]:
+    if paths is None or not paths.eval_summary.is_file():
+        return {}
+    try:
+        return json.loads(paths.eval_summary.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def scorer_table(metrics: dict[str, Any], paths: RunPaths | None, report_dir: Path) -> str:
+    """The table, or "" when no benchmark has a second scorer. ``paths``: the run's (None: metrics only)."""
+    saved = _read_summary(paths)
+    summary = saved.get("summary") if isinstance(saved.get("summary"), dict) else _from_metrics(metrics)
+    rows = [(m, b, s) for m, benches in summary.items() if isinstance(benches, dict)
+            for b, s in benches.items() if isinstance(s, dict) and any(k in s for _, k in SCORERS[1:])]
+    if not rows:
+        return ""
+    second = saved.get("math_verify") if isinstance(saved.get("math_verify"), dict) else None
+    href = None
+    if second and paths is not None and paths.math_verify_disagreements.is_file():
+        href = Path(os.path.relpath(paths.math_verify_disagreements, report_dir)).as_posix()
+
+    def pct(v: Any) -> str:
+        return f"{100 * v:.1f}%" if isinstance(v, (int, float)) and not isinstance(v, bool) else "—"
+
+    def disagreements(s: dict[str, Any]) -> str:
+        n = s.get("math_verify_disagreements")
+        if n is None:
+            return "—"
+        return f'<a href="{esc(href)}">{esc(n)}</a>' if href and n else esc(n)
+
+    head = "".join(f"<th>{esc(c)}</th>" for c, _ in SCORERS)
+    body = "".join(f"<tr><th>{esc(m)}</th><th>{esc(b)}</th>"
+                   + "".join(f'<td class="num">{pct(s.get(k))}</td>' for _, k in SCORERS)
+                   + f'<td class="num">{disagreements(s)}</td></tr>' for m, b, s in rows)
+    note = ("flexible (GSM8k: the last number), compat (WizardMath's published scorer) and "
+            "math-verify are other readings of the same answers")
+    if second:
+        where = f'<a href="{esc(href)}">{esc(Path(href).name)}</a>' if href else esc(second.get("disagreements", ""))
+        note += (f"; the items where math-verify {esc(second.get('version') or '')} and strict disagree, both "
+                 f"readings on each line: {where}")
+    return (f'<table class="scorers"><caption>Accuracy per scorer</caption><tr><th>model</th><th>benchmark</th>'
+            f'{head}<th>disagreements (math-verify vs strict)</th></tr>{body}</table><p class="muted">{note}</p>')
+
+
+# ------------------------------------------------------------------ the other figures, and the plots
+
+
+def figures_table(metrics: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
+    """The stage's recorded figures, one row each (``skip``: those drawn elsewhere on the page)."""
+    rows = [f"<tr><th>{esc(k)}</th><td>{value_cell(v)}</td></tr>" for k, v in metrics.items()
+            if k not in ("verdicts", "verdict_details", *skip)]
+    return f'<table class="figures">{"".join(rows)}</table>' if rows else ""
+
+
+WIDE_PX = 900  # a figure this wide (several panels side by side) gets the page's whole width, not half of it
+REDRAWN = {"dedup_operators"}  # 07's notebook draws 02's view again, from the same file, for its own reader
+
+
+def png_width(raw: bytes) -> int:
+    """A PNG's width in pixels from its header (0 when it is not a PNG)."""
+    return int.from_bytes(raw[16:20], "big") if raw[:8] == b"\x89PNG\r\n\x1a\n" and len(raw) >= 24 else 0
+
+
+def figure(path: Path, href: str) -> str:
+    """The plot embedded, linked to its file (click to open it at full size). A wide one — several panels — is
+    shown at its own size up to the page's width, where its labels read as in the notebook; a single panel at
+    half the width, two side by side."""
+    raw = path.read_bytes()
+    cls = ' class="wide"' if png_width(raw) >= WIDE_PX else ""
+    data = base64.b64encode(raw).decode("ascii")
+    return (f'<figure{cls}><a href="{esc(href)}" title="click to open at full size">'
+            f'<img alt="{esc(path.stem)}" src="data:image/png;base64,{data}"></a><figcaption>{esc(path.name)} · '
+            f'<a href="{esc(href)}">full size</a></figcaption></figure>')
+
+
+def unique(pngs: list[Path]) -> list[Path]:
+    """One copy of a plot: the same bytes under two names, or a later stage's redraw of an earlier one's (REDRAWN)."""
+    seen, names, out = set(), set(), []
+    for p in pngs:
+        digest, view = hashlib.sha256(p.read_bytes()).hexdigest(), p.stem[3:]
+        if digest not in seen and not (view in REDRAWN and view in names):
+            seen.add(digest)
+            names.add(view)
+            out.append(p)
+    return out
+
+
+# ------------------------------------------------------------------ the section
+
+
+@dataclass
+class Links:
+    """What every stage section links to: the moved config keys, the docs folder, each check's counting stage, the
+    run directory (its artifacts, e.g. 06's disagreement file) and the page's folder (links are relative to it)."""
+    changed: dict[str, dict[str, Any]]
+    docs: str | None
+    owner: dict[str, str] = field(default_factory=dict)
+    run: RunPaths | None = None
+    page: Path = Path(".")
+
+
+def stage_section(folder: Path, prefix: str, stage: str, metrics: dict[str, Any], figures: list[Path],
+                  st: dict[str, Any], links: Links) -> str:
+    """One stage's ``<section>``. ``prefix``: "" for the run's own folder, "iter-k/" for an iteration's (ids and
+    links); ``figures``: the stage's ``figures/NN_*.png``; ``st``: its status in ``run.json`` (``report.py``)."""
+    status = st.get("status", "not run")
+    wall = f' <span class="muted">{st["seconds"]:.0f} s</span>' if "seconds" in st else ""
+    parts = [f'<section class="stage {esc(status.replace(" ", ""))}" id="{esc(prefix + stage)}" '
+             f'data-stage="{esc(stage)}" data-status="{esc(status)}"><h2>{esc(stage)} {stage_pill(status)}{wall}</h2>',
+             _problem(st)]
+    files = []
+    if (folder / f"{stage}.ipynb").exists():
+        files.append(f'executed notebook: <a href="{esc(prefix + stage)}.ipynb">{esc(stage)}.ipynb</a>')
+    if st.get("log"):  # relative to the run's report folder already, an iteration's too
+        files.append(f'log: <a href="{esc(st["log"])}">{esc(st["log"])}</a>')
+    if files:
+        parts.append(f'<p class="muted">{" · ".join(files)}</p>')
+    parts.append(failures_table(metrics.get("failures"), links.docs))
+    if status in ("failed", "not run") and not metrics:
+        return "\n".join(p for p in parts if p) + "</section>"
+    parts.append(verdict_table(metrics, links.changed, links.docs, stage, links.owner, prefix))
+    # the probes where they are counted: a chart beside their table (07's matplotlib copy is the same chart)
+    probes = probe_block(metrics, links.changed, links.docs) if any(
+        links.owner.get(c) == stage for c in links.owner if "_probe_" in c) else ""
+    parts.append(probes)
+    if stage == EVAL:  # accuracy per scorer; the run's summary.json only when these figures are this run's
+        parts.append(scorer_table(metrics, links.run if status in TRUSTED else None, links.page))
+    parts.append(figures_table(metrics, ("failures", "probes") if probes else ("failures",)))
+    parts.extend(figure(p, prefix + "figures/" + p.name) for p in figures
+                 if not (probes and p.stem.endswith("_probes")))
+    return "\n".join(p for p in parts if p) + "</section>"
