@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from test_hostile_completions import TRICKS
+from test_humaneval_hostile import TRICKS
 from rleif_kit.core.config import load_config
 from rleif_kit.worlds import get_world
 from rleif_kit.worlds.base import AnswerRejected

@@ -2,7 +2,7 @@
 SFT model and instructions (the ``code_run`` fixture, so nothing is trained twice): the IRM's siblings written by
 the endpoint and ranked by its judge, the PRM's sampled programs labelled step by step by its judge — the requests a
 real WizardCoder run sends in stage 04, played by the code loopback teacher. Stage 01 through the endpoint is
-``tests/test_code_endpoint.py``; the whole preset through it is ``make demo-code-endpoint``
+``tests/test_code_world_endpoint.py``; the whole preset through it is ``make demo-code-endpoint``
 (``rleif_kit/testing/demo_code.py``)."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ arithmetic and math worlds share :data:`STEPWISE` (``Step 1: 3 + 5 = 8. Step 2: 
 the code world (next) splits a program its own way by overriding :meth:`StepFormat.char_ends`.
 
 Finding a step's last token is pure bookkeeping over a tokenizer's character offsets, so it lives here,
-without a tokenizer import, and is tested on hand-made offsets (``tests/test_prm_labels.py``).
+without a tokenizer import, and is tested on hand-made offsets (``tests/test_step_labels.py``).
 """
 
 from __future__ import annotations
