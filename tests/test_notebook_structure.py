@@ -59,3 +59,19 @@ def test_cells_hold_calls_not_loops(path):
     loops = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"
              and any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(ast.parse(c.source)))]
     assert loops == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_notebook_calls_two_kit_modules_at_most(path):
+    """The notebook's helpers (``core/run_setup``: setup, record, load_settings) and its stage's module: a learner
+    follows one stage from its notebook into one file."""
+    nb = nbformat.read(path, as_version=4)
+    modules = set()
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            for node in ast.walk(ast.parse(cell.source)):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rleif_kit"):
+                    modules.add(node.module)
+                elif isinstance(node, ast.Import):
+                    modules.update(a.name for a in node.names if a.name.startswith("rleif_kit"))
+    assert "rleif_kit.core.run_setup" in modules and len(modules) <= 2, sorted(modules)

@@ -3,6 +3,10 @@
 Loads and validates the run config, fixes the thread count and seeds, writes the resolved config
 and the run manifest (versions, git commit, hardware) into the output directory, and points
 ``record(...)`` at ``reports/<run>/metrics.json``.
+
+A notebook takes from here what every stage's notebook needs — ``setup``, ``record`` (``core/records.py``) and
+``load_settings`` for the endpoint (``core/settings.py``) — and everything else from its stage's module: two kit
+modules per notebook.
 """
 
 from __future__ import annotations
@@ -21,8 +25,11 @@ from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import KIT_ROOT, ConfigError, RunConfig, load_config, parse_override, to_toml
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core import numerics, run_lock
-from rleif_kit.core.records import set_target, write_json_atomic
+from rleif_kit.core.records import record, set_target, write_json_atomic
+from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import EVOLVE, SETUP
+
+__all__ = ["setup", "record", "load_settings", "default_workdir", "write_manifest", "check_prompts_root"]
 
 MANIFEST_PACKAGES = ("rleif-kit", "torch", "transformers", "trl", "peft", "bitsandbytes", "accelerate",
                      "datasets", "tokenizers", "openai", "papermill")
