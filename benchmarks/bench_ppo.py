@@ -90,9 +90,9 @@ def _time_generate() -> list[tuple[float, int]]:
 
 
 def _kit_rows(cfg, paths, pool, scorer, policy) -> list[dict]:
-    from rleif_kit.ppo.trainer import run_ppo
+    from rleif_kit.ppo.trainer import train_ppo
 
-    _, result = run_ppo(cfg, paths, pool, scorer, policy, gate=[], progress=False)
+    _, result = train_ppo(cfg, paths, pool, scorer, policy, gate=[], progress=False)
     keep = ("step_s", "generate_s", "policy_pass_s", "ref_pass_s", "reward_s", "update_s", "gen_tokens_per_s",
             "pad_ratio", "response_len")
     return [{k: r.get(k) for k in keep} for r in result.log]

@@ -240,8 +240,8 @@ def test_eval_backend_vllm_without_vllm_fails_with_one_clear_line(tiny_cfg):
 
 
 def test_ppo_generation_backend_vllm_says_it_is_not_supported_yet(tiny_cfg):
-    from rleif_kit.ppo.trainer import run_ppo
+    from rleif_kit.ppo.trainer import train_ppo
 
     cfg, paths = tiny_cfg('ppo.generation_backend="vllm"', stage="05_ppo")
     with pytest.raises(NotImplementedError, match="generation_backend = 'vllm' is not supported yet"):
-        run_ppo(cfg, paths, pool=[], scorer=object(), policy=object())
+        train_ppo(cfg, paths, pool=[], scorer=object(), policy=object())

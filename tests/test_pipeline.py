@@ -147,14 +147,14 @@ def _copy_inputs(tiny_run: Path, dest: Path) -> None:
 
 
 def test_kl_guard_stops_a_deliberately_unstable_run(tiny_run, tmp_path):
-    from rleif_kit.ppo.trainer import run_ppo
+    from rleif_kit.ppo.trainer import train_ppo
     from rleif_kit.core.run_setup import setup
 
     _copy_inputs(tiny_run, tmp_path / "run")
     cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", "ppo.lr=1e-2", "ppo.total_steps=15",
                                                          "ppo.save_every=2", "ppo.force=true"),
                        stage="05_ppo", report_dir=str(tmp_path / "reports"), workdir=str(ROOT))
-    policy, result = run_ppo(cfg, paths, progress=False)
+    policy, result = train_ppo(cfg, paths, progress=False)
     assert result.stopped and "lower [ppo] lr" in result.stopped, result.log[-1]
     assert result.steps < 15
     checkpoints = sorted(p.name for p in (paths.stage("05_ppo") / "checkpoints").glob("step-*"))

@@ -48,13 +48,13 @@ def _scorer(cfg, paths, small_model_dir):
 def test_updates_move_every_trainable_weight_and_reference_stays_sft(tmp_path, small_model_dir):
     from transformers import AutoModelForCausalLM
 
-    from rleif_kit.ppo.trainer import run_ppo
+    from rleif_kit.ppo.trainer import train_ppo
     from rleif_kit.ppo.policy import forward, load_policy
 
     cfg, paths = _run(tmp_path, small_model_dir)
     policy = load_policy(cfg, paths)
     before = {n: p.detach().clone() for n, p in policy.named_trainable().items()}
-    policy, result = run_ppo(cfg, paths, pool=_pool(), scorer=_scorer(cfg, paths, small_model_dir), policy=policy,
+    policy, result = train_ppo(cfg, paths, pool=_pool(), scorer=_scorer(cfg, paths, small_model_dir), policy=policy,
                              progress=False)
     assert result.steps == 2 and len(result.log) == 2 and not result.stopped
     now = policy.named_trainable()
@@ -95,26 +95,26 @@ def test_updates_move_every_trainable_weight_and_reference_stays_sft(tmp_path, s
 
 
 def test_resume_continues_from_the_saved_step(tmp_path, small_model_dir):
-    from rleif_kit.ppo.trainer import run_ppo
+    from rleif_kit.ppo.trainer import train_ppo
 
     cfg, paths = _run(tmp_path, small_model_dir)
-    run_ppo(cfg, paths, pool=_pool(), scorer=_scorer(cfg, paths, small_model_dir), progress=False)
+    train_ppo(cfg, paths, pool=_pool(), scorer=_scorer(cfg, paths, small_model_dir), progress=False)
     cfg3, _ = _run(tmp_path, small_model_dir, "ppo.total_steps=3")
-    policy, result = run_ppo(cfg3, paths, pool=_pool(), scorer=_scorer(cfg3, paths, small_model_dir), progress=False)
+    policy, result = train_ppo(cfg3, paths, pool=_pool(), scorer=_scorer(cfg3, paths, small_model_dir), progress=False)
     assert result.resumed_from == 2 and result.steps == 3
     assert [r["step"] for r in result.log] == [0, 1, 2]
     assert [json.loads(line)["step"] for line in (paths.stage("05_ppo") / "log.jsonl").read_text().splitlines()] == [0, 1, 2]
 
 
 def test_gate_refuses_a_prm_that_passes_everything(tmp_path, small_model_dir):
-    from rleif_kit.ppo.trainer import run_ppo
+    from rleif_kit.ppo.trainer import train_ppo
     from rleif_kit.ppo.trainer import RewardGateFailed
 
     cfg, paths = _run(tmp_path, small_model_dir, "ppo.force=false")
     scorer = _scorer(cfg, paths, small_model_dir)
     scorer.answer_scores = lambda instructions, responses: [1.0] * len(responses)  # a PRM that returns 1 always
     with pytest.raises(RewardGateFailed, match="low_ra_share") as err:
-        run_ppo(cfg, paths, pool=_pool(), scorer=scorer, progress=False)
+        train_ppo(cfg, paths, pool=_pool(), scorer=scorer, progress=False)
     assert {v.check: v.status for v in err.value.verdicts}["low_ra_share"] == "fail"
     assert not (paths.stage("05_ppo") / "log.jsonl").exists()  # no update was made
 
@@ -319,11 +319,11 @@ def test_trimmed_passes_compute_the_untrimmed_values_on_fewer_tokens(tmp_path, s
 def test_a_loss_that_is_not_finite_stops_the_run_with_the_guards_advice(tmp_path, small_model_dir, monkeypatch):
     """A blown-up update returns early; the loop must still write its row and stop with the KL guard's advice."""
     from rleif_kit.ppo import ppo_math
-    from rleif_kit.ppo.trainer import run_ppo
+    from rleif_kit.ppo.trainer import train_ppo
 
     cfg, paths = _run(tmp_path, small_model_dir)
     real = ppo_math.policy_loss
     monkeypatch.setattr(ppo_math, "policy_loss", lambda *a, **k: (real(*a, **k)[0] * float("nan"), torch.tensor(0.0)))
-    _, result = run_ppo(cfg, paths, pool=_pool(), scorer=_scorer(cfg, paths, small_model_dir), progress=False)
+    _, result = train_ppo(cfg, paths, pool=_pool(), scorer=_scorer(cfg, paths, small_model_dir), progress=False)
     assert "policy_loss, value_loss not finite" in result.stopped and "lower [ppo] lr" in result.stopped
     assert result.steps == 0 and len(result.log) == 1

@@ -1,9 +1,9 @@
 """Which kit modules, and how many of their lines, a function reaches: a static call graph read from the AST alone.
 
     python tools/reach.py rleif_kit.ppo.stage.train
-    python tools/reach.py rleif_kit.rewards.reward.RewardScorer rleif_kit.ppo.trainer.run_ppo --json
-    python tools/reach.py rleif_kit.ppo.trainer.run_ppo --defs      # also name the reached definitions
-    python tools/reach.py rleif_kit.ppo.trainer.run_ppo --annotations   # type annotations count as references
+    python tools/reach.py rleif_kit.rewards.reward.RewardScorer rleif_kit.ppo.trainer.train_ppo --json
+    python tools/reach.py rleif_kit.ppo.trainer.train_ppo --defs      # also name the reached definitions
+    python tools/reach.py rleif_kit.ppo.trainer.train_ppo --annotations   # type annotations count as references
     python tools/reach.py kit.mod.f --package kit --root DIR        # another package, DIR/kit/**.py
 
 A root is ``module.function``, ``module.Class.method`` or ``module.Class``; several roots are reached together.

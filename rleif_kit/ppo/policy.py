@@ -27,7 +27,7 @@ class Policy:
     model: Any  # PeftModel: the SFT weights (frozen) + the trainable PPO adapter
     value_head: Any  # torch.nn.Linear(hidden, 1) on the last hidden state (None for GRPO)
     tokenizer: Any
-    wrapped: Any = None  # PolicyModule as accelerate prepared it (DDP on several ranks); set by run_ppo
+    wrapped: Any = None  # PolicyModule as accelerate prepared it (DDP on several ranks); set by train_ppo
 
     def parameters(self) -> list:
         return [p for p in self.model.parameters() if p.requires_grad] + list(self.value_head.parameters())

@@ -1,34 +1,85 @@
-"""Stage 05 around the loop: the choice of algorithm (our PPO or TRL's GRPO, both behind the reward-health
-gate of ``gate.reward_gate``), the SFT-vs-PPO A/B on held-out problems,
-the export with the model card (the SFT model after RLEIF's PPO with the reward
+"""Stage 05 whole, ``run_ppo(cfg, paths)``: what the notebook and ``python -m rleif_kit.ppo`` both call. Around the
+loop (``trainer.py``): the choice of algorithm (our PPO or TRL's GRPO, both behind the reward-health gate of
+``trainer.reward_gate``), the SFT-vs-PPO A/B on held-out problems, the export with the model card (the SFT model after RLEIF's PPO with the reward
 ``[ppo] reward_formula``, as standalone transformers weights, the PPO adapter merged: its settings, last-step figures
-and a generation snippet; ``models/cards.py`` renders it), and ``python -m rleif_kit.ppo``."""
+and a generation snippet; ``models/cards.py`` renders it), and the looks at the run the notebook shows.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from rleif_kit.checks.verdicts import check_ab
+from rleif_kit.checks.verdicts import check_ab, format_verdicts
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import read_jsonl, write_jsonl
 from rleif_kit.core.launch import load_result, maybe_launch, should_launch
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.core.plots import plot_ppo_curves
+from rleif_kit.core.plots import plot_gain, plot_ppo_curves, save_figure
+from rleif_kit.core.plots_ppo_step import plot_ppo_phases, plot_update_diagnostics
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.models.cards import TAGS, ModelCard, generation_usage, hub_id, render, save_figures
 from rleif_kit.models.refs import model_ref
 from rleif_kit.ppo.grpo import run_grpo
-from rleif_kit.ppo.policy import VALUE_HEAD, Policy, export_policy, last_checkpoint, load_checkpoint
-from rleif_kit.ppo.trainer import PPOResult, raise_if_failed, reward_gate, run_ppo, save_gate
+from rleif_kit.ppo.policy import VALUE_HEAD, Policy, export_policy, last_checkpoint, load_checkpoint, load_policy
+from rleif_kit.ppo.trainer import PPOResult, raise_if_failed, reward_gate, rollout_table, save_gate, train_ppo
 from rleif_kit.rewards.reward import RewardScorer
 from rleif_kit.worlds import world_for
-from rleif_kit.worlds.data import heldout_problems
+from rleif_kit.worlds.data import heldout_problems, instruction_pool
 from rleif_kit.worlds.heldout_eval import evaluate_heldout
+
+# The stage's public face: what the notebook (besides setup and record) and __main__ use, the looks defined elsewhere
+# (the plots, the verdict table, the kept rollouts) included.
+__all__ = ["run_ppo", "PPOStage", "fifth_means", "truth_fifths", "step_timing", "rollout_table", "format_verdicts",
+           "plot_ppo_curves", "plot_update_diagnostics", "plot_ppo_phases", "plot_gain", "save_figure"]
+
+
+@dataclass
+class PPOStage:
+    """What stage 05 made: the loop's result (its log, steps, why it stopped, the gate's verdicts), the held-out A/B
+    and the exported model."""
+
+    result: PPOResult
+    ab: dict[str, Any] | None = None  # heldout_ab's figures and verdict; None without a held-out benchmark
+    model_dir: Path | None = None  # None when the KL guard stopped the run, or the export was left to the caller
+
+    @property
+    def gate(self) -> list[Verdict]:
+        return self.result.gate
+
+    @property
+    def verdicts(self) -> list[Verdict]:
+        """The gate's verdicts and the A/B's."""
+        return self.gate + ([self.ab["verdict"]] if self.ab else [])
+
+
+def run_ppo(cfg: RunConfig, paths: RunPaths, gate: list[Verdict] | None = None, evaluate: bool = True,
+            export_model: bool = True, progress: bool = True) -> PPOStage:
+    """Stage 05: the SFT policy, the reward models and the instruction pool; the reward-health gate before the first
+    update (not when resuming from a checkpoint, nor when ``gate`` is given); ``[ppo] algorithm``'s training
+    (``train``); the SFT-vs-PPO A/B on held-out problems (``evaluate``, where the world has a held-out benchmark and
+    ``[ppo] eval_samples`` > 0); the export with its card (``export_model``) unless the KL guard stopped the run.
+
+    Raises RewardGateFailed when a gate check fails and ``[ppo].force`` is off (``05_ppo/gate.json`` has them)."""
+    policy = load_policy(cfg, paths)
+    scorer = RewardScorer(cfg, paths)
+    pool = instruction_pool(cfg, paths)
+    if progress:
+        print(f"{len(pool)} instructions; rA from {cfg.reward_model.answer_reward}; reward = {cfg.ppo.reward_formula}")
+    if gate is None:
+        gate = reward_gate(cfg, paths, policy, scorer, pool) if needs_gate(paths) else []
+    policy, result = train(cfg, paths, pool, scorer, policy, gate, progress)
+    stage = PPOStage(result)
+    if evaluate and world_for(cfg).heldout_benchmark and cfg.ppo.eval_samples:
+        stage.ab = heldout_ab(cfg, paths, policy)
+    if export_model and not result.stopped:
+        stage.model_dir = export(cfg, paths, policy, result)
+    return stage
 
 
 def needs_gate(paths: RunPaths) -> bool:
@@ -63,7 +114,7 @@ def train(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: RewardS
         scorer.close()  # the launched ranks load their own reward models
         return _launched(cfg, paths, policy, gate)
     if cfg.ppo.algorithm == "ppo":
-        return run_ppo(cfg, paths, pool, scorer, policy, gate, progress)
+        return train_ppo(cfg, paths, pool, scorer, policy, gate, progress)
 
     gate = gate if gate is not None else reward_gate(cfg, paths, policy, scorer, pool)
     raise_if_failed(gate, cfg.ppo.force)

@@ -21,7 +21,7 @@ guard decision), and only rank 0 writes files. On one process all of this is a n
 Before the first update, the reward-health gate scores a sample with both reward models and refuses to
 start on a broken reward unless ``[ppo].force`` (``reward_gate``). The file reads in the order of a step:
 the rollout and its passes without gradient, the gate, the update (``ppo_step``), the step's log row, the rollouts
-kept to be read, and the loop itself (``run_ppo``) last. Beside it: the math in ``ppo_math.py``, the policy in
+kept to be read, and the loop itself (``train_ppo``) last. Beside it: the math in ``ppo_math.py``, the policy in
 ``policy.py``, the reward in ``rewards/reward.py``; the A/B and the export in ``stage.py``.
 
 The passes. With ``[ppo] trim_padding`` a pass computes only the columns its rows use, and the passes without
@@ -510,7 +510,7 @@ def _read_log(path: Path, upto: int) -> list[dict]:
     return [r for r in read_jsonl(path) if r["step"] < upto]  # a torn last line (a crash mid-write) is dropped
 
 
-def run_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None, scorer: RewardScorer | None = None,
+def train_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None, scorer: RewardScorer | None = None,
             policy: Policy | None = None, gate: list[Verdict] | None = None,
             progress: bool = True) -> tuple[Policy, PPOResult]:
     """Gate (unless given), then ``total_steps`` PPO steps, resuming from the last checkpoint.
