@@ -449,6 +449,69 @@ RANK_MEANS = ("kl", "kl_after", "entropy", "response_len", "policy_loss", "value
 
 # ------------------------------------------------------------------------- the loop
 
+class StepBook:
+    """The loop's bookkeeping, one call a step (:meth:`close`): the step's log row — the rewards of the whole batch
+    (gathered from every rank), the per-rank means, the reward's and the phases' seconds, the checkpoint before it
+    — the KL guard's verdict on it, the kept rollouts, and the row written to ``05_ppo/log.jsonl``, TensorBoard and
+    the progress bar. On one process the gathers are no-ops; only rank 0 writes."""
+
+    def __init__(self, cfg: RunConfig, paths: RunPaths, log: list[dict], start: int, progress: bool):
+        from tqdm.auto import tqdm  # heavy: loaded on first use
+
+        self.cfg, self.paths, self.saved_s = cfg, paths, 0.0  # saved_s: the last checkpoint's, in the next row
+        main, total = dist.is_main(), cfg.ppo.total_steps
+        if main:  # the steps after the checkpoint resumed from are redone
+            write_jsonl(paths.ppo_log, log)
+        self.writer = JsonlWriter(paths.ppo_log, fsync_every=1) if main else None
+        self.bar = tqdm(total=total, initial=start, desc="PPO", disable=not progress or not main)
+        self.scalars = StepLog(cfg, paths, "ppo", total, start, enabled=main)  # TensorBoard, progress lines
+
+    def begin(self) -> PhaseTimer:
+        """A step starts: its clock, and the timer of its phases."""
+        self.step_t0, self.timer = time.perf_counter(), PhaseTimer()
+        return self.timer
+
+    def close(self, step: int, batch: Sequence[dict], roll: Rollout, scores: dict, update: dict, kl_coef: float,
+              scorer: Any) -> tuple[dict, str]:
+        """The step's row, written, and the guard's word on it ('' or why the run must stop)."""
+        ppo = self.cfg.ppo
+        update.update(rollout_fields(int(roll.response_mask.sum().item()), self.timer.seconds["generate"],
+                                     update.pop("computed_tokens"), ppo.ppo_epochs * int(roll.attention_mask.sum())))
+        row = step_record(step, dist.gather_lists(scores), roll, update, kl_coef)  # rewards of the whole batch
+        row.update({k: round(v, 3) for k, v in getattr(scorer, "timings", {}).items()})  # verify_s: the sandbox
+        nan = float("nan")  # the same keys on every rank, or the all-reduce would hang: a missing figure is NaN
+        row.update(dist.gather_mean({k: nan if row[k] is None else row[k] for k in RANK_MEANS if k in row}))
+        for k in ("explained_variance", "gen_tokens_per_s", "pad_ratio"):  # undefined, not a number: null in the log
+            if k in row and not math.isfinite(row[k]):
+                row[k] = None
+        stopped = guard(row, ppo.kl_limit)
+        save_rollout_samples(self.paths.ppo_rollouts, step, ppo.total_steps - 1, bool(stopped), batch, roll, scores)
+        row.update(self.timer.fields(), checkpoint_s=round(self.saved_s, 3))  # saved after the previous step
+        row["step_s"] = round(time.perf_counter() - self.step_t0 + self.saved_s, 3)  # phases and the bookkeeping
+        self.saved_s = 0.0
+        if self.writer is not None:
+            self.writer.write(row)
+        self.scalars.add(row, step)
+        self.bar.update(1)
+        self.bar.set_postfix(reward=f"{row['reward_mean']:.3f}", kl=f"{row['kl']:.2f}")
+        return row, stopped
+
+    @contextlib.contextmanager
+    def checkpoint(self) -> Iterator[None]:
+        """Time a checkpoint's save: the next step's row reports it."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.saved_s = time.perf_counter() - t0
+
+    def finish(self) -> None:
+        self.bar.close()
+        self.scalars.close()
+        if self.writer is not None:
+            self.writer.close()
+
+
 @dataclass
 class PPOResult:
     steps: int  # steps completed (including resumed ones)
@@ -518,7 +581,6 @@ def train_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = Non
     Raises RewardGateFailed when a gate check fails and ``[ppo].force`` is off.
     """
     import torch  # heavy: loaded on first use
-    from tqdm.auto import tqdm  # heavy: loaded on first use
 
     if cfg.ppo.generation_backend == "vllm":
         raise NotImplementedError("[ppo] generation_backend = 'vllm' is not supported yet by our PPO loop (it needs "
@@ -551,16 +613,11 @@ def train_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = Non
         if dist.any_rank(any(v.status == "fail" for v in gate)):
             raise_if_failed(gate, ppo.force)
     log = _read_log(log_path, start)
-    if dist.is_main():
-        write_jsonl(log_path, log)  # the steps after the checkpoint resumed from are redone
-    writer = JsonlWriter(log_path, fsync_every=1) if dist.is_main() else None
-    saved_s = 0.0  # seconds the last checkpoint took: reported in the next step's row
     result = PPOResult(start, log, gate, resumed_from=start)
     t0 = time.perf_counter()
-    bar = tqdm(total=ppo.total_steps, initial=start, desc="PPO", disable=not progress or not dist.is_main())
-    scalars = StepLog(cfg, paths, "ppo", ppo.total_steps, start, enabled=dist.is_main())  # TensorBoard, progress
+    book = StepBook(cfg, paths, log, start, progress)
     for step in range(start, ppo.total_steps):
-        step_t0, timer = time.perf_counter(), PhaseTimer()
+        timer = book.begin()
         torch.manual_seed(cfg.base.seed * 7919 + step)
         batch = dist.shard(_batch_for_step(pool, step, ppo.rollout_batch, cfg.base.seed))  # this rank's slice
         prompts = [scorer.world.prompt_for(r, cot=cfg.eval.cot_prompt) for r in batch]
@@ -572,40 +629,19 @@ def train_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = Non
             scores = scorer(batch, roll.responses)
         with timer("update"):
             update = ppo_step(policy, optimizer, roll, scores, cfg, kl_ctl.coef)
-        update.update(rollout_fields(int(roll.response_mask.sum().item()), timer.seconds["generate"],
-                                     update.pop("computed_tokens"), ppo.ppo_epochs * int(roll.attention_mask.sum())))
-        row = step_record(step, dist.gather_lists(scores), roll, update, kl_ctl.coef)  # rewards of the whole batch
-        row.update({k: round(v, 3) for k, v in getattr(scorer, "timings", {}).items()})  # verify_s: the sandbox
-        nan = float("nan")  # the same keys on every rank, or the all-reduce would hang: a missing figure is NaN
-        row.update(dist.gather_mean({k: nan if row[k] is None else row[k] for k in RANK_MEANS if k in row}))
-        for k in ("explained_variance", "gen_tokens_per_s", "pad_ratio"):  # undefined, not a number: null in the log
-            if k in row and not math.isfinite(row[k]):
-                row[k] = None
-        result.stopped = guard(row, ppo.kl_limit)
-        save_rollout_samples(paths.ppo_rollouts, step, ppo.total_steps - 1, bool(result.stopped), batch, roll, scores)
-        row.update(timer.fields(), checkpoint_s=round(saved_s, 3))  # the checkpoint saved after the previous step
-        row["step_s"] = round(time.perf_counter() - step_t0 + saved_s, 3)  # the phases and the bookkeeping between
-        if writer is not None:
-            writer.write(row)
+        row, result.stopped = book.close(step, batch, roll, scores, update, kl_ctl.coef, scorer)  # log, guard
         result.log.append(row)
-        scalars.add(row, step)
-        bar.update(1)
-        bar.set_postfix(reward=f"{row['reward_mean']:.3f}", kl=f"{row['kl']:.2f}")
         if result.stopped:
             break
         kl_ctl.update(row["kl"], ppo.rollout_batch)
         result.steps = step + 1
-        saved_t0 = time.perf_counter()  # after the step's row is written: a crash never leaves a checkpoint
-        if result.steps % ppo.save_every == 0 or result.steps == ppo.total_steps:  # ahead of its log
-            if dist.is_main():
-                save_checkpoint(policy, optimizer, checkpoints / f"step-{result.steps:06d}",
-                                {"step": result.steps, "kl_coef": kl_ctl.coef})
-            dist.barrier()
-        saved_s = time.perf_counter() - saved_t0
-    bar.close()
-    scalars.close()
-    if writer is not None:
-        writer.close()
+        if result.steps % ppo.save_every == 0 or result.steps == ppo.total_steps:  # after the step's row is
+            with book.checkpoint():  # written: a crash never leaves a checkpoint ahead of its log
+                if dist.is_main():
+                    save_checkpoint(policy, optimizer, checkpoints / f"step-{result.steps:06d}",
+                                    {"step": result.steps, "kl_coef": kl_ctl.coef})
+                dist.barrier()
+    book.finish()
     dist.debug_dump("ppo", policy.named_trainable().items())
     result.runtime_s = time.perf_counter() - t0
     if result.stopped:
