@@ -24,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rleif_kit.checks.probes import irm_probes, prm_probes, truth_figures  # noqa: E402
+from rleif_kit.checks.probes import irm_probes, prm_probes  # noqa: E402
+from rleif_kit.core.metrics import truth_figures
 from rleif_kit.core.config import load_config  # noqa: E402
 from rleif_kit.core.jsonl import read_jsonl  # noqa: E402
 from rleif_kit.core.paths import RunPaths  # noqa: E402

@@ -20,7 +20,8 @@ from rleif_kit.core.tables import Note, text_table
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.dedup.groups import duplicate_groups
 from rleif_kit.evolve.lineages import CLIP, elimination_table, lineage_table
-from rleif_kit.ppo.trainer import rollout_table, save_rollout_samples
+from rleif_kit.ppo.stage import rollout_table
+from rleif_kit.ppo.trainer import save_rollout_samples
 from rleif_kit.ppo.trainer import Rollout
 from rleif_kit.rewards.reward import step_scores
 from rleif_kit.rewards.examples import labelled_steps, prm_step_table, ranked_siblings, step_rows

@@ -107,14 +107,14 @@ def test_resume_continues_from_the_saved_step(tmp_path, small_model_dir):
 
 
 def test_gate_refuses_a_prm_that_passes_everything(tmp_path, small_model_dir):
-    from rleif_kit.ppo.trainer import train_ppo
-    from rleif_kit.ppo.trainer import RewardGateFailed
+    from rleif_kit.ppo.policy import load_policy
+    from rleif_kit.ppo.stage import RewardGateFailed, train
 
     cfg, paths = _run(tmp_path, small_model_dir, "ppo.force=false")
     scorer = _scorer(cfg, paths, small_model_dir)
     scorer.answer_scores = lambda instructions, responses: [1.0] * len(responses)  # a PRM that returns 1 always
     with pytest.raises(RewardGateFailed, match="low_ra_share") as err:
-        train_ppo(cfg, paths, pool=_pool(), scorer=scorer, progress=False)
+        train(cfg, paths, _pool(), scorer, load_policy(cfg, paths), progress=False)
     assert {v.check: v.status for v in err.value.verdicts}["low_ra_share"] == "fail"
     assert not (paths.stage("05_ppo") / "log.jsonl").exists()  # no update was made
 

@@ -249,3 +249,18 @@ def test_the_command_line(tmp_path):
     assert data["totals"] == {"files": 2, "lines": 11, "reached_lines": 4, "packages": 2}
     bad = subprocess.run(cmd[:2] + ["kit.p.a.nothing"] + cmd[3:], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "defines no nothing" in bad.stderr
+
+
+def test_a_stopped_prefix_is_neither_counted_nor_followed(tmp_path):
+    pkg = tmp_path / "kit"
+    (pkg / "lib").mkdir(parents=True)
+    (pkg / "__init__.py").write_text('"""kit"""\n')
+    (pkg / "lib" / "__init__.py").write_text('"""lib"""\n')
+    (pkg / "lib" / "util.py").write_text("from kit import deep\n\n\ndef helper():\n    return deep.far()\n")
+    (pkg / "deep.py").write_text("def far():\n    return 1\n")
+    (pkg / "top.py").write_text("from kit.lib.util import helper\n\n\ndef main():\n    return helper()\n")
+    index = reach.Index(tmp_path, "kit")
+    assert {m["path"] for m in index.report(["kit.top.main"])["modules"]} == {"kit/top.py", "kit/lib/util.py",
+                                                                               "kit/deep.py"}
+    # kit.lib stopped: util.helper is not counted, so deep.far (reached only through it) is not either
+    assert [m["path"] for m in index.report(["kit.top.main"], ("kit.lib",))["modules"]] == ["kit/top.py"]

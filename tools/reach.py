@@ -5,6 +5,8 @@
     python tools/reach.py rleif_kit.ppo.trainer.train_ppo --defs      # also name the reached definitions
     python tools/reach.py rleif_kit.ppo.trainer.train_ppo --annotations   # type annotations count as references
     python tools/reach.py kit.mod.f --package kit --root DIR        # another package, DIR/kit/**.py
+    python tools/reach.py rleif_kit.ppo.trainer.ppo_step --stop rleif_kit.core,rleif_kit.worlds   # the layers a
+                                                                    # reader takes as known: neither counted nor followed
 
 A root is ``module.function``, ``module.Class.method`` or ``module.Class``; several roots are reached together.
 Nothing is imported: every ``<package>/**.py`` under the repository root is parsed (stdlib only, Python 3.11).
@@ -390,19 +392,23 @@ class Index:
                 raise ValueError(f"{dotted}: no method {name}")
         return key
 
-    def reach(self, roots: list[str]) -> set[str]:
-        """Every definition the roots reach, to a fixed point over the methods of the reached classes."""
+    def reach(self, roots: list[str], stop: tuple[str, ...] = ()) -> set[str]:
+        """Every definition the roots reach, to a fixed point over the methods of the reached classes; a definition
+        in a module under one of the ``stop`` prefixes is neither counted nor followed."""
         work, reached, wanted = [self.root_key(r) for r in roots], set(), set()
+        stopped = lambda key: any(self.defs[key].module == s or self.defs[key].module.startswith(s + ".")  # noqa: E731
+                                  for s in stop)
         while work:
             while work:
                 key = work.pop()
-                if key not in reached:
+                if key not in reached and not stopped(key):
                     reached.add(key)
                     found, names = self.edges(key)
                     work.extend(found - reached)
                     wanted |= names
             for cls in [k for k in reached if self.defs[k].kind == "class"]:
-                work.extend(m for name in wanted if (m := self.method(cls, name)) and m not in reached)
+                work.extend(m for name in wanted if (m := self.method(cls, name)) and m not in reached
+                            and not stopped(m))
         return reached
 
     # ------------------------------------------------------------------ the report
@@ -417,8 +423,8 @@ class Index:
                         lines.difference_update(_span(item))
         return lines
 
-    def report(self, roots: list[str]) -> dict:
-        reached = self.reach(roots)
+    def report(self, roots: list[str], stop: tuple[str, ...] = ()) -> dict:
+        reached = self.reach(roots, stop)
         per_module: dict[str, list[str]] = {}
         for key in reached:
             per_module.setdefault(self.defs[key].module, []).append(key)
@@ -435,7 +441,7 @@ class Index:
         totals = {"files": len(rows), "lines": sum(r["lines"] for r in rows),
                   "reached_lines": sum(r["reached_lines"] for r in rows),
                   "packages": len({r["package"] for r in rows})}
-        return {"roots": roots, "package": self.package, "modules": rows, "totals": totals}
+        return {"roots": roots, "package": self.package, "stop": list(stop), "modules": rows, "totals": totals}
 
 
 def render(report: dict, defs: bool = False) -> str:
@@ -463,10 +469,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--defs", action="store_true", help="name the reached definitions under each module")
     parser.add_argument("--annotations", action="store_true", help="read type annotations too (an annotated "
                         "parameter's kit class counts as reached)")
+    parser.add_argument("--stop", default="", help="comma-separated module prefixes neither counted nor followed: "
+                        "the layers a reader takes as known (e.g. rleif_kit.core,rleif_kit.worlds)")
     args = parser.parse_args(argv)
+    stop = tuple(s.strip() for s in args.stop.split(",") if s.strip())
     try:
         index = Index(args.root.resolve(), args.package, annotations=args.annotations)
-        report = index.report(args.roots)
+        report = index.report(args.roots, stop)
     except ValueError as e:
         print(f"reach: {e}", file=sys.stderr)
         return 2

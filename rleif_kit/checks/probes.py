@@ -22,8 +22,8 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
-from rleif_kit.core.metrics import mean_interval, roc_auc
 from rleif_kit.core.config import DiagnosticsConfig
+from rleif_kit.core.metrics import mean_interval, truth_figures
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.worlds import counterfactuals as cf
 
@@ -166,31 +166,6 @@ def _sample(rows: Sequence[Any], n: int, seed: int) -> list[Any]:
 
 
 # ------------------------------------------------------------------------------ reward against truth
-
-def truth_figures(correct: Sequence[bool | None], rewards: Sequence[float]) -> dict[str, Any]:
-    """AUC of ``rewards`` over right vs wrong responses and the mean reward of each; responses the verifier
-    cannot judge (None) are left out. ``auc`` is None when one class is missing."""
-    pairs = [(bool(c), float(r)) for c, r in zip(correct, rewards) if c is not None]
-    right = [r for c, r in pairs if c]
-    wrong = [r for c, r in pairs if not c]
-    return {"n": len(pairs), "right": len(right),
-            "auc": roc_auc([c for c, _ in pairs], [r for _, r in pairs]) if pairs else None,
-            "right_mean": sum(right) / len(right) if right else None,
-            "wrong_mean": sum(wrong) / len(wrong) if wrong else None}
-
-
-def truth_log_fields(correct: Sequence[bool | None], scores: dict[str, Sequence[float]]) -> dict[str, Any]:
-    """The PPO log row's reward-vs-truth fields for one rollout batch (empty when nothing was judged)."""
-    if not any(c is not None for c in correct):
-        return {}
-    out: dict[str, Any] = {}
-    for key, name in (("rA", "rA"), ("reward", "r")):
-        f = truth_figures(correct, scores[key])
-        out.update({f"{name}_truth_auc": f["auc"], f"{name}_right_mean": f["right_mean"],
-                    f"{name}_wrong_mean": f["wrong_mean"]})
-        out["truth_n"], out["right_share"] = f["n"], f["right"] / f["n"] if f["n"] else None
-    return out
-
 
 def _truth_verdict(auc: float | None, numbers: dict, cfg: DiagnosticsConfig, source: str, what: str) -> Verdict:
     thresholds = {"ok_at": cfg.truth_auc_ok, "fail_below": cfg.truth_auc_fail}

@@ -10,7 +10,7 @@ third decimal (the gain itself does not).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 _CHUNK_DRAWS = 2_000_000  # resampled indices held at once (16 MB of int64)
 
@@ -81,3 +81,15 @@ def mean_interval(values: Sequence[float], resamples: int = 2000, seed: int = 0,
     if not values:
         raise ValueError("no values to average")
     return _bootstrap(values, resamples, seed, level)
+
+
+def truth_figures(correct: Sequence[bool | None], rewards: Sequence[float]) -> dict[str, Any]:
+    """AUC of ``rewards`` over right vs wrong responses and the mean reward of each; responses the verifier
+    cannot judge (None) are left out. ``auc`` is None when one class is missing."""
+    pairs = [(bool(c), float(r)) for c, r in zip(correct, rewards) if c is not None]
+    right = [r for c, r in pairs if c]
+    wrong = [r for c, r in pairs if not c]
+    return {"n": len(pairs), "right": len(right),
+            "auc": roc_auc([c for c, _ in pairs], [r for _, r in pairs]) if pairs else None,
+            "right_mean": sum(right) / len(right) if right else None,
+            "wrong_mean": sum(wrong) / len(wrong) if wrong else None}

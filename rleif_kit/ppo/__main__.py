@@ -10,8 +10,7 @@ from rleif_kit.core.launch import save_result
 from rleif_kit.core.run_setup import setup
 from rleif_kit.core.stage_args import run_entry_point, stage_parser
 from rleif_kit.core.stages import PPO
-from rleif_kit.ppo.stage import run_ppo
-from rleif_kit.ppo.trainer import RewardGateFailed, load_gate
+from rleif_kit.ppo.stage import RewardGateFailed, load_gate, run_ppo
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,20 +1,33 @@
-"""Stage 05 whole, ``run_ppo(cfg, paths)``: what the notebook and ``python -m rleif_kit.ppo`` both call. Around the
-loop (``trainer.py``): the choice of algorithm (our PPO or TRL's GRPO, both behind the reward-health gate of
-``trainer.reward_gate``), the SFT-vs-PPO A/B on held-out problems, the export with the model card (the SFT model after RLEIF's PPO with the reward
-``[ppo] reward_formula``, as standalone transformers weights, the PPO adapter merged: its settings, last-step figures
-and a generation snippet; ``models/cards.py`` renders it), and the looks at the run the notebook shows.
+"""Stage 05 whole, ``run_ppo(cfg, paths)``: what the notebook and ``python -m rleif_kit.ppo`` both call.
+
+Around the loop (``trainer.py``), in the order a run meets them: the reward-health gate before the first update
+(``reward_gate``: what the reward reads on the SFT policy's own samples, and the counterfactual probes of r and rI on
+the world's held-out problems; a fail stops PPO unless ``[ppo] force``, the verdicts go to ``05_ppo/gate.json``); the
+choice of algorithm (our PPO loop, or TRL's GRPO behind the same gate); the SFT-vs-PPO A/B on held-out problems; the
+export with the model card (the SFT model after RLEIF's PPO with the reward ``[ppo] reward_formula``, as standalone
+transformers weights, the PPO adapter merged: its settings, last-step figures and a generation snippet;
+``models/cards.py`` renders it); and the looks at the run the notebook shows.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from rleif_kit.checks.verdicts import check_ab, format_verdicts
+from rleif_kit.checks.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
+from rleif_kit.checks.probes import check_reward_truth, irm_probes, prm_probes
+from rleif_kit.checks.verdicts import (
+    check_ab,
+    check_low_ra_share,
+    check_reward_terms,
+    check_score_distribution,
+    format_verdicts,
+)
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import read_jsonl, write_jsonl
@@ -22,12 +35,14 @@ from rleif_kit.core.launch import load_result, maybe_launch, should_launch
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.plots import plot_gain, plot_ppo_curves, save_figure
 from rleif_kit.core.plots_ppo_step import plot_ppo_phases, plot_update_diagnostics
+from rleif_kit.core.stages import PPO
+from rleif_kit.core.tables import Note, missing, text_table
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.models.cards import TAGS, ModelCard, generation_usage, hub_id, render, save_figures
 from rleif_kit.models.refs import model_ref
 from rleif_kit.ppo.grpo import run_grpo
 from rleif_kit.ppo.policy import VALUE_HEAD, Policy, export_policy, last_checkpoint, load_checkpoint, load_policy
-from rleif_kit.ppo.trainer import PPOResult, raise_if_failed, reward_gate, rollout_table, save_gate, train_ppo
+from rleif_kit.ppo.trainer import PPOResult, generate_rollout, train_ppo
 from rleif_kit.rewards.reward import RewardScorer
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import heldout_problems, instruction_pool
@@ -114,6 +129,7 @@ def train(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: RewardS
         scorer.close()  # the launched ranks load their own reward models
         return _launched(cfg, paths, policy, gate)
     if cfg.ppo.algorithm == "ppo":
+        gate = checked_gate(cfg, paths, policy, scorer, pool, gate)
         return train_ppo(cfg, paths, pool, scorer, policy, gate, progress)
 
     gate = gate if gate is not None else reward_gate(cfg, paths, policy, scorer, pool)
@@ -142,6 +158,103 @@ def _launched(cfg: RunConfig, paths: RunPaths, policy: Policy, gate: list[Verdic
     if good is not None:
         load_checkpoint(policy, None, good)
     return policy, result
+
+
+# ------------------------------------------------------------------ the reward-health gate, before the first update
+
+class RewardGateFailed(RuntimeError):
+    def __init__(self, verdicts: Sequence[Verdict]):
+        self.verdicts = list(verdicts)
+        bad = "; ".join(f"{v.check}: {v.advice}" for v in self.verdicts if v.status == "fail")
+        super().__init__(f"the reward-health gate failed, PPO not started (set [ppo] force = true to override): {bad}")
+
+
+def raise_if_failed(gate: Sequence[Verdict], force: bool) -> None:
+    """The gate's decision, wherever PPO or GRPO starts: any fail stops it unless ``[ppo].force``."""
+    if any(v.status == "fail" for v in gate) and not force:
+        raise RewardGateFailed(gate)
+
+
+def save_gate(path: Path, gate: Sequence[Verdict]) -> None:
+    """``05_ppo/gate.json``: the gate's verdicts (also how the notebook hands its gate to launched ranks)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([v.to_dict() for v in gate], indent=2) + "\n")
+
+
+def load_gate(path: Path) -> list[Verdict]:
+    return [Verdict(**v) for v in json.loads(Path(path).read_text())]
+
+
+def reward_gate(cfg: RunConfig, paths: RunPaths, policy: Policy, scorer: RewardScorer,
+                pool: Sequence[dict]) -> list[Verdict]:
+    """Reward-health checks on ``gate_samples`` responses of the SFT policy (adapter off), then what the reward
+    reads: check 1 (distributions), check 2 (share of rA < 0.5), reward against truth on those responses where
+    a verifier judges them, the verifiable terms' coverage (rV, rF, where the formula names them), and the
+    counterfactual probes of the whole reward r and of rI on the world's held-out problems.
+
+    With rA from the step verifier (``answer_reward = "verifier"``) there is no PRM to check: rA is 0 or 1
+    and its distribution is the policy's accuracy, so check 1 covers the IRM alone (the probes still run: they
+    show the reward PPO gets reads the answer). A formula without rA (``"rI * rV"``, code's execution reward)
+    does not read the PRM at all: checks 1 and 2 of rA are left to 07, which probes the PRM whatever PPO reads."""
+    d = cfg.diagnostics
+    sample = random.Random(cfg.base.seed + 7).sample(list(pool), min(cfg.ppo.gate_samples, len(pool)))
+    with policy.model.disable_adapter():
+        prompts = [scorer.world.prompt_for(r, cot=cfg.eval.cot_prompt) for r in sample]
+        roll = generate_rollout(policy, prompts, cfg)
+    scores = scorer(sample, roll.responses)
+    src = f"{PPO} gate: {len(sample)} SFT responses"
+    answer = cfg.reward_model.answer_reward
+    reads_ra = "rA" in scorer.formula.terms
+    verdicts = [check_score_distribution("IRM", scores["rI"], d, src)]
+    if answer == "prm" and reads_ra:
+        verdicts.append(check_score_distribution("PRM", scores["rA"], d, src))
+    if reads_ra:
+        verdicts.append(check_low_ra_share(scores["rA"], d, f"{src}, rA from the {answer}"))
+    terms = check_reward_terms(scores, f"{src}, r = {cfg.ppo.reward_formula}")
+    verdicts += [terms] if terms is not None else []
+    if any(c is not None for c in scores["correct"]):
+        verdicts.append(check_reward_truth(scores["correct"], scores["reward"], scores["rA"], d,
+                                           f"{src}, judged by the verifier", "On the SFT policy's samples"))
+    held = f"{PPO} gate: {scorer.world.probe_source(paths)}"
+    solutions = probe_solutions(cfg, paths)
+    if not solutions:
+        return verdicts + [Verdict("probes", "warn", {}, {}, f"Not probed: {NO_PROBE_SET}.", held)]
+    how = f"with rA from the {answer}" if reads_ra else "(no rA)"
+    verdicts += prm_probes(_reward_of(scorer), solutions, d, f"{held}, r = {cfg.ppo.reward_formula} {how}",
+                           seed=cfg.base.seed, model="PRM" if answer == "prm" and reads_ra else "verifier",
+                           edits=scorer.world.solution_edits)
+    verdicts += irm_probes(scorer.instruction_texts, instruction_probe_pairs(cfg, paths), d, held, seed=cfg.base.seed)
+    return verdicts
+
+
+def _reward_of(scorer: RewardScorer):
+    """The whole reward r = formula(rI, rA) of (record, solution) pairs, the question's rI fixed: what PPO
+    optimises, so a formula that ignores rA fails the answer probes too."""
+    ri_cache: dict[str, float] = {}
+
+    def score(records: Sequence[dict], solutions: Sequence[str]) -> list:
+        texts = [r["text"] for r in records]
+        new = [t for t in dict.fromkeys(texts) if t not in ri_cache]
+        ri_cache.update(zip(new, scorer.instruction_texts(new) if new else []))
+        ra = scorer.answer_scores(records, solutions) if "rA" in scorer.formula.terms else [0.0] * len(records)
+        terms = scorer.verifiable_terms(records, solutions)
+        r = scorer.combine([ri_cache[t] for t in texts], [0.0 if a is None else a for a in ra], terms)
+        return [None if a is None else x for a, x in zip(ra, r)]
+    return score
+
+
+def checked_gate(cfg: RunConfig, paths: RunPaths, policy: Policy, scorer: RewardScorer, pool: Sequence[dict],
+                 gate: list[Verdict] | None) -> list[Verdict]:
+    """The gate before the first update (none when resuming from a checkpoint): run unless ``gate`` is given, saved to
+    ``05_ppo/gate.json``; a fail on any rank stops PPO here unless ``[ppo].force`` (RewardGateFailed)."""
+    if not needs_gate(paths):
+        return []
+    gate = gate if gate is not None else reward_gate(cfg, paths, policy, scorer, pool)
+    if dist.is_main():
+        save_gate(paths.ppo_gate, gate)
+    if dist.any_rank(any(v.status == "fail" for v in gate)):
+        raise_if_failed(gate, cfg.ppo.force)
+    return gate
 
 
 def heldout_ab(cfg: RunConfig, paths: RunPaths, policy: Policy) -> dict[str, Any]:
@@ -248,3 +361,27 @@ def build_card(cfg: RunConfig, paths: RunPaths, result: Any, instruction: str | 
                **({VALUE_HEAD: "PPO's value head (a Linear on the last hidden state), for inspection; not needed to "
                                "generate"} if cfg.ppo.algorithm == "ppo" else {}),
                "figures/": "the figures above"})
+
+
+# ------------------------------------------------------------------ the looks at the run
+
+def _when(step: int) -> str:
+    """Which policy sampled a step's rollouts: step s comes from the policy after s updates."""
+    return f"step {step}: " + ("before training (the SFT policy)" if step == 0 else f"after {step} updates")
+
+
+def _response(row: dict) -> str:
+    return row["response"] + ("\n(no steps found: rA = 0)" if row["flagged"] else "")
+
+
+def rollout_table(paths: RunPaths) -> Any:
+    """The saved rollouts, first step then last: when (which policy sampled them), question, response, rI, rA,
+    r = the reward formula of the two, and the response's KL to the reference (the sum over its tokens)."""
+    if not paths.ppo_rollouts.exists():
+        return missing(paths.rel(paths.ppo_rollouts), PPO, "rollouts")
+    rows = list(read_jsonl(paths.ppo_rollouts))
+    if not rows:
+        return Note(f"{paths.rel(paths.ppo_rollouts)} is empty: PPO saved no rollout.")
+    table = [{"when": _when(r["step"]), "question": r["question"], "response": _response(r), "rI": r["rI"],
+              "rA": r["rA"], "r": r["r"], "KL": r["kl"]} for r in rows]
+    return text_table(table, wrap=("question", "response"), gradient=("rI", "rA"))

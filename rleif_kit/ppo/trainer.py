@@ -18,10 +18,10 @@ Under ``accelerate launch`` (``distributed.py``) each rank takes its slice of th
 averages the gradients, the log row's figures are those of the whole batch (so every rank takes the same
 guard decision), and only rank 0 writes files. On one process all of this is a no-op.
 
-Before the first update, the reward-health gate scores a sample with both reward models and refuses to
-start on a broken reward unless ``[ppo].force`` (``reward_gate``). The file reads in the order of a step:
-the rollout and its passes without gradient, the gate, the update (``ppo_step``), the step's log row, the rollouts
-kept to be read, and the loop itself (``train_ppo``) last. Beside it: the math in ``ppo_math.py``, the policy in
+Before the first update, the reward-health gate (``stage.py``, which calls this loop) scores a sample with both
+reward models and refuses to start on a broken reward unless ``[ppo].force``. This file reads in the order of a
+step: the rollout and its passes without gradient, the step's log row and the rollouts kept to be read, the
+bookkeeping that writes them, the update (``ppo_step``), and the loop itself (``train_ppo``) last. Beside it: the math in ``ppo_math.py``, the policy in
 ``policy.py``, the reward in ``rewards/reward.py``; the A/B and the export in ``stage.py``.
 
 The passes. With ``[ppo] trim_padding`` a pass computes only the columns its rows use, and the passes without
@@ -47,7 +47,6 @@ the means moved, these rows show what moved them.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import random
 import statistics
@@ -57,15 +56,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from rleif_kit.checks.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
-from rleif_kit.checks.probes import check_reward_truth, irm_probes, prm_probes, truth_log_fields
-from rleif_kit.checks.verdicts import check_low_ra_share, check_reward_terms, check_score_distribution
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.core.stages import PPO
-from rleif_kit.core.tables import Note, missing, text_table
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.models.generation import plain_sampling
 from rleif_kit.models.trainer_logs import StepLog
@@ -79,7 +73,7 @@ from rleif_kit.ppo.policy import (
     prepare,
     save_checkpoint,
 )
-from rleif_kit.rewards.reward import RewardScorer, term_log_fields
+from rleif_kit.rewards.reward import RewardScorer, term_log_fields, truth_log_fields
 from rleif_kit.worlds.data import instruction_pool
 
 
@@ -246,90 +240,6 @@ def pass_width(roll: Rollout, rows) -> int:
     return right - left
 
 
-class RewardGateFailed(RuntimeError):
-    def __init__(self, verdicts: Sequence[Verdict]):
-        self.verdicts = list(verdicts)
-        bad = "; ".join(f"{v.check}: {v.advice}" for v in self.verdicts if v.status == "fail")
-        super().__init__(f"the reward-health gate failed, PPO not started (set [ppo] force = true to override): {bad}")
-
-
-def raise_if_failed(gate: Sequence[Verdict], force: bool) -> None:
-    """The gate's decision, wherever PPO or GRPO starts: any fail stops it unless ``[ppo].force``."""
-    if any(v.status == "fail" for v in gate) and not force:
-        raise RewardGateFailed(gate)
-
-
-def save_gate(path: Path, gate: Sequence[Verdict]) -> None:
-    """``05_ppo/gate.json``: the gate's verdicts (also how the notebook hands its gate to launched ranks)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps([v.to_dict() for v in gate], indent=2) + "\n")
-
-
-def load_gate(path: Path) -> list[Verdict]:
-    return [Verdict(**v) for v in json.loads(Path(path).read_text())]
-
-
-STAGE = PPO
-
-
-def reward_gate(cfg: RunConfig, paths: RunPaths, policy: Policy, scorer: RewardScorer,
-                pool: Sequence[dict]) -> list[Verdict]:
-    """Reward-health checks on ``gate_samples`` responses of the SFT policy (adapter off), then what the reward
-    reads: check 1 (distributions), check 2 (share of rA < 0.5), reward against truth on those responses where
-    a verifier judges them, the verifiable terms' coverage (rV, rF, where the formula names them), and the
-    counterfactual probes of the whole reward r and of rI on the world's held-out problems.
-
-    With rA from the step verifier (``answer_reward = "verifier"``) there is no PRM to check: rA is 0 or 1
-    and its distribution is the policy's accuracy, so check 1 covers the IRM alone (the probes still run: they
-    show the reward PPO gets reads the answer). A formula without rA (``"rI * rV"``, code's execution reward)
-    does not read the PRM at all: checks 1 and 2 of rA are left to 07, which probes the PRM whatever PPO reads."""
-    d = cfg.diagnostics
-    sample = random.Random(cfg.base.seed + 7).sample(list(pool), min(cfg.ppo.gate_samples, len(pool)))
-    with policy.model.disable_adapter():
-        prompts = [scorer.world.prompt_for(r, cot=cfg.eval.cot_prompt) for r in sample]
-        roll = generate_rollout(policy, prompts, cfg)
-    scores = scorer(sample, roll.responses)
-    src = f"{STAGE} gate: {len(sample)} SFT responses"
-    answer = cfg.reward_model.answer_reward
-    reads_ra = "rA" in scorer.formula.terms
-    verdicts = [check_score_distribution("IRM", scores["rI"], d, src)]
-    if answer == "prm" and reads_ra:
-        verdicts.append(check_score_distribution("PRM", scores["rA"], d, src))
-    if reads_ra:
-        verdicts.append(check_low_ra_share(scores["rA"], d, f"{src}, rA from the {answer}"))
-    terms = check_reward_terms(scores, f"{src}, r = {cfg.ppo.reward_formula}")
-    verdicts += [terms] if terms is not None else []
-    if any(c is not None for c in scores["correct"]):
-        verdicts.append(check_reward_truth(scores["correct"], scores["reward"], scores["rA"], d,
-                                           f"{src}, judged by the verifier", "On the SFT policy's samples"))
-    held = f"{STAGE} gate: {scorer.world.probe_source(paths)}"
-    solutions = probe_solutions(cfg, paths)
-    if not solutions:
-        return verdicts + [Verdict("probes", "warn", {}, {}, f"Not probed: {NO_PROBE_SET}.", held)]
-    how = f"with rA from the {answer}" if reads_ra else "(no rA)"
-    verdicts += prm_probes(_reward_of(scorer), solutions, d, f"{held}, r = {cfg.ppo.reward_formula} {how}",
-                           seed=cfg.base.seed, model="PRM" if answer == "prm" and reads_ra else "verifier",
-                           edits=scorer.world.solution_edits)
-    verdicts += irm_probes(scorer.instruction_texts, instruction_probe_pairs(cfg, paths), d, held, seed=cfg.base.seed)
-    return verdicts
-
-
-def _reward_of(scorer: RewardScorer):
-    """The whole reward r = formula(rI, rA) of (record, solution) pairs, the question's rI fixed: what PPO
-    optimises, so a formula that ignores rA fails the answer probes too."""
-    ri_cache: dict[str, float] = {}
-
-    def score(records: Sequence[dict], solutions: Sequence[str]) -> list:
-        texts = [r["text"] for r in records]
-        new = [t for t in dict.fromkeys(texts) if t not in ri_cache]
-        ri_cache.update(zip(new, scorer.instruction_texts(new) if new else []))
-        ra = scorer.answer_scores(records, solutions) if "rA" in scorer.formula.terms else [0.0] * len(records)
-        terms = scorer.verifiable_terms(records, solutions)
-        r = scorer.combine([ri_cache[t] for t in texts], [0.0 if a is None else a for a in ra], terms)
-        return [None if a is None else x for a, x in zip(ra, r)]
-    return score
-
-
 PHASES = ("generate", "policy_pass", "ref_pass", "reward", "update")
 
 
@@ -420,28 +330,6 @@ def save_rollout_samples(path: Path, step: int, last_step: int, stopped: bool, b
     # step 0 starts a fresh training: an earlier run's rows (its last step) go; a resumed run redoes one step
     rows = [r for r in read_jsonl(path) if r["step"] != step] if path.exists() and step > 0 else []
     write_jsonl(path, sorted(rows + sample_rows(step, batch, roll.responses, scores, kl, n), key=lambda r: r["step"]))
-
-
-def _when(step: int) -> str:
-    """Which policy sampled a step's rollouts: step s comes from the policy after s updates."""
-    return f"step {step}: " + ("before training (the SFT policy)" if step == 0 else f"after {step} updates")
-
-
-def _response(row: dict) -> str:
-    return row["response"] + ("\n(no steps found: rA = 0)" if row["flagged"] else "")
-
-
-def rollout_table(paths: RunPaths) -> Any:
-    """The saved rollouts, first step then last: when (which policy sampled them), question, response, rI, rA,
-    r = the reward formula of the two, and the response's KL to the reference (the sum over its tokens)."""
-    if not paths.ppo_rollouts.exists():
-        return missing(paths.rel(paths.ppo_rollouts), PPO, "rollouts")
-    rows = list(read_jsonl(paths.ppo_rollouts))
-    if not rows:
-        return Note(f"{paths.rel(paths.ppo_rollouts)} is empty: PPO saved no rollout.")
-    table = [{"when": _when(r["step"]), "question": r["question"], "response": _response(r), "rI": r["rI"],
-              "rA": r["rA"], "r": r["r"], "KL": r["kl"]} for r in rows]
-    return text_table(table, wrap=("question", "response"), gradient=("rI", "rA"))
 
 
 RANK_MEANS = ("kl", "kl_after", "entropy", "response_len", "policy_loss", "value_loss", "clip_frac", "approx_kl",
@@ -576,10 +464,8 @@ def _read_log(path: Path, upto: int) -> list[dict]:
 def train_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None, scorer: RewardScorer | None = None,
             policy: Policy | None = None, gate: list[Verdict] | None = None,
             progress: bool = True) -> tuple[Policy, PPOResult]:
-    """Gate (unless given), then ``total_steps`` PPO steps, resuming from the last checkpoint.
-
-    Raises RewardGateFailed when a gate check fails and ``[ppo].force`` is off.
-    """
+    """``total_steps`` PPO steps, resuming from the last checkpoint. ``gate``: the verdicts of the reward-health
+    gate the caller ran before the first update (``stage.train``), kept in the result; a resumed run has none."""
     import torch  # heavy: loaded on first use
 
     if cfg.ppo.generation_backend == "vllm":
@@ -605,15 +491,8 @@ def train_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = Non
         state = load_checkpoint(policy, optimizer, resume)
         start, kl_ctl.coef, gate = state["step"], state["kl_coef"], []
         print(f"resuming from {resume.name} (step {start})")
-    else:
-        if gate is None:
-            gate = reward_gate(cfg, paths, policy, scorer, pool)
-        if dist.is_main():
-            save_gate(paths.ppo_gate, gate)
-        if dist.any_rank(any(v.status == "fail" for v in gate)):
-            raise_if_failed(gate, ppo.force)
     log = _read_log(log_path, start)
-    result = PPOResult(start, log, gate, resumed_from=start)
+    result = PPOResult(start, log, gate or [], resumed_from=start)
     t0 = time.perf_counter()
     book = StepBook(cfg, paths, log, start, progress)
     for step in range(start, ppo.total_steps):

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from rleif_kit.core.config import RunConfig
+from rleif_kit.core.metrics import truth_figures
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.reward_formula import parse_reward_formula
 from rleif_kit.core.stages import REWARD_MODELS
@@ -442,6 +443,19 @@ def term_log_fields(scores: dict) -> dict:
                    rV_missing_share=sum(scores["rV_missing"]) / len(scores["rV"]))
     if "rF" in scores:
         out["rF_mean"] = statistics.fmean(scores["rF"])
+    return out
+
+
+def truth_log_fields(correct: Sequence[bool | None], scores: dict[str, Sequence[float]]) -> dict[str, Any]:
+    """The reward-against-truth columns of a PPO log row for one rollout batch (empty when nothing was judged)."""
+    if not any(c is not None for c in correct):
+        return {}
+    out: dict[str, Any] = {}
+    for key, name in (("rA", "rA"), ("reward", "r")):
+        f = truth_figures(correct, scores[key])
+        out.update({f"{name}_truth_auc": f["auc"], f"{name}_right_mean": f["right_mean"],
+                    f"{name}_wrong_mean": f["wrong_mean"]})
+        out["truth_n"], out["right_share"] = f["n"], f["right"] / f["n"] if f["n"] else None
     return out
 
 
