@@ -51,7 +51,7 @@ def test_rollout_fields_are_tokens_per_second_and_computed_per_real_token():
 
 
 def test_the_phase_and_update_figures_draw_a_log_with_and_without_timings():
-    from rleif_kit.core.plots_ppo_step import plot_ppo_phases, plot_update_diagnostics
+    from rleif_kit.core.plots import plot_ppo_phases, plot_update_diagnostics
 
     log = [{"step": s, "step_s": 3.0, "generate_s": 0.5, "policy_pass_s": 0.2, "ref_pass_s": 0.2, "reward_s": 0.3,
             "update_s": 1.6, "checkpoint_s": 0.0, "gen_tokens_per_s": 4000.0, "pad_ratio": 1.3, "approx_kl": 1e-3,

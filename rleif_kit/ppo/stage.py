@@ -33,8 +33,7 @@ from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import read_jsonl, write_jsonl
 from rleif_kit.core.launch import load_result, maybe_launch, should_launch
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.core.plots import plot_gain, plot_ppo_curves, save_figure
-from rleif_kit.core.plots_ppo_step import plot_ppo_phases, plot_update_diagnostics
+from rleif_kit.core.plots import plot_gain, plot_ppo_curves, plot_ppo_phases, plot_update_diagnostics, save_figure
 from rleif_kit.core.stages import PPO
 from rleif_kit.core.tables import Note, missing, text_table
 from rleif_kit.core.verdict import Verdict
