@@ -11,7 +11,7 @@ more of the four; in memory each model is ready in seconds and is the same modul
 1. SFT: ``prepare_model_for_kbit_training`` + the LoRA of [sft], checkpointing on, bf16 autocast (as the
    Trainer runs it), AdamW; tokens/s and peak memory at [sft] batch_size x 2048 tokens.
 2. PPO: a ``ppo.policy.Policy`` (4-bit policy, PPO adapter, value head) and both reward models in 4-bit
-   with their unmerged adapters (as ``reward_scoring.load.load_rm`` loads them), then the real
+   with their unmerged adapters (as ``rewards.reward.load_rm`` loads them), then the real
    ``ppo.trainer.generate_rollout``, ``score_rollout`` and ``ppo_step``; the peak of each phase.
 3. The planner's figure for each, without its OVERHEAD (CUDA context, allocator slack), against
    ``torch.cuda.max_memory_allocated``.

@@ -638,7 +638,7 @@ MAX_INT = 2**53  # integers a float holds exactly; the settings that can hang a 
 
 def _type_error(value: Any, hint: Any, check: Any = None) -> str | None:
     """None when ``value`` has the TOML type that ``hint`` asks for, else what is wrong: "expected ..." or "must be
-    an integer ..." with the range the field's ``check`` configures (core/fields.ranged), and only that range."""
+    an integer ..." with the range the field's ``check`` configures (``ranged``, above), and only that range."""
     if hint is bool:
         return None if isinstance(value, bool) else "expected true or false"
     if hint is int:

@@ -1,6 +1,6 @@
 """The notebooks' looks at the data: a table of records with its long texts wrapped, or a short note.
 
-Every stage's view (``evolve/lineages.py``, ``dedup/groups.py``, ``rewards/examples.py``, ``ppo/samples.py``,
+Every stage's view (``evolve/lineages.py``, ``dedup/groups.py``, ``rewards/examples.py``, ``ppo/stage.py``,
 ``checks/verdict_table.py``) builds plain rows and hands them here, so the tables look alike and the views
 hold only the choice of what to show. A view returns a pandas ``Styler`` — its ``.data`` is the DataFrame the
 tests compare — or a :class:`Note` when the stage left nothing to show: a run where a stage made nothing

@@ -102,7 +102,7 @@ def estimate_ppo(cfg, shapes: dict[str, Shape], prompt_len: int = 256, checkpoin
     weights = weight_bytes(base, "nf4-dq" if four_bit else "", d, d, 0 if base.tied else base.vocab * base.hidden)
     trainable = 16 * (lora_params(base, ppo.lora_r, s.lora_targets) + base.hidden + 1)  # adapter + value head
     rms = [("irm", 1)] + ([("prm", 2)] if rm.answer_reward == "prm" else [])
-    # ppo.rewards.RewardScorer → reward_scoring.load.load_rm: 4-bit (no double quant) or fp32
+    # rewards.reward.RewardScorer → load_rm: 4-bit (no double quant) or fp32
     for which, labels in rms:
         sh = shapes[which]
         weights += weight_bytes(sh, "nf4" if four_bit else "", 4, 2 if four_bit else 4, labels * sh.hidden)

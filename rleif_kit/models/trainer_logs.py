@@ -125,5 +125,5 @@ def model_prefix(key: str) -> str:
     """TensorBoard groups scalars by the part before '/': the reward columns under ``reward/`` (reward_mean,
     rI_mean, rA_mean, low_rA_share, the truth AUCs), the update's under ``ppo/`` (kl, entropy, losses, clip)."""
     if key.endswith("_s") or key in ("gen_tokens_per_s", "pad_ratio"):
-        return "time/"  # where a step's seconds went (ppo/phases.py)
+        return "time/"  # where a step's seconds went (ppo/trainer.py: PhaseTimer)
     return "reward/" if key.startswith(("reward", "rI", "rA", "r_", "low_rA", "flagged", "right", "truth")) else "ppo/"

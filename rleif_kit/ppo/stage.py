@@ -102,7 +102,7 @@ def needs_gate(paths: RunPaths) -> bool:
 
 
 def export(cfg: RunConfig, paths: RunPaths, policy: Policy, result: PPOResult) -> Path:
-    """Write the PPO policy as standalone weights with a model card (``ppo/card.py``) and ``ppo_info.json``; the
+    """Write the PPO policy as standalone weights with a model card (``build_card``, below) and ``ppo_info.json``; the
     Policy is merged (unusable) after."""
     out = paths.ppo_model
     if not dist.is_main():

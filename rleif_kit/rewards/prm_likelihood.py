@@ -13,7 +13,7 @@ Training, from the run's labels: the language model is fine-tuned on the right s
 solution and its end of text; it learns what a right solution looks like, where it goes on and where it stops —
 the SFT model itself copies its teacher's early stop, a model of right solutions does not. Then a logistic
 calibration ``sigmoid(a * x + b)`` is fitted to the labelled steps of the training side, right and wrong, where x
-is the step's lowest token log-probability over what it concludes (``reward_scoring.prm.likelihood_features``); it
+is the step's lowest token log-probability over what it concludes (``rewards.reward.likelihood_features``); it
 is saved in the model's config (``prm_calibration``), so the folder scores alone.
 """
 
