@@ -156,21 +156,3 @@ def test_portable_writes_paths_under_an_anchor_relative():
     assert resume.portable("/runs/x/../y/m", anchors) == "/runs/x/../y/m"  # outside once normalised: as given
     assert resume.portable(["/runs/x/a", "rel/b", 3], anchors) == ["<output_dir>/a", "rel/b", 3]
     assert resume.portable("gpt2", anchors) == "gpt2"
-
-
-def test_a_marker_of_an_older_kit_is_honoured_when_only_keys_that_no_longer_count_differ(tmp_path):
-    """Markers written before [sft] report_to stopped counting hashed it: the recorded keys, less the ones that no
-    longer count, decide; a real change is still one."""
-    cfg = _cfg(tmp_path)
-    notebook = tmp_path / "reports" / "03_sft.ipynb"
-    notebook.parent.mkdir(parents=True)
-    notebook.write_text("{}")
-    old = {**resume.stage_config(cfg, "03_sft", as_given=True), "sft.report_to": ["tensorboard"]}
-    marker = resume.marker_path(cfg.output_dir, "03_sft")
-    marker.parent.mkdir(parents=True)
-    marker.write_text(json.dumps({"stage": "03_sft", "config_hash": resume.config_hash(old), "config": old,
-                                  "notebook": str(notebook)}))  # the old kit's: an absolute notebook path
-    done, why = resume.check_stage(cfg, "03_sft", notebook)
-    assert done, why
-    done, why = resume.check_stage(_cfg(tmp_path, "sft.lr=1e-4"), "03_sft", notebook)
-    assert not done and why == "config changed: sft.lr 0.003 -> 0.0001"

@@ -120,21 +120,17 @@ def check_stage(cfg, stage: str, notebook: Path) -> tuple[bool, str]:
         done = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False, f"unreadable marker {path}"
-    recorded = Path(cfg.output_dir) / done.get("notebook", "")  # relative to the run folder (an old absolute one too)
+    recorded = Path(cfg.output_dir) / done.get("notebook", "")  # relative to the run folder
     if Path(os.path.normpath(recorded)) != Path(os.path.normpath(Path(notebook).absolute())):
         return False, f"the stage reported into {done.get('notebook')} (from {cfg.output_dir}), not {notebook}"
     if not Path(notebook).exists():
         return False, f"no executed notebook at {notebook}"
     values = stage_config(cfg, stage)
     # unchanged when the portable values match (the run folder moved) or the values as given do (the output
-    # folder moved but an absolute path still names the same file); an older marker has the second kind only
-    recorded_hashes = {done.get("config_hash"), done.get("given_hash")} - {None}
+    # folder moved but an absolute path still names the same file)
     given = stage_config(cfg, stage, as_given=True)
-    # a marker of an older kit hashed keys that no longer count (IGNORED grew): its recorded keys decide
-    older = {k: v for k, v in done.get("config", {}).items() if k not in IGNORED} == given
-    if not older and not recorded_hashes & {config_hash(values), config_hash(given)}:
-        recorded = {k: v for k, v in done.get("config", {}).items() if k not in IGNORED}
-        changes = _changes(recorded, values if "given_hash" in done else given)  # an older marker: values as given
+    if not {done.get("config_hash"), done.get("given_hash")} & {config_hash(values), config_hash(given)}:
+        changes = _changes(done.get("config", {}), values)
         return False, "config changed: " + ("; ".join(changes) if changes else "(keys not recorded)")
     return True, f"complete and config unchanged ({stage}/{MARKER} of {done.get('finished', '?')})"
 
