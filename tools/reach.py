@@ -5,8 +5,8 @@
     python tools/reach.py rleif_kit.ppo.trainer.train_ppo --defs      # also name the reached definitions
     python tools/reach.py rleif_kit.ppo.trainer.train_ppo --annotations   # type annotations count as references
     python tools/reach.py kit.mod.f --package kit --root DIR        # another package, DIR/kit/**.py
-    python tools/reach.py rleif_kit.ppo.trainer.ppo_step --stop rleif_kit.core,rleif_kit.worlds   # the layers a
-                                                                    # reader takes as known: neither counted nor followed
+    python tools/reach.py rleif_kit.ppo.trainer.train_ppo --stop rleif_kit.core,rleif_kit.worlds
+                                                # the layers a reader takes as known: neither counted nor followed
 
 A root is ``module.function``, ``module.Class.method`` or ``module.Class``; several roots are reached together.
 Nothing is imported: every ``<package>/**.py`` under the repository root is parsed (stdlib only, Python 3.11).

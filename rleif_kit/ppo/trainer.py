@@ -21,8 +21,9 @@ guard decision), and only rank 0 writes files. On one process all of this is a n
 Before the first update, the reward-health gate (``stage.py``, which calls this loop) scores a sample with both
 reward models and refuses to start on a broken reward unless ``[ppo].force``. This file reads in the order of a
 step: the rollout and its passes without gradient, the step's log row and the rollouts kept to be read, the
-bookkeeping that writes them, the update (``ppo_step``), and the loop itself (``train_ppo``) last. Beside it: the math in ``ppo_math.py``, the policy in
-``policy.py``, the reward in ``rewards/reward.py``; the A/B and the export in ``stage.py``.
+bookkeeping that writes them, the update (``ppo_step``), and the loop itself (``train_ppo``) last. Beside it: the
+math in ``ppo_math.py``, the policy in ``policy.py``, the reward in ``rewards/reward.py``; the gate, the A/B and
+the export in ``stage.py``.
 
 The passes. With ``[ppo] trim_padding`` a pass computes only the columns its rows use, and the passes without
 gradient take the rows grouped by length (shortest first), so a group of short rows is a short pass; results come
@@ -64,15 +65,8 @@ from rleif_kit.core.verdict import Verdict
 from rleif_kit.models.generation import plain_sampling
 from rleif_kit.models.trainer_logs import StepLog
 from rleif_kit.ppo import ppo_math as pm
-from rleif_kit.ppo.policy import (
-    Policy,
-    forward,
-    last_checkpoint,
-    load_checkpoint,
-    load_policy,
-    prepare,
-    save_checkpoint,
-)
+from rleif_kit.ppo.policy import (Policy, forward, last_checkpoint, load_checkpoint, load_policy, prepare,
+                                  save_checkpoint)
 from rleif_kit.rewards.reward import RewardScorer, term_log_fields, truth_log_fields
 from rleif_kit.worlds.data import instruction_pool
 
