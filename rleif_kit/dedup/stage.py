@@ -34,6 +34,7 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.plots import plot_counts, plot_similarity_histogram, save_figure
 from rleif_kit.core.records import write_json_atomic
 from rleif_kit.core.stages import DEDUP, EVOLVE
+from rleif_kit.core.tables import count_table
 from rleif_kit.dedup.decontam import NgramIndex, decontaminate
 from rleif_kit.dedup.embeddings import Embedder
 from rleif_kit.dedup.groups import duplicate_groups
@@ -43,10 +44,11 @@ from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import load_seeds
 
 # The stage's public face: what its notebook and ``python -m rleif_kit.dedup`` use. The near-duplicate groups
-# (dedup/groups.py), the plots (core/plots.py) and the verdicts' text (checks/verdicts.py) are defined there and
-# offered here, so that the notebook reads one stage module.
-__all__ = ["DedupStageResult", "run_dedup", "load_pool", "operator_table", "duplicate_groups",
+# (dedup/groups.py), the per-operator counts (core/tables.py), the plots (core/plots.py) and the verdicts' text
+# (checks/verdicts.py) are defined there and offered here, so that the notebook reads one stage module.
+__all__ = ["DedupStageResult", "run_dedup", "load_pool", "count_table", "duplicate_groups",
            "plot_similarity_histogram", "plot_counts", "save_figure", "format_verdicts"]
+
 
 @dataclass
 class DedupStageResult:
@@ -175,13 +177,6 @@ def run_dedup(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: b
         verdicts=_verdicts(cfg, paths, len(kept), per_operator, sft_responses))
     _write_report(paths.dedup_report, result, cfg, embedder)
     return result
-
-
-def operator_table(per_operator: dict[str, dict[str, int]]) -> Any:
-    """Template diversity: one row per operator, how many came in, were removed and were kept (none: 0)."""
-    import pandas as pd  # heavy: loaded on first use (python -m rleif_kit.dedup shows no table)
-
-    return pd.DataFrame(per_operator).T.fillna(0).astype(int)
 
 
 def _write_report(path: Path, result: DedupStageResult, cfg: RunConfig, embedder: Any) -> None:
