@@ -21,8 +21,8 @@ from rleif_kit.core.settings import SettingsError, load_settings
 from rleif_kit.core.stages import SETUP, SFT
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.diagnostics.stage import Health, check_artifacts
+from rleif_kit.llm.check_api import check_endpoint
 from rleif_kit.models.loading import ModelNotFound, resolve_model_name
-from rleif_kit.pipeline.check_api import check_endpoint
 from rleif_kit.pipeline.data_checks import check_data
 from rleif_kit.rewards.irm_data import programmatic_judge
 from rleif_kit.worlds import world_for
