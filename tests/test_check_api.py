@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rleif_kit.pipeline.check_api import CheckRow, check_api, check_endpoint, format_check_table
+from rleif_kit.llm.check_api import CheckRow, check_api, check_endpoint, format_check_table
 from rleif_kit.testing.fake_openai import FakeOpenAIServer
 from rleif_kit.core.settings import SettingsError, parse_settings
 from loopback import ScriptedErrorServer

@@ -164,9 +164,9 @@ def make_run(run: Path, *, sft_right: int = 100, ppo_right: int = 160, kl: float
 
 
 def health_of(run: Path, *extra: str):
-    from rleif_kit.diagnostics.stage import run_diagnostics
+    from rleif_kit.diagnostics.stage import check_artifacts
 
-    return run_diagnostics(config(run, "dedup.min_kept=50", *extra), RunPaths(run, run.parent / "reports"), score=False)
+    return check_artifacts(config(run, "dedup.min_kept=50", *extra), RunPaths(run, run.parent / "reports"), score=False)
 
 
 def test_healthy_run_every_file_check_ok(tmp_path):
@@ -255,6 +255,22 @@ def test_verdicts_html_and_file(tmp_path):
     data = json.loads(path.read_text())
     assert path == run / "07_reward_diagnostics" / "verdicts.json"
     assert {v["check"]: v["status"] for v in data["verdicts"]} == health.statuses()
+
+
+def test_the_stage_writes_its_verdicts_and_the_reading_layer_writes_nothing(tmp_path):
+    """run_diagnostics (the notebook, python -m) writes verdicts.json; check_artifacts (rleif doctor) reads only."""
+    from rleif_kit.diagnostics.stage import check_artifacts, run_diagnostics
+
+    run = tmp_path / "run"
+    make_run(run, kl=12.0)
+    cfg, paths = config(run, "dedup.min_kept=50"), RunPaths(run, tmp_path / "reports")
+    check_artifacts(cfg, paths, score=False)
+    assert not (run / "07_reward_diagnostics").exists()
+    health = run_diagnostics(cfg, paths, score=False)
+    data = json.loads(paths.verdicts.read_text())
+    assert {v["check"]: v["status"] for v in data["verdicts"]} == health.statuses()
+    assert data["skipped"] == health.skipped
+    assert health.statuses()["kl_blowup"] == "fail"  # the file holds a run's fails too
 
 
 def test_reward_health_curves_plot():

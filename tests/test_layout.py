@@ -18,7 +18,7 @@ import pytest
 from conftest import ROOT
 
 PACKAGE = ROOT / "rleif_kit"
-STAGE_PACKAGES = ("evolve", "dedup", "sft", "rewards", "ppo", "evaluation", "diagnostics")
+STAGE_PACKAGES = ("prepare", "evolve", "dedup", "sft", "rewards", "ppo", "evaluation", "diagnostics")
 # A string that is a stage's name ("02_dedup", a key) or a path from a stage folder ("05_ppo/log.jsonl");
 # prose that names a stage ("run 03_sft first", a help text) is not one.
 STAGE_FOLDER = re.compile(r"^0[0-7]_[a-z_]+(/|$)")

@@ -172,10 +172,10 @@ def test_lengths_are_in_tokens_when_the_base_tokenizer_is_here(tmp_path, raw, sm
 def test_the_arith_world_has_nothing_to_build(tmp_path):
     from conftest import TINY_PARAMS, tiny_overrides
     from rleif_kit.core.run_setup import setup
-    from rleif_kit.prepare.stage import run_data
+    from rleif_kit.prepare.stage import build_data
 
     cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run"), stage="00_setup")
-    report = run_data(cfg, paths)
+    report = build_data(cfg, paths)
     assert [(a.name, a.status) for a in report.artifacts] == [("seeds", "generated"), ("sft dataset", "generated"),
                                                               ("open domain", "exists")]
     assert paths.data_report.exists()

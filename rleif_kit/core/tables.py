@@ -58,3 +58,11 @@ def text_table(rows: Sequence[dict], wrap: Sequence[str] = (), digits: int = 3, 
     if gradient:
         style = style.background_gradient(cmap="RdYlGn", vmin=0.0, vmax=1.0, subset=list(gradient))
     return style.set_caption(caption) if caption else style
+
+
+def count_table(counts: dict[str, dict[str, int]]) -> Any:
+    """Counts per key (an operator, a round) and kind (kept, eliminated, removed): one row per key, one column per
+    kind, a kind a key never had counted 0 — the numbers behind ``core/plots.plot_counts``, 01's and 02's alike."""
+    import pandas as pd  # heavy: loaded on first use (a stage run from the shell shows no table)
+
+    return pd.DataFrame(counts).T.fillna(0).astype(int)

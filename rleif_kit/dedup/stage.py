@@ -26,18 +26,28 @@ from rleif_kit.checks.verdicts import (
     check_kept_floor,
     check_operator_share,
     check_step_format,
+    format_verdicts,
 )
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import read_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.plots import plot_counts, plot_similarity_histogram, save_figure
 from rleif_kit.core.records import write_json_atomic
 from rleif_kit.core.stages import DEDUP, EVOLVE
+from rleif_kit.core.tables import count_table
 from rleif_kit.dedup.decontam import NgramIndex, decontaminate
 from rleif_kit.dedup.embeddings import Embedder
+from rleif_kit.dedup.groups import duplicate_groups
 from rleif_kit.dedup.near_duplicates import dedup
 from rleif_kit.dedup.sft_data import build_sft_file
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import load_seeds
+
+# The stage's public face: what its notebook and ``python -m rleif_kit.dedup`` use. The near-duplicate groups
+# (dedup/groups.py), the per-operator counts (core/tables.py), the plots (core/plots.py) and the verdicts' text
+# (checks/verdicts.py) are defined there and offered here, so that the notebook reads one stage module.
+__all__ = ["DedupStageResult", "run_dedup", "load_pool", "count_table", "duplicate_groups",
+           "plot_similarity_histogram", "plot_counts", "save_figure", "format_verdicts"]
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """``python -m rleif_kit.diagnostics --params FILE [--set ...] [--no-score]``: stage 07 without a notebook —
-every reward-health check whose artifacts exist, as one table."""
+every reward-health check whose artifacts exist (``run_diagnostics``, as the notebook calls it), printed as one table
+and written to ``07_reward_diagnostics/verdicts.json``."""
 
 from rleif_kit.checks.verdicts import format_verdict_table
 from rleif_kit.core.run_setup import setup

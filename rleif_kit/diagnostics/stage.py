@@ -31,10 +31,19 @@ from typing import Any
 from rleif_kit.checks import verdicts as dg
 from rleif_kit.checks.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
 from rleif_kit.checks.probes import check_reward_truth, check_reward_truth_log, irm_probes, prm_probes
+from rleif_kit.checks.verdict_table import verdict_table
 from rleif_kit.checks.verdicts import ab_verdict
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import read_jsonl
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.plots import (
+    plot_counts,
+    plot_gain,
+    plot_probes,
+    plot_reward_health_curves,
+    plot_score_histograms,
+    save_figure,
+)
 from rleif_kit.core.reward_formula import parse_reward_formula
 from rleif_kit.core.stages import DEDUP, EVAL, EVOLVE, PPO, REWARD_MODELS, SFT
 from rleif_kit.core.verdict import STATUS_COLORS, STATUSES, Verdict, fmt_number
@@ -53,6 +62,11 @@ from rleif_kit.worlds import world_for
 from rleif_kit.worlds.benchmarks import benchmark as get_benchmark
 from rleif_kit.worlds.benchmarks import benchmark_names
 
+# The stage's public face: what its notebook and ``python -m rleif_kit.diagnostics`` use (``rleif doctor`` runs
+# check_artifacts). The verdict table (checks/verdict_table.py) and the plots (core/plots.py) are defined there and
+# offered here, so that the notebook reads one stage module.
+__all__ = ["Health", "run_diagnostics", "check_artifacts", "verdict_table", "plot_probes", "plot_score_histograms",
+           "plot_reward_health_curves", "plot_gain", "plot_counts", "save_figure"]
 
 @dataclass
 class Health:
@@ -355,8 +369,9 @@ def check_sft_vs_ppo(cfg: RunConfig, paths: RunPaths, health: Health) -> None:
 
 # ------------------------------------------------------------------------------ all of them
 
-def run_diagnostics(cfg: RunConfig, paths: RunPaths, score: bool = True) -> Health:
-    """Every check whose artifacts exist, in pipeline order; ``score=False`` skips loading the reward models."""
+def check_artifacts(cfg: RunConfig, paths: RunPaths, score: bool = True) -> Health:
+    """Every check whose artifacts exist, in pipeline order; ``score=False`` skips loading the reward models. Reads
+    only: ``rleif doctor`` runs it on a run it must not write into."""
     world_for(cfg)  # the run's world: its benchmarks and probe sets are asked below
     health = Health()
     check_evolve(cfg, paths, health)
@@ -368,10 +383,18 @@ def run_diagnostics(cfg: RunConfig, paths: RunPaths, score: bool = True) -> Heal
     return health
 
 
+def run_diagnostics(cfg: RunConfig, paths: RunPaths, score: bool = True) -> Health:
+    """Stage 07: every check whose artifacts exist (:func:`check_artifacts`), written to
+    ``07_reward_diagnostics/verdicts.json``."""
+    health = check_artifacts(cfg, paths, score)
+    write_verdicts(paths, health)
+    return health
+
+
 def collect_verdicts(cfg: RunConfig, paths: RunPaths, settings: Any = None, score: bool = True) -> list[Verdict]:
-    """The verdicts of :func:`run_diagnostics`, printing a note per skipped check. ``settings`` is accepted for the
+    """The verdicts of :func:`check_artifacts`, printing a note per skipped check. ``settings`` is accepted for the
     stages' call shape; these checks read files only."""
-    health = run_diagnostics(cfg, paths, score)
+    health = check_artifacts(cfg, paths, score)
     for note in health.skipped:
         print(f"skipped {note}")
     return health.verdicts

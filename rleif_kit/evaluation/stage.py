@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from rleif_kit.checks.verdicts import ab_verdict
+from rleif_kit.checks.verdicts import ab_verdict, format_verdicts
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.plots import plot_eval_bars, save_figure
 from rleif_kit.core.progress import Bar
 from rleif_kit.core.records import write_json_atomic
 from rleif_kit.core.stages import EVAL, PPO, SFT
@@ -41,6 +42,11 @@ from rleif_kit.worlds import world_for
 from rleif_kit.worlds.benchmarks import benchmark as get_benchmark, load_items, prompt_for
 from rleif_kit.worlds.math.second_opinion import version as math_verify_version
 from rleif_kit.worlds.tiny_corpus import ensure_base_model
+
+# The stage's public face: what its notebook and ``python -m rleif_kit.evaluation`` (through ``rleif eval``'s
+# run_stage) use. The plot (core/plots.py) and the verdicts' text (checks/verdicts.py) are defined there and offered
+# here, so that the notebook reads one stage module.
+__all__ = ["EvalResult", "run_eval", "wrong_answers", "plot_eval_bars", "save_figure", "format_verdicts"]
 
 STAGE = EVAL
 

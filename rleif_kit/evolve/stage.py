@@ -28,12 +28,15 @@ from rleif_kit.core.config import RunConfig
 from rleif_kit.core.exits import EXIT_STOPPED, REJECTED_PREFIX, rejected_error
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.plots import plot_counts, plot_reasons, save_figure
 from rleif_kit.core.progress import Bar
 from rleif_kit.core.records import write_json_atomic
 from rleif_kit.core.run_setup import setup
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import EVOLVE
+from rleif_kit.core.tables import count_table
 from rleif_kit.evolve.evolvers import Outcome, Task, WorldEvolver, child_record, make_evolver
+from rleif_kit.evolve.lineages import elimination_table, lineage_table
 from rleif_kit.evolve.operators import child_id, choose_operator, reweighted
 from rleif_kit.llm.base import ChatRequest, merge_usage, run_sync
 from rleif_kit.llm.openai_backend import estimate
@@ -42,6 +45,12 @@ from rleif_kit.llm.usage import ledger_runs
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.base import Operator
 from rleif_kit.worlds.data import load_seeds
+
+# The stage's public face: what its notebook, ``python -m rleif_kit.evolve`` and ``rleif evolve`` use. The lineage
+# views (evolve/lineages.py), the seeds they start from (worlds/data.py), the counts table (core/tables.py) and the
+# plots (core/plots.py) are defined there and offered here, so that the notebook reads one stage module.
+__all__ = ["EvolveResult", "run_evolve", "evolve_command", "estimate_evolve", "count_table", "plot_counts",
+           "plot_reasons", "save_figure", "load_seeds", "lineage_table", "elimination_table"]
 
 
 @dataclass

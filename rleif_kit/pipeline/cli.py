@@ -194,7 +194,7 @@ def _run(args) -> int:
 
 
 def _check_api(args) -> int:
-    from rleif_kit.pipeline.check_api import check_api, format_check_table
+    from rleif_kit.llm.check_api import check_api, format_check_table
 
     settings = load_settings(args.settings)
     roles = [r.strip() for r in args.roles.split(",")] if args.roles else None

@@ -4,7 +4,7 @@ In order: the config is valid; the settings file is valid, each API key the run 
 environment and each configured role's endpoint answers one chat round trip (``check_api``); the base
 models resolve (``models.loading.resolve_model_name``); the evolution temperature; every data file the
 stages read, or the raw data stage 00 builds it from, and the evaluation sets (``data_checks``); a sample of the SFT data has
-explicit steps; then every reward-health check whose artifacts already exist (``diagnostics.stage.run_diagnostics``).
+explicit steps; then every reward-health check whose artifacts already exist (``diagnostics.stage.check_artifacts``).
 Each is a :class:`Verdict`; any fail makes the command exit non-zero.
 """
 
@@ -20,9 +20,9 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.settings import SettingsError, load_settings
 from rleif_kit.core.stages import SETUP, SFT
 from rleif_kit.core.verdict import Verdict
-from rleif_kit.diagnostics.stage import Health, run_diagnostics
+from rleif_kit.diagnostics.stage import Health, check_artifacts
+from rleif_kit.llm.check_api import check_endpoint
 from rleif_kit.models.loading import ModelNotFound, resolve_model_name
-from rleif_kit.pipeline.check_api import check_endpoint
 from rleif_kit.pipeline.data_checks import check_data
 from rleif_kit.rewards.irm_data import programmatic_judge
 from rleif_kit.worlds import world_for
@@ -138,7 +138,7 @@ def run_doctor(params_path: str, overrides: list[str] | tuple = (), settings_pat
             report.verdicts.append(sample)
         else:
             report.skipped.append(sample)
-    health = run_diagnostics(cfg, paths, score=score)
+    health = check_artifacts(cfg, paths, score=score)  # reads only: 07's run_diagnostics writes verdicts.json
     report.verdicts += health.verdicts
     report.skipped += health.skipped
     return report

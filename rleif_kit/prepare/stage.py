@@ -1,17 +1,25 @@
-"""Stage 00's data step: build, from the user's raw data, every file later stages read — before evolution.
+"""Stage 00: the base model, the data later stages read, and one round trip per endpoint — before evolution.
 
-Why before 01: the 7B recipe's stages read three data files — the evolution seeds (``[evol_instruct] seeds``),
-the step-by-step SFT set (``[sft] dataset``) and the open-domain sample (``[sft] open_domain_path``). When
-the first two do not exist yet, they are built here from GSM8k / MATH training data (``[sft] gsm8k_train`` /
-``math_train``: local JSONL, parquet, the original MATH folder, or ``"hub"`` for ``[sft] gsm8k_hub`` /
-``math_hub`` through ``datasets``): the seeds are the training questions, deduplicated and decontaminated
-against the evaluation sets at hand (``prepare.seeds``); the SFT set is their gold solutions in the step
-format, or regenerated through the endpoint (``worlds.math.sft``). A file that exists is read and counted,
-never overwritten. The arithmetic world generates its data in the stages and has nothing to build here.
+``run_prepare`` resolves the base model (building the offline tiny Llama when the preset asks for it,
+``worlds/tiny_corpus.py``), builds the data and checks every endpoint of ``settings.json`` (``llm/check_api.py``):
+what the notebook ``00_setup`` and ``python -m rleif_kit.prepare`` run. The config, the resolved config and the
+manifest are ``setup``'s (``core/run_setup.py``), as for every stage.
 
-``rleif data PARAMS`` runs this alone and prints :meth:`DataReport.table`: per file, where it is, whether it
-was built, how many records, their lengths (in tokens of ``[base].model_name`` when its tokenizer is on this
+The data step (:func:`build_data`) builds, from the user's raw data, every file later stages read. Why before 01:
+the 7B recipe's stages read three data files — the evolution seeds (``[evol_instruct] seeds``), the step-by-step SFT
+set (``[sft] dataset``) and the open-domain sample (``[sft] open_domain_path``). When the first two do not exist
+yet, they are built here from GSM8k / MATH training data (``[sft] gsm8k_train`` / ``math_train``: local JSONL,
+parquet, the original MATH folder, or ``"hub"`` for ``[sft] gsm8k_hub`` / ``math_hub`` through ``datasets``): the
+seeds are the training questions, deduplicated and decontaminated against the evaluation sets at hand
+(``prepare.seeds``); the SFT set is their gold solutions in the step format, or regenerated through the endpoint
+(``worlds.math.sft``). A file that exists is read and counted, never overwritten. The arithmetic world generates its
+data in the stages and has nothing to build here.
+
+``rleif data PARAMS`` runs the data step alone and prints :meth:`DataReport.table`: per file, where it is, whether
+it was built, how many records, their lengths (in tokens of ``[base].model_name`` when its tokenizer is on this
 machine, else characters) and the rejected rows by reason. ``00_setup/data_report.json`` keeps the same.
+
+    python -m rleif_kit.prepare --params params/tiny-cpu.toml [--settings settings.json]
 """
 
 from __future__ import annotations
@@ -23,18 +31,24 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from rleif_kit.core.config import RunConfig
+from rleif_kit.core.config import RunConfig, to_toml
 from rleif_kit.core.jsonl import read_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.records import write_json_atomic
 from rleif_kit.core.run_setup import setup
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import SETUP
+from rleif_kit.llm.check_api import CheckRow, check_settings
 from rleif_kit.prepare.seeds import CONTAMINATED, build_seeds, reasons
 from rleif_kit.worlds.benchmarks import load_items
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import DataError, generated_size, load_instructions, load_seeds
+from rleif_kit.worlds.tiny_corpus import ensure_base_model
 from rleif_kit.core.overlap import NgramIndex
+
+# The stage's public face: what its notebook, ``python -m rleif_kit.prepare`` and ``rleif data`` use; the resolved
+# config's text (core/config.py) is defined there and offered here, so that the notebook reads one stage module.
+__all__ = ["PrepareResult", "run_prepare", "DataReport", "build_data", "data_command", "to_toml"]
 
 RAW_HINT = ("set [sft] gsm8k_train / math_train to GSM8k / MATH training data (JSONL, parquet, the MATH folder, or "
             "'hub'), or point the key at a file you have (docs/your-own-7b-run.md)")
@@ -148,9 +162,9 @@ def _previous_inputs(paths: RunPaths) -> dict[str, dict]:
         return {}
 
 
-def run_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataReport:
-    """Build what is missing, count what exists, and write ``00_setup/data_report.json``. A file that is neither
-    there nor buildable is a :class:`DataError` naming its key and what would build it."""
+def build_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataReport:
+    """The data step: build what is missing, count what exists, and write ``00_setup/data_report.json``. A file
+    that is neither there nor buildable is a :class:`DataError` naming its key and what would build it."""
     measure = _tokenizer(cfg)
     report = DataReport(cfg.base.world, "tokens" if measure else "characters")
     inputs = _inputs(cfg)
@@ -270,10 +284,36 @@ def run_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataRepor
     return report
 
 
+@dataclass
+class PrepareResult:
+    """What stage 00 made and found: the base model's path (or hub id), the data report, the endpoints' rows."""
+    base_model: str
+    data: DataReport
+    endpoints: list[CheckRow]
+    endpoint_table: str  # the rows as a table, or the line saying no settings.json was given
+
+    @property
+    def endpoints_ok(self) -> int:
+        return sum(r.ok for r in self.endpoints)
+
+    def data_counts(self) -> dict[str, dict[str, Any]]:
+        """``{file: {status, records, rejected}}``: what the notebook records of the data step."""
+        return {a.name: {"status": a.status, "records": a.records, "rejected": a.rejected} for a in self.data.artifacts}
+
+
+def run_prepare(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> PrepareResult:
+    """Resolve (or build) the base model, build the data later stages read, then one chat round trip per role of
+    ``settings`` (none without it)."""
+    base_model = ensure_base_model(cfg)
+    data = build_data(cfg, paths, settings)
+    endpoints, endpoint_table = check_settings(settings)
+    return PrepareResult(base_model, data, endpoints, endpoint_table)
+
+
 def data_command(params_path: str, overrides: list[str], settings_path: str | None) -> int:
     """``rleif data PARAMS``: the data step alone, its report printed."""
     cfg, paths = setup(params_path, overrides, stage=SETUP)
     settings = load_settings(settings_path) if settings_path else None
-    print(run_data(cfg, paths, settings).table())
+    print(build_data(cfg, paths, settings).table())
     print(f"report: {Path(paths.data_report)}")
     return 0

@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rleif_kit.checks.verdicts import check_sft_learning, check_step_format
+from rleif_kit.checks.verdicts import check_sft_learning, check_step_format, format_verdicts
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import read_jsonl
 from rleif_kit.core.launch import load_result, maybe_launch
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.plots import plot_accuracy_bars, plot_loss_curve, save_figure
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.models import trainer_logs
 from rleif_kit.models.loading import (
@@ -44,6 +45,10 @@ from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import heldout_problems
 from rleif_kit.worlds.heldout_eval import evaluate_heldout
 from rleif_kit.worlds.tiny_corpus import ensure_base_model
+
+# The stage's public face: what its notebook and ``python -m rleif_kit.sft`` use; the plots and the verdicts' text
+# are defined in core/plots.py and checks/verdicts.py and offered here, so the notebook reads one stage module.
+__all__ = ["SFTResult", "run_sft", "plot_loss_curve", "plot_accuracy_bars", "save_figure", "format_verdicts"]
 
 
 @dataclass

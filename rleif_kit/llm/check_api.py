@@ -8,6 +8,9 @@ Every detail string passes through :func:`rleif_kit.core.api_keys.redact`, becau
 rejected key back in 401 messages and these rows end up in notebook outputs. A failed row says what the server
 said, as a failed request of a run does (``llm/errors.failure_reason``: ``http 400: Server is pinned to ...``), and
 a 400 / 404 / 422 naming an unknown model adds what to check, with the server's model list where it gives one.
+
+It sits with the backends, below the stages, because stage 00 (``prepare.stage.run_prepare``), ``rleif check-api``
+and ``rleif doctor`` all make this round trip, and no stage may import ``pipeline/``.
 """
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from rleif_kit.core.api_keys import known_secrets, make_client, read_api_key, redact
-from rleif_kit.core.settings import ROLES, Endpoint, Settings, SettingsError, load_settings
+from rleif_kit.core.settings import ROLES, Endpoint, Settings, SettingsError
 from rleif_kit.llm.errors import failure_reason, listed_models, names_unknown_model, unknown_model_advice
 
-__all__ = ["CheckRow", "check_api", "check_endpoint", "check_settings_file", "format_check_table"]
+__all__ = ["CheckRow", "check_api", "check_endpoint", "check_settings", "format_check_table"]
 
 DETAIL_WIDTH = 60  # a reply is cut to this; an error never is: its fix comes at its end
 
@@ -140,9 +143,10 @@ def _truncate(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def check_settings_file(path: str | None) -> tuple[list[CheckRow], str]:
-    """Check every role of a settings file; without one, say the run uses local backends only."""
-    if not path:
+def check_settings(settings: Settings | None) -> tuple[list[CheckRow], str]:
+    """Check every role of the settings, with the table to print; without settings, say the run uses local
+    backends only."""
+    if settings is None:
         return [], "no settings.json given: local backends only, no endpoint to check"
-    rows = check_api(load_settings(path))
+    rows = check_api(settings)
     return rows, format_check_table(rows)
