@@ -5,7 +5,7 @@ their checks; the notebook and ``python -m rleif_kit.rewards`` both call it, the
     accelerate launch --config_file params/accelerate/ddp.yaml -m rleif_kit.rewards --params params/wizardmath-7b.toml
 
 Each step reads and writes files under ``04_reward_models/`` and resumes from them: the fan-out and
-the judges' answers are append-only JSONL (``evolution.fanout.run_fanout``, ``judge_labels``), the sampled
+the judges' answers are append-only JSONL (``evolve.fanout.run_fanout``, ``judge_labels``), the sampled
 solutions are written per batch (``prm.sample_solutions``).
 
 Who judges: with the world's own evolver (``[evol_instruct].backend = "world"``, arith) the IRM rankings come
