@@ -74,9 +74,9 @@ def test_stage_04_without_a_notebook_trains_the_prm_on_the_hard_negatives_too(tm
     from types import SimpleNamespace
 
     import rleif_kit.rewards.__main__ as cli
-    import rleif_kit.rewards.stage as stage
     from rleif_kit.core.jsonl import read_jsonl
     from rleif_kit.core.paths import RunPaths
+    from rleif_kit.rewards import stage
 
     @dataclasses.dataclass
     class Result:

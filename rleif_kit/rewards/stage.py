@@ -244,11 +244,10 @@ class RewardModels:
 
     def summary(self) -> str:
         """What ``python -m rleif_kit.rewards`` prints: each model's held-out figures, then the checks."""
-        return "\n".join([f"IRM: held-out pairwise accuracy {self.irm.heldout_accuracy:.3f} on "
-                          f"{self.irm.heldout_pairs} pairs",
-                          f"PRM: held-out step accuracy {fmt_score(self.prm.step_accuracy)}, AUC "
-                          f"{fmt_score(self.prm.step_auc)} on {self.prm.heldout_steps} steps",
-                          *([format_verdicts(self.sample.verdicts)] if self.sample is not None else [])])
+        irm = f"IRM: held-out pairwise accuracy {self.irm.heldout_accuracy:.3f} on {self.irm.heldout_pairs} pairs"
+        prm = (f"PRM: held-out step accuracy {fmt_score(self.prm.step_accuracy)}, AUC {fmt_score(self.prm.step_auc)} "
+               f"on {self.prm.heldout_steps} steps")
+        return "\n".join([irm, prm, *([format_verdicts(self.sample.verdicts)] if self.sample is not None else [])])
 
 
 def training_rows(paths: RunPaths, which: str, rows: list[dict] | None) -> list[dict]:
