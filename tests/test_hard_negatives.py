@@ -76,6 +76,7 @@ def test_stage_04_without_a_notebook_trains_the_prm_on_the_hard_negatives_too(tm
     import rleif_kit.rewards.__main__ as cli
     from rleif_kit.core.jsonl import read_jsonl
     from rleif_kit.core.paths import RunPaths
+    from rleif_kit.rewards import stage
 
     @dataclasses.dataclass
     class Result:
@@ -99,14 +100,15 @@ def test_stage_04_without_a_notebook_trains_the_prm_on_the_hard_negatives_too(tm
         return fn
 
     monkeypatch.setattr(cli, "setup", lambda params, overrides, stage: (SimpleNamespace(), paths))
-    monkeypatch.setattr(cli, "build_irm_pairs", lambda cfg, paths, settings: SimpleNamespace(pairs=[{"p": 1}]))
-    monkeypatch.setattr(cli, "build_prm_examples", lambda cfg, paths, settings: SimpleNamespace(
+    monkeypatch.setattr(stage, "build_irm_pairs", lambda cfg, paths, settings, progress: SimpleNamespace(
+        pairs=[{"p": 1}]))
+    monkeypatch.setattr(stage, "build_prm_examples", lambda cfg, paths, settings, progress: SimpleNamespace(
         examples=sampled, extra=extra))
-    monkeypatch.setattr(cli, "train_irm", train("irm"))
-    monkeypatch.setattr(cli, "train_prm", train("prm"))
-    monkeypatch.setattr(cli, "score_sample", lambda cfg, paths, irm, prm, examples: checked.append(examples)
+    monkeypatch.setattr(stage, "train_irm", train("irm"))
+    monkeypatch.setattr(stage, "train_prm", train("prm"))
+    monkeypatch.setattr(stage, "score_sample", lambda cfg, paths, irm, prm, examples: checked.append(examples)
                         or SimpleNamespace(verdicts=[]))
-    monkeypatch.setattr(cli, "format_verdicts", lambda verdicts: "")
+    monkeypatch.setattr(stage, "format_verdicts", lambda verdicts: "")
     cli.main(["--params", "unused.toml"])
     assert trained["prm"] == sampled + extra == list(read_jsonl(paths.rm_rows("prm")))
     assert checked == [sampled]

@@ -1,7 +1,11 @@
-"""Stage 04 as steps the notebook calls in order: IRM data → IRM → PRM data → PRM → score samples.
+"""Stage 04 in one call, ``run_rewards(cfg, paths)``: IRM data → IRM → PRM data → PRM → scored samples and
+their checks; the notebook and ``python -m rleif_kit.rewards`` both call it, then show what it returns.
+
+    python -m rleif_kit.rewards --params params/tiny-cpu.toml
+    accelerate launch --config_file params/accelerate/ddp.yaml -m rleif_kit.rewards --params params/wizardmath-7b.toml
 
 Each step reads and writes files under ``04_reward_models/`` and resumes from them: the fan-out and
-the judges' answers are append-only JSONL (``evolution.fanout.run_fanout``, ``judge_labels``), the sampled
+the judges' answers are append-only JSONL (``evolve.fanout.run_fanout``, ``judge_labels``), the sampled
 solutions are written per batch (``prm.sample_solutions``).
 
 Who judges: with the world's own evolver (``[evol_instruct].backend = "world"``, arith) the IRM rankings come
@@ -20,22 +24,34 @@ from typing import Any
 
 from rleif_kit.checks import stage_failures
 from rleif_kit.checks.stage_failures import Failures
-from rleif_kit.checks.verdicts import check_low_ra_share, check_score_distribution
+from rleif_kit.checks.verdicts import check_low_ra_share, check_score_distribution, format_verdicts
+from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.exits import StageIncomplete
-from rleif_kit.core.jsonl import read_jsonl
+from rleif_kit.core.jsonl import read_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.plots import plot_loss_curve, plot_score_histograms, plot_split_histogram, save_figure
 from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.evolve.fanout import run_fanout
 from rleif_kit.rewards import prm
+from rleif_kit.rewards.examples import labelled_steps, prm_step_table, ranked_siblings
 from rleif_kit.rewards.hard_negatives import hard_negative_examples
+from rleif_kit.rewards.irm import IRMResult, train_irm
 from rleif_kit.rewards.irm_data import programmatic_judge, quality_pairs
 from rleif_kit.rewards.judge_labels import judge_irm_rankings, judge_prm_labels, report_path
+from rleif_kit.rewards.prm import PRMResult, fmt_score, train_prm
 from rleif_kit.rewards.reward import answer_scores, irm_score, solution_step_ends
 from rleif_kit.rewards.rm_datasets import split_by_question
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import instruction_pool
+
+# The stage's public face: what its notebook and ``python -m rleif_kit.rewards`` use. The views are defined in
+# rewards/examples.py, fmt_score in rewards/prm.py, the plots in core/plots.py and the verdicts' text in
+# checks/verdicts.py; they are offered here so that the notebook reads one stage module.
+__all__ = ["run_rewards", "RewardModels", "IRMData", "PRMData", "ScoreSample", "build_irm_pairs",
+           "build_prm_examples", "score_sample", "ranked_siblings", "labelled_steps", "prm_step_table", "fmt_score",
+           "plot_loss_curve", "plot_score_histograms", "plot_split_histogram", "save_figure", "format_verdicts"]
 
 SCORE_SAMPLE = 100  # instructions and solutions scored for the distribution checks (reward-health check 1)
 
@@ -53,6 +69,10 @@ class IRMData:
     variants: int
     judge: str  # "arith" (programmatic) or the judge model's name
     failed: int = 0
+
+    def summary(self) -> str:
+        return (f"{self.groups} sibling sets, {self.variants} variants, judge {self.judge}: "
+                f"{len(self.pairs)} balanced pairs ({self.failed} rankings failed)")
 
 
 def build_irm_pairs(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True) -> IRMData:
@@ -100,6 +120,13 @@ class PRMData:
     by_source: dict[str, int] = field(default_factory=dict)
     extra: list[dict] = field(default_factory=list)  # train-only examples (hard negatives): train_prm(examples + extra)
     seconds: dict[str, float] = field(default_factory=dict)  # what each label source cost
+
+    def summary(self) -> str:
+        n_steps, correct_share = labelled_steps(self.examples)
+        seconds = ", ".join(f"{k} {v:.0f}" for k, v in self.seconds.items())
+        return (f"{self.samples} sampled solutions, {self.flagged} flagged (no steps), {len(self.examples)} labelled "
+                f"by {self.labeller} {self.by_source}; {correct_share:.0%} of {n_steps} steps correct; "
+                f"{len(self.extra)} hard negatives for training only; seconds by label source: {seconds}")
 
 
 def build_prm_examples(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True) -> PRMData:
@@ -152,6 +179,15 @@ class ScoreSample:
     flagged: int
     verdicts: list[Verdict]
 
+    @property
+    def irm_mean(self) -> float:
+        return sum(self.irm_scores) / len(self.irm_scores)
+
+    @property
+    def ra_mean(self) -> float:
+        """0.0 when every held-out solution was flagged."""
+        return sum(self.answer_scores) / max(1, len(self.answer_scores))
+
 
 def score_sample(cfg: RunConfig, paths: RunPaths, irm: tuple[Any, Any], prm_model: tuple[Any, Any],
                  prm_examples: list[dict]) -> ScoreSample:
@@ -168,7 +204,72 @@ def score_sample(cfg: RunConfig, paths: RunPaths, irm: tuple[Any, Any], prm_mode
                        rm.prm_aggregate, max_len=rm.rm_max_len, world=world_for(cfg))
     kept = [(a, all(e["labels"])) for a, e in zip(ra, heldout) if a is not None]
     answer, correct = [a for a, _ in kept], [c for _, c in kept]
-    verdicts = [check_score_distribution("IRM", irm_scores, dcfg, f"{paths.rel(paths.irm_model)} on {len(texts)} instructions"),
-                check_score_distribution("PRM", answer, dcfg, f"{paths.rel(paths.prm_model)} rA on {len(answer)} solutions"),
-                check_low_ra_share(answer, dcfg, f"{paths.rel(paths.prm_model)} rA on {len(answer)} held-out solutions")]
+    irm_dir, prm_dir = paths.rel(paths.irm_model), paths.rel(paths.prm_model)
+    verdicts = [check_score_distribution("IRM", irm_scores, dcfg, f"{irm_dir} on {len(texts)} instructions"),
+                check_score_distribution("PRM", answer, dcfg, f"{prm_dir} rA on {len(answer)} solutions"),
+                check_low_ra_share(answer, dcfg, f"{prm_dir} rA on {len(answer)} held-out solutions")]
     return ScoreSample(irm_scores, answer, correct, len(ra) - len(answer), verdicts)
+
+
+# ------------------------------------------------------------------ the stage in one call
+
+@dataclass
+class RewardModels:
+    """What ``run_rewards`` made: each model's data, its result and the trained model itself (the PRM's step table
+    reads it), and the scored sample with its verdicts. On a rank other than 0 of ``accelerate launch`` the data
+    and the sample are None: rank 0 builds the data and scores, every rank trains."""
+    irm_data: IRMData | None
+    irm: IRMResult
+    irm_model: Any
+    irm_tokenizer: Any
+    prm_data: PRMData | None
+    prm: PRMResult
+    prm_model: Any
+    prm_tokenizer: Any
+    sample: ScoreSample | None
+
+    @property
+    def runtime_s(self) -> float:
+        """Training time of both models (data building and scoring not counted)."""
+        return self.irm.runtime_s + self.prm.runtime_s
+
+    def irm_summary(self) -> str:
+        return (f"IRM: {self.irm.train_pairs} pairs, held-out pairwise accuracy {self.irm.heldout_accuracy:.3f} "
+                f"on {self.irm.heldout_pairs} pairs ({self.irm.runtime_s:.0f}s)")
+
+    def prm_summary(self) -> str:
+        return (f"PRM: {self.prm.train_steps} labelled steps; held-out step accuracy "
+                f"{fmt_score(self.prm.step_accuracy)}, AUC {fmt_score(self.prm.step_auc)} on "
+                f"{self.prm.heldout_steps} steps ({self.prm.runtime_s:.0f}s)")
+
+    def summary(self) -> str:
+        """What ``python -m rleif_kit.rewards`` prints: each model's held-out figures, then the checks."""
+        irm = f"IRM: held-out pairwise accuracy {self.irm.heldout_accuracy:.3f} on {self.irm.heldout_pairs} pairs"
+        prm = (f"PRM: held-out step accuracy {fmt_score(self.prm.step_accuracy)}, AUC {fmt_score(self.prm.step_auc)} "
+               f"on {self.prm.heldout_steps} steps")
+        return "\n".join([irm, prm, *([format_verdicts(self.sample.verdicts)] if self.sample is not None else [])])
+
+
+def training_rows(paths: RunPaths, which: str, rows: list[dict] | None) -> list[dict]:
+    """The rows ``which`` (``irm`` / ``prm``) trains on, the same on every rank: rank 0 built them (``rows``; None
+    elsewhere) and writes them to ``paths.rm_rows(which)``; under ``accelerate launch`` every rank, rank 0 too, reads
+    that file back, so all train on identical inputs. ``train_irm`` / ``train_prm`` rewrite it with each row's split."""
+    if dist.is_main():
+        write_jsonl(paths.rm_rows(which), rows)
+    dist.barrier()
+    return rows if dist.world_size() == 1 else list(read_jsonl(paths.rm_rows(which)))
+
+
+def run_rewards(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True) -> RewardModels:
+    """Stage 04: the IRM's preference pairs and the IRM, the PRM's labelled steps and the PRM, then both models on
+    held-out samples (histograms, reward-health checks 1 and 2). Each step resumes from its files."""
+    main = dist.is_main()  # the data (fan-out, judges, sampling) once, on rank 0; every rank trains
+    irm_data = build_irm_pairs(cfg, paths, settings, progress) if main else None
+    irm_rows = training_rows(paths, "irm", irm_data.pairs if main else None)
+    irm_model, irm_tok, irm = train_irm(cfg, paths, irm_rows)
+    prm_data = build_prm_examples(cfg, paths, settings, progress) if main else None
+    # the sampled solutions and the train-only extras (prm_hard_negatives) train; the checks read the sampled ones
+    prm_rows = training_rows(paths, "prm", prm_data.examples + prm_data.extra if main else None)
+    prm_model, prm_tok, prm_result = train_prm(cfg, paths, prm_rows)
+    sample = score_sample(cfg, paths, (irm_model, irm_tok), (prm_model, prm_tok), prm_data.examples) if main else None
+    return RewardModels(irm_data, irm, irm_model, irm_tok, prm_data, prm_result, prm_model, prm_tok, sample)
