@@ -25,14 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rleif_kit.checks.probes import irm_probes, prm_probes  # noqa: E402
-from rleif_kit.core.metrics import truth_figures
+from rleif_kit.core.metrics import truth_figures  # noqa: E402
 from rleif_kit.core.config import load_config  # noqa: E402
 from rleif_kit.core.jsonl import read_jsonl  # noqa: E402
 from rleif_kit.core.paths import RunPaths  # noqa: E402
 from rleif_kit.core.reward_formula import parse_reward_formula  # noqa: E402
 from rleif_kit.rewards.rm_datasets import split_by_question  # noqa: E402
-from rleif_kit.rewards.reward import load_rm  # noqa: E402
-from rleif_kit.rewards.reward import irm_scorer, prm_scorer, step_verifier_scorer  # noqa: E402
+from rleif_kit.rewards.reward import irm_scorer, load_rm, prm_scorer, step_verifier_scorer  # noqa: E402
 from rleif_kit.rewards.prm import train_prm, verifier_examples  # noqa: E402
 from rleif_kit.worlds import steps as step_labels  # noqa: E402
 from rleif_kit.checks.probe_sets import instruction_probe_pairs, probe_solutions  # noqa: E402

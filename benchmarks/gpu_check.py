@@ -199,7 +199,7 @@ def check_ppo(cfg, shape: Shape, device: str, dtype, prompt_len: int) -> dict:
     measured["score"] = _peak()
     _reset()
     S = roll.input_ids.shape[1]
-    with torch.no_grad():  # ppo.rewards.RewardScorer scores gen_batch at a time
+    with torch.no_grad():  # rewards.reward.RewardScorer scores gen_batch at a time
         ri = torch.sigmoid(irm(input_ids=torch.randint(3, shape.vocab, (ppo.gen_batch, prompt_len), device=device)
                                ).logits[:, 0].float())
         pl = min(S, cfg.reward_model.rm_max_len)

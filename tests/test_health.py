@@ -18,11 +18,10 @@ import pytest
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
 
 from rleif_kit.checks import verdicts as dg
-from rleif_kit.core.config import load_config
-from rleif_kit.worlds.prompts import math_prompt
+from rleif_kit.core.config import DiagnosticsConfig, load_config
 from rleif_kit.core.jsonl import write_jsonl
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.core.config import DiagnosticsConfig
+from rleif_kit.worlds.prompts import math_prompt
 
 CFG = DiagnosticsConfig()  # the defaults are the issue's thresholds
 STEPS = "Step 1: 3 + 4 = 7. Step 2: 7 - 2 = 5. The answer is: 5"
@@ -242,8 +241,8 @@ def test_empty_run_skips_every_check_with_a_note(tmp_path):
 
 
 def test_verdicts_html_and_file(tmp_path):
-    from rleif_kit.diagnostics.stage import verdicts_html, write_verdicts
     from rleif_kit.core.plots import STATUS_COLORS
+    from rleif_kit.diagnostics.stage import verdicts_html, write_verdicts
 
     run = tmp_path / "run"
     make_run(run, kl=12.0)
@@ -288,8 +287,8 @@ def test_reward_health_curves_plot():
 
 def test_probe_plot_one_bar_per_probe_coloured_by_status():
     from rleif_kit.checks.probes import probe_stats, probe_verdict
-    from rleif_kit.core.plots import plot_probes
     from rleif_kit.core.config import DiagnosticsConfig
+    from rleif_kit.core.plots import plot_probes
 
     d = DiagnosticsConfig()
     good = probe_verdict("PRM", probe_stats("early_stop", "down", [0.5] * 10, [0.1] * 10, 0.05), d)
@@ -306,9 +305,8 @@ def test_probe_plot_one_bar_per_probe_coloured_by_status():
 def build_reward_models(model_dir: Path, run: Path) -> Path:
     """``run/04_reward_models`` as the stage saves it: IRM and PRM on ``model_dir`` with fresh heads
     (untrained: the checks' plumbing is under test, not the models), and 30 sampled solutions."""
+    from rleif_kit.rewards.rm_training import load_rm_for_training, save_rm
     from rleif_kit.worlds.arith import problems as arith
-    from rleif_kit.rewards.rm_training import save_rm
-    from rleif_kit.rewards.rm_training import load_rm_for_training
 
     out = run / "04_reward_models"
     cfg = config(run)

@@ -8,11 +8,9 @@ Against the loopback FakeOpenAIServer with the real openai client; no network.
 from __future__ import annotations
 
 from rleif_kit.core.settings import Endpoint
-from rleif_kit.llm.base import ChatRequest, ChatResult
+from rleif_kit.llm.base import ChatRequest, ChatResult, cut_off
+from rleif_kit.llm.cache import ResponseCache, cache_key
 from rleif_kit.llm.openai_backend import OpenAIBackend
-from rleif_kit.llm.cache import ResponseCache
-from rleif_kit.llm.base import cut_off
-from rleif_kit.llm.cache import cache_key
 from rleif_kit.testing.fake_openai import FakeOpenAIServer
 
 

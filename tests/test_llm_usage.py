@@ -16,12 +16,11 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
+
 from rleif_kit.core.settings import Endpoint, Price
-from rleif_kit.llm.base import ChatRequest, ChatResult
+from rleif_kit.llm.base import ChatRequest, ChatResult, merge_usage
 from rleif_kit.llm.openai_backend import OpenAIBackend
-from rleif_kit.llm.base import merge_usage
 from rleif_kit.llm.usage import UsageLedger, ledger_path, ledger_runs
 from rleif_kit.testing.fake_openai import FakeOpenAIServer
 

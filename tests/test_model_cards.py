@@ -27,8 +27,8 @@ from rleif_kit.models.cards import (
     write_card,
 )
 from rleif_kit.models.refs import model_ref, relink_adapter, resolve_ref
-from rleif_kit.rewards.reward import PRM_LABELS
 from rleif_kit.rewards import rm_datasets
+from rleif_kit.rewards.reward import PRM_LABELS
 from rleif_kit.rewards.rm_cards import irm_card, prm_card, snippet_steps
 from rleif_kit.rewards.rm_datasets import PAIR_FIELDS, STEP_FIELDS, pair_rows, step_rows
 from rleif_kit.worlds.prompts import MATH_PROMPT_COT, math_prompt
@@ -182,9 +182,7 @@ def test_snippets_score_and_generate_as_the_kit_does(tmp_path, small_model_dir):
 
     from rleif_kit.models.generation import generate
     from rleif_kit.models.loading import load_tokenizer
-    from rleif_kit.rewards.reward import irm_score
-    from rleif_kit.rewards.reward import head_labels
-    from rleif_kit.rewards.reward import prm_score
+    from rleif_kit.rewards.reward import head_labels, irm_score, prm_score
 
     tok = load_tokenizer(str(small_model_dir))
     torch.manual_seed(0)

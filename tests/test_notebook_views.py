@@ -10,8 +10,8 @@ import math
 
 import pytest
 import torch
-
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
+
 from rleif_kit.checks.verdict_table import named_values, verdict_table
 from rleif_kit.core.config import load_config
 from rleif_kit.core.jsonl import read_jsonl, write_jsonl
@@ -21,10 +21,9 @@ from rleif_kit.core.verdict import Verdict
 from rleif_kit.dedup.groups import duplicate_groups
 from rleif_kit.evolve.lineages import CLIP, elimination_table, lineage_table
 from rleif_kit.ppo.stage import rollout_table
-from rleif_kit.ppo.trainer import save_rollout_samples
-from rleif_kit.ppo.trainer import Rollout
-from rleif_kit.rewards.reward import step_scores
+from rleif_kit.ppo.trainer import Rollout, save_rollout_samples
 from rleif_kit.rewards.examples import labelled_steps, prm_step_table, ranked_siblings, step_rows
+from rleif_kit.rewards.reward import step_scores
 from rleif_kit.rewards.rm_training import load_rm_for_training
 
 

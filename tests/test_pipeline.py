@@ -13,8 +13,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, TINY_PARAMS, baseline_misses, tiny_overrides
 
-from conftest import ROOT, baseline_misses, TINY_PARAMS, tiny_overrides
 from rleif_kit.core.records import read_records
 from rleif_kit.pipeline.runner import run_pipeline
 
@@ -147,8 +147,8 @@ def _copy_inputs(tiny_run: Path, dest: Path) -> None:
 
 
 def test_kl_guard_stops_a_deliberately_unstable_run(tiny_run, tmp_path):
-    from rleif_kit.ppo.trainer import train_ppo
     from rleif_kit.core.run_setup import setup
+    from rleif_kit.ppo.trainer import train_ppo
 
     _copy_inputs(tiny_run, tmp_path / "run")
     cfg, paths = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", "ppo.lr=1e-2", "ppo.total_steps=15",
@@ -228,11 +228,10 @@ def test_the_trained_prm_reads_the_answer(tiny_run):
     or more (the token PRM of issue 16 reached 42.7% on the early stop; the generative PRM 96-99%)."""
     from statistics import mean
 
+    from rleif_kit.checks.probe_sets import answer_edits
     from rleif_kit.core.config import load_config
     from rleif_kit.core.paths import RunPaths
-    from rleif_kit.rewards.reward import load_rm
-    from rleif_kit.rewards.reward import answer_scores
-    from rleif_kit.checks.probe_sets import answer_edits
+    from rleif_kit.rewards.reward import answer_scores, load_rm
 
     cfg = load_config(str(TINY_PARAMS), tiny_overrides(tiny_run / "run"))
     paths = RunPaths(tiny_run / "run")
@@ -252,13 +251,13 @@ def test_the_broken_reward_gallery_is_caught(tiny_run, tmp_path, monkeypatch):
       switched back by the test-only LABEL_AFTER_ANSWER) gives a right and a wrong answer the same rA;
     - a scorer that rewards length: a wrong answer or a corrupted step is no shorter, so it is not lower;
     - an IRM that rewards one operator's template wording: an unsolvable question keeps the wording."""
+    from rleif_kit.checks.probe_sets import instruction_probe_pairs, probe_solutions
     from rleif_kit.checks.probes import irm_probes, prm_probes
     from rleif_kit.core.jsonl import read_jsonl
     from rleif_kit.core.run_setup import setup
-    from rleif_kit.rewards.reward import prm_scorer
     from rleif_kit.rewards.prm import train_prm, verifier_examples
+    from rleif_kit.rewards.reward import prm_scorer
     from rleif_kit.worlds import steps as step_labels
-    from rleif_kit.checks.probe_sets import instruction_probe_pairs, probe_solutions
     from rleif_kit.worlds import world_for
 
     monkeypatch.chdir(ROOT)

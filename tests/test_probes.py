@@ -7,15 +7,20 @@ from __future__ import annotations
 import pytest
 
 from rleif_kit.checks.probes import (
-    check_reward_truth, check_reward_truth_log, irm_probes, prm_probes, probe_stats, probe_verdict,
+    check_reward_truth,
+    check_reward_truth_log,
+    irm_probes,
+    prm_probes,
+    probe_stats,
+    probe_verdict,
 )
-from rleif_kit.core.metrics import truth_figures
-from rleif_kit.rewards.reward import truth_log_fields
 from rleif_kit.core.config import DiagnosticsConfig
-from rleif_kit.rewards.reward import step_verifier_scorer
+from rleif_kit.core.metrics import truth_figures
+from rleif_kit.rewards.reward import step_verifier_scorer, truth_log_fields
+from rleif_kit.worlds import counterfactuals as cf
 from rleif_kit.worlds import get_world
 from rleif_kit.worlds.arith import problems as arith
-from rleif_kit.worlds import counterfactuals as cf
+
 is_correct = get_world("arith").is_correct
 verifier_scores = step_verifier_scorer(get_world("arith"))
 
@@ -196,7 +201,6 @@ def test_commute_leaves_a_step_with_several_operators_alone():
 def test_the_gate_probes_the_whole_reward_so_a_formula_that_ignores_ra_fails():
     from rleif_kit.core.reward_formula import parse_reward_formula
     from rleif_kit.ppo.stage import _reward_of
-
     from rleif_kit.rewards.reward import RewardScorer
 
     class Stub:

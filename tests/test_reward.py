@@ -1,4 +1,4 @@
-"""PRM aggregation and IRM pair building (rleif_kit.core.reward_formula): hand-worked values, no model."""
+"""PRM aggregation (rleif_kit.rewards.reward) and IRM pair building (rleif_kit.rewards.irm_data): hand-worked values, no model."""
 
 from __future__ import annotations
 

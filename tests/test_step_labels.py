@@ -1,4 +1,4 @@
-"""Step ends in token space and verifier labels (rleif_kit.worlds.step_labels): hand-made offsets, no tokenizer."""
+"""Step ends in token space and verifier labels (rleif_kit.worlds.steps): hand-made offsets, no tokenizer."""
 
 from __future__ import annotations
 

@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import math_overrides, tiny_overrides  # noqa: E402 - how the tests point a preset at a folder
+
 from rleif_kit.core.numerics import IMITATE, KERNEL_VARIABLES  # noqa: E402
 
 PRESETS = {"tiny-cpu": ROOT / "params" / "tiny-cpu.toml", "tiny-math": ROOT / "params" / "tiny-math.toml",
@@ -133,11 +134,10 @@ def prm_reads_the_answer(cfg, out: Path) -> dict:
     whose rA moves when only the answer changes, and how often "999" and a one-step-early stop score lower."""
     from statistics import mean
 
+    from rleif_kit.checks.probe_sets import answer_edits
     from rleif_kit.core.paths import RunPaths
     from rleif_kit.core.run_setup import apply_threads_and_seed
-    from rleif_kit.rewards.reward import load_rm
-    from rleif_kit.rewards.reward import answer_scores
-    from rleif_kit.checks.probe_sets import answer_edits
+    from rleif_kit.rewards.reward import answer_scores, load_rm
 
     apply_threads_and_seed(cfg)
     paths = RunPaths(out / "run")

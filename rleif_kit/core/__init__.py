@@ -1,1 +1,2 @@
-"""Below everything: config and its sections, settings and keys, artifact paths, records, JSONL, run set-up, distributed, launch, plots, reward math."""
+"""Below everything: the config (one module), settings and keys, artifact paths, records, JSONL, run set-up,
+distributed, launch, plots, metrics, the reward formula's parser."""

@@ -8,10 +8,11 @@ or a notebook's parameters) go through the same validation.
     rleif config params/tiny-cpu.toml --set ppo.lr=1e-5   # print the resolved config
 
 The module reads top to bottom: the field helpers (``opt``/``required``: a default, its help text, its range check)
-and the range checks themselves, each returning None when a value is fine, else what was expected; the sections,
-whose defaults are the reference 7B recipe (WizardMath-7B), each with the rules across its fields; the
-``[diagnostics]`` thresholds every health check reads; the offline worlds' and the tiny model's sections; then
-``RunConfig`` and the loading, overrides and validation. docs/configuration.md lists the same keys
+and the range checks themselves, each returning None when a value is fine, else what was expected; what every
+section shares (``_Section``: the range checks of its fields, then the rules across them); the ``[diagnostics]``
+thresholds every health check reads; the pipeline's sections, whose defaults are the reference 7B recipe
+(WizardMath-7B); the offline worlds' and the tiny model's sections; then ``RunConfig`` and the loading, overrides
+and validation. docs/configuration.md lists the same keys
 (tools/config_table.py writes it).
 """
 
@@ -137,6 +138,8 @@ def names(values):
 
 
 class _Section:
+    """What every config section shares: the range checks of its fields, then the rules across them."""
+
     def problems(self, cross: bool = True) -> list[tuple[str, str]]:
         """(key, what was expected) per out-of-range value; the rules across keys run only when every
         single value is fine (they would divide by a zero or repeat an error), and only when ``cross``."""
@@ -239,7 +242,8 @@ class BaseConfig(_Section):
     threads: int = opt(0, "torch CPU threads; 0 = torch's default. Fixed in the tiny preset for repeatability",
                        non_negative)
     cpu_kernels: str = opt("native", "CPU kernels: 'native' (the machine's own; figures move between CPUs) or 'pinned' "
-                                     "(AVX2 everywhere, core/numerics.py: a CPU run repeats)", one_of("native", "pinned"))
+                                     "(AVX2 everywhere, core/numerics.py: a CPU run repeats)",
+                           one_of("native", "pinned"))
     launcher: str = opt("in_process", "how the notebooks run SFT, the reward models and PPO: 'in_process', or "
                                       "'accelerate' (the stage's module under accelerate launch: several GPUs, "
                                       "DeepSpeed)", one_of("in_process", "accelerate"))
@@ -257,7 +261,8 @@ class BaseConfig(_Section):
 @dataclass(frozen=True)
 class SFTConfig(_Section):
     dataset: str = opt("gsm8k_math_stepwise_15k.jsonl",
-                       "step-by-step JSONL (instruction, response), or 'arith:N' for N problems of the arithmetic world",
+                       "step-by-step JSONL (instruction, response), or 'arith:N' for N problems of the arithmetic "
+                       "world",
                        nonempty)
     open_domain_samples: int = opt(1500, "open-domain examples mixed into SFT", non_negative)
     open_domain_path: str = opt("./data/open_domain.jsonl", "JSONL of open-domain instruction/response pairs")
@@ -522,7 +527,9 @@ class TinyConfig(_Section):
     corpus_problems: int = opt(3000, "arithmetic problems the tokenizer is trained on", positive)
 
     def cross_problems(self):
-        return [] if self.heads <= 0 or self.hidden_size % self.heads == 0 else [("heads", f"a divisor of hidden_size ({self.hidden_size})")]
+        if self.heads <= 0 or self.hidden_size % self.heads == 0:
+            return []
+        return [("heads", f"a divisor of hidden_size ({self.hidden_size})")]
 
 
 @dataclass(frozen=True)
@@ -541,8 +548,8 @@ class ArithConfig(_Section):
 class TinyCodeConfig(_Section):
     heldout_size: int = opt(300, "held-out tasks of the tiny code world, kept out of every training set", positive)
     max_ops: int = opt(2, "most arithmetic ops a task applies to its result (\"... plus 3 times b\")", between(0, 4))
-    teacher_fault: float = opt(0.0, "share of the SFT solutions to tasks with a known pitfall (\"from a to b inclusive\", "
-                                    "\"the last n items\") that the tiny teacher writes with its systematic fault (an "
+    teacher_fault: float = opt(0.0, "share of the SFT solutions to tasks with a known pitfall "
+                                    "(\"from a to b inclusive\", \"the last n items\") that the tiny teacher writes with its systematic fault (an "
                                     "off-by-one, a missed n = 0), for execution reward to unlearn", unit)
 
 

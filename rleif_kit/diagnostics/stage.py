@@ -68,6 +68,7 @@ from rleif_kit.worlds.benchmarks import benchmark_names
 __all__ = ["Health", "run_diagnostics", "check_artifacts", "verdict_table", "plot_probes", "plot_score_histograms",
            "plot_reward_health_curves", "plot_gain", "plot_counts", "save_figure"]
 
+
 @dataclass
 class Health:
     """The verdicts, the checks skipped (and why), and what the notebook plots. ``rleif doctor`` reports in the
@@ -389,15 +390,6 @@ def run_diagnostics(cfg: RunConfig, paths: RunPaths, score: bool = True) -> Heal
     health = check_artifacts(cfg, paths, score)
     write_verdicts(paths, health)
     return health
-
-
-def collect_verdicts(cfg: RunConfig, paths: RunPaths, settings: Any = None, score: bool = True) -> list[Verdict]:
-    """The verdicts of :func:`check_artifacts`, printing a note per skipped check. ``settings`` is accepted for the
-    stages' call shape; these checks read files only."""
-    health = check_artifacts(cfg, paths, score)
-    for note in health.skipped:
-        print(f"skipped {note}")
-    return health.verdicts
 
 
 def write_verdicts(paths: RunPaths, health: Health) -> Path:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from rleif_kit.checks.verdicts import ab_verdict, format_verdicts
-from rleif_kit.core.config import RunConfig
+from rleif_kit.core.config import STOP_LISTS, RunConfig
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.plots import plot_eval_bars, save_figure
@@ -37,9 +37,9 @@ from rleif_kit.evaluation.vllm_model import VLLMModel
 from rleif_kit.models.loading import SFT_INFO
 from rleif_kit.models.refs import model_ref
 from rleif_kit.sandbox.runner import describe_sandbox
-from rleif_kit.core.config import STOP_LISTS
 from rleif_kit.worlds import world_for
-from rleif_kit.worlds.benchmarks import benchmark as get_benchmark, load_items, prompt_for
+from rleif_kit.worlds.benchmarks import benchmark as get_benchmark
+from rleif_kit.worlds.benchmarks import load_items, prompt_for
 from rleif_kit.worlds.math.second_opinion import version as math_verify_version
 from rleif_kit.worlds.tiny_corpus import ensure_base_model
 

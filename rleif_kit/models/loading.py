@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from rleif_kit.core import distributed as dist
-from rleif_kit.core.config import RunConfig
+from rleif_kit.core.config import RunConfig, SFTConfig
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.core.config import SFTConfig
 from rleif_kit.core.stages import SFT
 from rleif_kit.models.refs import resolve_ref
 

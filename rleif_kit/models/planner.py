@@ -121,7 +121,7 @@ def estimate_ppo(cfg, shapes: dict[str, Shape], prompt_len: int = 256, checkpoin
                                   + mb * S * (base.layers + 1) * d * base.hidden,  # output_hidden_states
                                   "logits": logit_bytes(mb * S, base.vocab, d, 3)}),
         "update": (f"{mb} x {S}", {"activations": update, "logits": logit_bytes(mb * S, base.vocab, d, 3)}),
-        "rewards": (f"{gen} x {prompt_len}, {gen} x {min(S, rm.rm_max_len)}",  # ppo.rewards scores gen_batch at a time
+        "rewards": (f"{gen} x {prompt_len}, {gen} x {min(S, rm.rm_max_len)}",  # rewards.reward scores gen_batch at a time
                     {"activations": max(inference_bytes(shapes["irm"], gen * prompt_len, rm_d),
                                         inference_bytes(shapes["prm"], gen * min(S, rm.rm_max_len), rm_d))}),
     }

@@ -374,7 +374,8 @@ def headline(metrics: dict[str, dict[str, Any]], statuses: dict[str, dict[str, A
         out.append("no result yet: no later stage of this run finished")
     timeline = "".join(
         f'<tr><th><a href="#{esc(s)}">{esc(s)}</a></th><td>{stage_pill(statuses.get(s, {}).get("status", "not run"))}'
-        f'</td><td class="num">{esc(fmt_duration(statuses[s]["seconds"])) if "seconds" in statuses.get(s, {}) else "—"}'
+        f'</td><td class="num">'
+        f'{esc(fmt_duration(statuses[s]["seconds"])) if "seconds" in statuses.get(s, {}) else "—"}'
         f'</td></tr>' for s in order)
     total = sum(v.get("seconds", 0) for v in statuses.values() if v.get("status") in ("ok", "skipped"))
     title = "Headline" + (f' <span class="muted">· {esc(scope)}</span>' if scope else "")

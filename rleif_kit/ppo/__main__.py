@@ -1,6 +1,6 @@
 """``python -m rleif_kit.ppo --params FILE [--set ...]``: stage 05 without a notebook (PPO, or GRPO with
-``[ppo] algorithm = "grpo"``), the same ``run_ppo`` the notebook calls; ``accelerate launch -m rleif_kit.ppo`` runs
-our loop under DDP (the held-out A/B then waits for a single process: the notebook's or ``rleif eval``)."""
+``[ppo] algorithm = "grpo"``), the same ``run_ppo`` the notebook calls, less the held-out A/B (the notebook's, or
+``rleif eval``); ``accelerate launch -m rleif_kit.ppo`` runs our loop under DDP."""
 
 from pathlib import Path
 
@@ -23,8 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     dist.accelerator()  # under accelerate launch: join the ranks and pick this rank's GPU before loading models
     gate = load_gate(Path(args.gate)) if args.gate else None
     try:
-        stage = run_ppo(cfg, paths, gate, evaluate=not args.no_export and dist.world_size() == 1,
-                        export_model=not args.no_export)
+        stage = run_ppo(cfg, paths, gate, evaluate=False, export_model=not args.no_export)  # the A/B: the notebook
     except RewardGateFailed as e:
         print(format_verdicts(e.verdicts))
         raise SystemExit(f"ppo: {e}") from None

@@ -41,14 +41,14 @@ from rleif_kit.models.cards import TAGS, ModelCard, generation_usage, hub_id, re
 from rleif_kit.models.refs import model_ref
 from rleif_kit.ppo.grpo import run_grpo
 from rleif_kit.ppo.policy import VALUE_HEAD, Policy, export_policy, last_checkpoint, load_checkpoint, load_policy
-from rleif_kit.ppo.trainer import PPOResult, generate_rollout, train_ppo
+from rleif_kit.ppo.trainer import PPOResult, check_can_start, generate_rollout, train_ppo
 from rleif_kit.rewards.reward import RewardScorer
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import heldout_problems, instruction_pool
 from rleif_kit.worlds.heldout_eval import evaluate_heldout
 
-# The stage's public face: what the notebook (besides setup and record) and __main__ use, the looks defined elsewhere
-# (the plots, the verdict table, the kept rollouts) included.
+# The stage's public face: what the notebook uses besides setup and record, the looks defined elsewhere (the plots,
+# the verdict table) included.
 __all__ = ["run_ppo", "PPOStage", "fifth_means", "truth_fifths", "step_timing", "rollout_table", "format_verdicts",
            "plot_ppo_curves", "plot_update_diagnostics", "plot_ppo_phases", "plot_gain", "save_figure"]
 
@@ -80,13 +80,18 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, gate: list[Verdict] | None = None, 
     ``[ppo] eval_samples`` > 0); the export with its card (``export_model``) unless the KL guard stopped the run.
 
     Raises RewardGateFailed when a gate check fails and ``[ppo].force`` is off (``05_ppo/gate.json`` has them)."""
+    if cfg.ppo.algorithm == "ppo":
+        check_can_start(cfg)  # before minutes of sampling for the gate
     policy = load_policy(cfg, paths)
     scorer = RewardScorer(cfg, paths)
     pool = instruction_pool(cfg, paths)
     if progress:
         print(f"{len(pool)} instructions; rA from {cfg.reward_model.answer_reward}; reward = {cfg.ppo.reward_formula}")
-    if gate is None:
-        gate = reward_gate(cfg, paths, policy, scorer, pool) if needs_gate(paths) else []
+    if gate is None and (cfg.ppo.algorithm != "ppo" or needs_gate(paths)):  # GRPO keeps no PPO checkpoint
+        gate = reward_gate(cfg, paths, policy, scorer, pool)
+        if progress and any(v.status == "fail" for v in gate) and not cfg.ppo.force:
+            print(format_verdicts(gate))  # the whole table before the stop, whose message names the fails only
+    policy, result = train(cfg, paths, pool, scorer, policy, gate if gate is not None else [], progress)
     policy, result = train(cfg, paths, pool, scorer, policy, gate, progress)
     stage = PPOStage(result)
     if evaluate and world_for(cfg).heldout_benchmark and cfg.ppo.eval_samples:

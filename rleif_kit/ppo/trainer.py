@@ -65,8 +65,15 @@ from rleif_kit.core.verdict import Verdict
 from rleif_kit.models.generation import plain_sampling
 from rleif_kit.models.trainer_logs import StepLog
 from rleif_kit.ppo import ppo_math as pm
-from rleif_kit.ppo.policy import (Policy, forward, last_checkpoint, load_checkpoint, load_policy, prepare,
-                                  save_checkpoint)
+from rleif_kit.ppo.policy import (
+    Policy,
+    forward,
+    last_checkpoint,
+    load_checkpoint,
+    load_policy,
+    prepare,
+    save_checkpoint,
+)
 from rleif_kit.rewards.reward import RewardScorer, term_log_fields, truth_log_fields
 from rleif_kit.worlds.data import instruction_pool
 
@@ -83,7 +90,7 @@ class Rollout:
     values: Any = None
     entropy: float = 0.0
     temperature: float = 1.0  # the sampling temperature: log-probs are taken at the same one
-    trim: bool = False  # passes compute only the columns their rows use ([ppo] trim_padding; passes.view)
+    trim: bool = False  # passes compute only the columns their rows use ([ppo] trim_padding; view)
 
 
 def _response_tokens(row: list[int], eos_id: int) -> list[int]:
@@ -329,7 +336,8 @@ def save_rollout_samples(path: Path, step: int, last_step: int, stopped: bool, b
 RANK_MEANS = ("kl", "kl_after", "entropy", "response_len", "policy_loss", "value_loss", "clip_frac", "approx_kl",
               "explained_variance", "gen_tokens_per_s", "pad_ratio")  # per-rank means
 
-# ------------------------------------------------------------------------- the loop
+# ------------------------------------------------------------------ the bookkeeping of a step
+
 
 class StepBook:
     """The loop's bookkeeping, one call a step (:meth:`close`): the step's log row — the rewards of the whole batch
@@ -394,6 +402,8 @@ class StepBook:
             self.writer.close()
 
 
+# ------------------------------------------------------------------ the update, and the loop
+
 @dataclass
 class PPOResult:
     steps: int  # steps completed (including resumed ones)
@@ -455,6 +465,15 @@ def _read_log(path: Path, upto: int) -> list[dict]:
     return [r for r in read_jsonl(path) if r["step"] < upto]  # a torn last line (a crash mid-write) is dropped
 
 
+def check_can_start(cfg: RunConfig) -> None:
+    """What our loop refuses before any work (``stage.run_ppo`` asks before the gate samples): vLLM generation, and
+    a rollout batch the ranks cannot share evenly (the error names the fix)."""
+    if cfg.ppo.generation_backend == "vllm":
+        raise NotImplementedError("[ppo] generation_backend = 'vllm' is not supported yet by our PPO loop (it needs "
+                                  "the adapter in vLLM at every step): use 'transformers', or algorithm 'grpo'")
+    dist.shard(range(cfg.ppo.rollout_batch))
+
+
 def train_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = None, scorer: RewardScorer | None = None,
             policy: Policy | None = None, gate: list[Verdict] | None = None,
             progress: bool = True) -> tuple[Policy, PPOResult]:
@@ -462,11 +481,8 @@ def train_ppo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict] | None = Non
     gate the caller ran before the first update (``stage.train``), kept in the result; a resumed run has none."""
     import torch  # heavy: loaded on first use
 
-    if cfg.ppo.generation_backend == "vllm":
-        raise NotImplementedError("[ppo] generation_backend = 'vllm' is not supported yet by our PPO loop (it needs "
-                                  "the adapter in vLLM at every step): use 'transformers', or algorithm 'grpo'")
+    check_can_start(cfg)
     ppo = cfg.ppo
-    dist.shard(range(ppo.rollout_batch))  # fails early, with the fix, when the batch does not divide
     pool = list(pool if pool is not None else instruction_pool(cfg, paths))
     policy = policy or load_policy(cfg, paths)
     if scorer is None:

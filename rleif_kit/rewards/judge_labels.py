@@ -1,7 +1,7 @@
 """Reward-model labels from a judge model behind an OpenAI-compatible endpoint.
 
 * :func:`judge_irm_rankings` asks ``models.irm_judge`` to rank each sibling set of evolved variants
-  (from ``evolution.fanout.run_fanout``) and turns every ranking into preference pairs for the IRM.
+  (from ``evolve.fanout.run_fanout``) and turns every ranking into preference pairs for the IRM.
 * :func:`judge_prm_labels` asks ``models.prm_judge`` to mark each step of a solution correct or not,
   for the PRM.
 

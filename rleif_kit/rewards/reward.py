@@ -13,11 +13,11 @@
 - **r** — ``[ppo].reward_formula`` over the four (``core/reward_formula.py`` parses it; it sits in ``core`` because
   config validation needs it before any stage runs).
 
-:class:`RewardScorer` is what PPO and GRPO call once per batch. The same scorers as plain functions
-(``answer_scorer(records, solutions) -> rA``, ``instruction_scorer(texts) -> rI``) serve the gate's probes and
-07's checks, so a check sees exactly the reward PPO is given. Loading a saved IRM or PRM back (:func:`load_rm`)
-and the PRM's input encoding, which 04's training shares (:func:`encode`, so training and scoring agree on where
-each label sits), are here too.
+:class:`RewardScorer` is what PPO and GRPO call once per batch. The same scorers as plain functions (an answer
+scorer ``(records, solutions) -> rA`` such as :func:`prm_scorer`, an instruction scorer ``texts -> rI`` such as
+:func:`irm_scorer`) serve the gate's probes and 07's checks, so a check sees exactly the reward PPO is given.
+Loading a saved IRM or PRM back (:func:`load_rm`) and the PRM's input encoding, which 04's training shares
+(:func:`encode`, so training and scoring agree on where each label sits), are here too.
 """
 
 from __future__ import annotations
@@ -246,8 +246,10 @@ def likelihood_features(model: Any, tokenizer: Any, items: Sequence[tuple[str, s
         steps = zip([offset, *(offset + e for e in ends[:-1])], (offset + e for e in ends))
         # what a step concludes; the whole step where no token lies wholly in that (a token across the "="); the
         # end of text with the last step
-        marks = [(_tokens_in(text, enc["offset_mapping"], lo, hi) or _tokens_in(text, enc["offset_mapping"], *step))
-                 + ([len(ids) - 1] if k == len(spans) - 1 else []) for k, ((lo, hi), step) in enumerate(zip(spans, steps))]
+        offsets = enc["offset_mapping"]
+        marks = [(_tokens_in(text, offsets, lo, hi) or _tokens_in(text, offsets, *step))
+                 + ([len(ids) - 1] if k == len(spans) - 1 else [])
+                 for k, ((lo, hi), step) in enumerate(zip(spans, steps))]
         rows.append((ids, marks))
     out: list[list[float] | None] = [None] * len(items)
     usable = [i for i, r in enumerate(rows) if r is not None]
@@ -272,8 +274,6 @@ def likelihood_features(model: Any, tokenizer: Any, items: Sequence[tuple[str, s
 
 def calibrated(x: float, calibration: Sequence[float]) -> float:
     """P(step right) from a step's feature: sigmoid(a * x + b)."""
-    import math
-
     a, b = calibration
     z = a * x + b
     return 1 / (1 + math.exp(-z)) if z >= 0 else math.exp(z) / (1 + math.exp(z))

@@ -27,11 +27,16 @@ from rleif_kit.core.config import RunConfig
 from rleif_kit.core.exits import StageIncomplete
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.llm.base import ChatRequest, run_sync
-from rleif_kit.llm.base import cut_off, cut_off_reason
+from rleif_kit.llm.base import ChatRequest, cut_off, cut_off_reason, run_sync
 from rleif_kit.llm.endpoint import make_llm_backend
 from rleif_kit.worlds.math.data import hub_source, load_gsm8k, load_hub_dataset, load_math
-from rleif_kit.worlds.math.stepwise import NormaliseError, answers_equal, final_answer, normalise_gsm8k, normalise_solution
+from rleif_kit.worlds.math.stepwise import (
+    NormaliseError,
+    answers_equal,
+    final_answer,
+    normalise_gsm8k,
+    normalise_solution,
+)
 
 FEW_SHOT = [
     ("Tom has 3 boxes with 4 pens in each box. He gives away 5 pens. How many pens does he have left?",
