@@ -549,8 +549,9 @@ class TinyCodeConfig(_Section):
     heldout_size: int = opt(300, "held-out tasks of the tiny code world, kept out of every training set", positive)
     max_ops: int = opt(2, "most arithmetic ops a task applies to its result (\"... plus 3 times b\")", between(0, 4))
     teacher_fault: float = opt(0.0, "share of the SFT solutions to tasks with a known pitfall "
-                                    "(\"from a to b inclusive\", \"the last n items\") that the tiny teacher writes with its systematic fault (an "
-                                    "off-by-one, a missed n = 0), for execution reward to unlearn", unit)
+                                    "(\"from a to b inclusive\", \"the last n items\") that the tiny teacher writes "
+                                    "with its systematic fault (an off-by-one, a missed n = 0), for execution reward "
+                                    "to unlearn", unit)
 
 
 SECTIONS: dict[str, type] = {
