@@ -92,7 +92,6 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, gate: list[Verdict] | None = None, 
         if progress and any(v.status == "fail" for v in gate) and not cfg.ppo.force:
             print(format_verdicts(gate))  # the whole table before the stop, whose message names the fails only
     policy, result = train(cfg, paths, pool, scorer, policy, gate if gate is not None else [], progress)
-    policy, result = train(cfg, paths, pool, scorer, policy, gate, progress)
     stage = PPOStage(result)
     if evaluate and world_for(cfg).heldout_benchmark and cfg.ppo.eval_samples:
         stage.ab = heldout_ab(cfg, paths, policy)
