@@ -9,12 +9,25 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Any, Sequence
-
-import matplotlib.pyplot as plt
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rleif_kit.core.verdict import STATUS_COLORS
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+class _Pyplot:
+    """``matplotlib.pyplot``, imported at the first plot: every stage module offers its notebook's plots, and the
+    CLI imports stage modules (``rleif evolve``, ``rleif eval``), which must not wait for matplotlib."""
+
+    def __getattr__(self, name: str) -> Any:
+        import matplotlib.pyplot  # heavy: loaded on first use
+
+        return getattr(matplotlib.pyplot, name)
+
+
+plt = _Pyplot()
 
 
 def plot_loss_curve(log: Sequence[dict], title: str = "SFT training loss") -> Figure:
