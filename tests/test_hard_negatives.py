@@ -74,7 +74,6 @@ def test_stage_04_without_a_notebook_trains_the_prm_on_the_hard_negatives_too(tm
     from types import SimpleNamespace
 
     import rleif_kit.rewards.__main__ as cli
-    from rleif_kit.core.jsonl import read_jsonl
     from rleif_kit.core.paths import RunPaths
     from rleif_kit.rewards import stage
 
@@ -110,5 +109,5 @@ def test_stage_04_without_a_notebook_trains_the_prm_on_the_hard_negatives_too(tm
                         or SimpleNamespace(verdicts=[]))
     monkeypatch.setattr(stage, "format_verdicts", lambda verdicts: "")
     cli.main(["--params", "unused.toml"])
-    assert trained["prm"] == sampled + extra == list(read_jsonl(paths.rm_rows("prm")))
+    assert trained["prm"] == sampled + extra  # train_prm writes them, with their split, to prm_steps.jsonl
     assert checked == [sampled]

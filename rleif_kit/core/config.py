@@ -100,21 +100,6 @@ def world_name(v):
     return None if re.fullmatch(r"[A-Za-z_][\w.]*", v) else "a world's name ('math', 'arith', 'code') or a module path"
 
 
-RENAMED_BACKENDS = {"arith": "'world' (renamed: the world's own programmatic evolver; [base] world = 'arith' names "
-                                      "the world)"}
-
-
-def evol_backend(v):
-    return RENAMED_BACKENDS.get(v) or one_of("openai", "hf", "world")(v)
-
-
-def prompts_root(v):
-    if v.rstrip("/").endswith("prompts/evol"):
-        return (f"the prompts root, e.g. {v.rstrip('/')[:-len('/evol')]!r} (the templates moved to "
-                "<root>/<world>/evol/<operator>.txt)")
-    return nonempty(v)
-
-
 def name_weights(values):
     """``["in_breadth=1", "complicate_input=0.5"]``: names with non-negative weights (the world checks the names)."""
     for v in values:
@@ -320,7 +305,7 @@ class EvolInstructConfig(_Section):
     max_new_tokens: int = opt(1024, "longest evolved instruction", MAX_TOKENS)
     dedup_threshold: float = opt(0.85, "cosine similarity at or above which an instruction is a duplicate", in_unit)
     backend: str = opt("openai", "evolver: 'openai' (settings.json, role evolve), 'hf' (local model at hf_model) "
-                                 "or 'world' (the world's own programmatic evolver and judges)", evol_backend)
+                                 "or 'world' (the world's own programmatic evolver and judges)", one_of("openai", "hf", "world"))
     seeds: str = opt("./data/seeds.jsonl", "seed instructions: JSONL with 'instruction' (or 'question', 'text'), or "
                                           "'arith:N' for N arithmetic-world problems", nonempty)
     max_seeds: int = opt(0, "use only the first N seeds; 0 = all", non_negative)
@@ -329,7 +314,7 @@ class EvolInstructConfig(_Section):
     with_answers: bool = opt(True, "also ask the evolver for a step-by-step answer to each kept instruction")
     equality_judge: bool = opt(True, "ask the endpoint whether a child is new (openai; the lexical check always runs)")
     hf_model: str = opt("", "local model path for backend = 'hf'")
-    prompts_dir: str = opt("./params/prompts", "templates: <world>/evol/<op>.txt, <world>/answer.txt", prompts_root)
+    prompts_dir: str = opt("./params/prompts", "templates: <world>/evol/<op>.txt, <world>/answer.txt", nonempty)
     concurrency: int = opt(16, "requests in flight (openai backend)", positive)
     checkpoint_every: int = opt(500, "fsync the JSONL checkpoints every N records", positive)
     retry_failed: int = opt(3, "attempts per record across reruns before an API failure is given up", positive)

@@ -29,7 +29,7 @@ from rleif_kit.core.settings import Endpoint, SettingsError, load_settings
 from rleif_kit.evaluation.generators import ServedModel
 from rleif_kit.evaluation.scoring import (check_code, check_response, compare_dirs, format_compare,
                                           math_verify_disagreements, summarize)
-from rleif_kit.evaluation.stage import STAGE, evaluate_benchmark, local_generator, rechecked, run_eval
+from rleif_kit.evaluation.stage import STAGE, evaluate_benchmark, local_generator, run_eval
 from rleif_kit.sandbox.runner import describe_sandbox
 from rleif_kit.worlds.benchmarks import BENCHMARKS, benchmark as get_benchmark, load_items
 
@@ -81,7 +81,6 @@ def run_benchmark(benchmark: str, ev: EvalConfig, *, model: str | None = None, s
         print(describe_sandbox())
     rows, pending, _ = evaluate_benchmark(generator, benchmark, items, path, ev)
     generator.close()
-    rows = rechecked(benchmark, rows, items, ev)  # rows of an older run without math-verify's verdict
     write_disagreements(benchmark, rows, path, model=generator.name)
     return summarize(benchmark, rows), pending, path
 

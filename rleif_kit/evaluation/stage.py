@@ -238,7 +238,6 @@ def run_eval(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bo
             used.append(generator)
             got, pending, note = evaluate_benchmark(generator, bench, items[bench], paths.eval_items(label, bench),
                                                     ev, progress=progress, run_dir=paths.output_dir)
-            got = rechecked(bench, got, items[bench], ev)
             rows[label, bench] = got
             result.summary.setdefault(label, {})[bench] = summarize(bench, got)
             result.pending += pending
@@ -258,19 +257,6 @@ def run_eval(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bo
                                                "pending": result.pending, "sandbox": result.sandbox,
                                                **({"math_verify": second} if second else {})})
     return result
-
-
-def rechecked(benchmark: str, rows: list[dict], items: Sequence[dict], ev: Any) -> list[dict]:
-    """Rows of an earlier run that lack a verdict the benchmark now records (math-verify's, added later) are
-    checked again from their response — checking needs no model — so every summary figure covers every row. The
-    result file keeps its rows as they were."""
-    bench = get_benchmark(benchmark)
-    if bench.runs_code or not any(k not in r for r in rows for k in bench.summary):
-        return rows
-    by_id = {it["id"]: it for it in items}
-    return [{**check_response(benchmark, by_id[r["id"]], r["response"], ev), **r}  # only the missing verdicts
-            if r["id"] in by_id and isinstance(r.get("response"), str) and any(k not in r for k in bench.summary)
-            else r for r in rows]
 
 
 def _second_opinion(paths: RunPaths, rows: dict[tuple[str, str], list[dict]]) -> dict[str, Any] | None:

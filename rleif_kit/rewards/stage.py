@@ -251,13 +251,16 @@ class RewardModels:
 
 
 def training_rows(paths: RunPaths, which: str, rows: list[dict] | None) -> list[dict]:
-    """The rows ``which`` (``irm`` / ``prm``) trains on, the same on every rank: rank 0 built them (``rows``; None
-    elsewhere) and writes them to ``paths.rm_rows(which)``; under ``accelerate launch`` every rank, rank 0 too, reads
-    that file back, so all train on identical inputs. ``train_irm`` / ``train_prm`` rewrite it with each row's split."""
+    """The rows ``which`` (``irm`` / ``prm``) trains on, the same on every rank. In one process they are ``rows`` as
+    rank 0 built them (``train_irm`` / ``train_prm`` write them with each row's split); under ``accelerate launch``
+    rank 0 writes them to ``paths.rm_rows(which)`` and every rank, rank 0 too, reads that file back, so all train on
+    identical inputs."""
+    if dist.world_size() == 1:
+        return rows
     if dist.is_main():
         write_jsonl(paths.rm_rows(which), rows)
     dist.barrier()
-    return rows if dist.world_size() == 1 else list(read_jsonl(paths.rm_rows(which)))
+    return list(read_jsonl(paths.rm_rows(which)))
 
 
 def run_rewards(cfg: RunConfig, paths: RunPaths, settings: Any = None, progress: bool = True) -> RewardModels:
