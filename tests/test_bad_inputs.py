@@ -67,8 +67,8 @@ TOML_CASES = {
     "a key twice": (_with("ppo", "lr = 1e-5\nlr = 2e-5"), "not valid TOML: Cannot overwrite a value"),
     "an array nested 50,000 deep": (MINIMAL.encode() + b"[sft]\nx = " + b"[" * 50_000 + b"]" * 50_000 + b"\n",
                                     "bad.toml: TOML nested deeper than 64 levels"),
-    "a run_name that climbs out of reports/": (_with("base", "run_name = '../../x'"), "run_name = '../../x': "
-                                               "expected a plain folder name for reports/<run_name>"),
+    "a run_name that climbs out of reports/": (_with("base", "run_name = '../../x'"), ("run_name = '../../x': "
+                                               "expected a plain folder name for reports/<run_name>")),
 }
 
 

@@ -176,7 +176,7 @@ def test_fewer_seeds_leave_no_record_of_a_dropped_seed(tmp_path, capsys):
 def test_records_of_a_seed_gone_from_the_seeds_are_set_aside(tmp_path):
     from rleif_kit.evolve.stage import set_aside_surplus
 
-    cfg, paths = _setup(tmp_path, 'evol_instruct.backend="world"')
+    _, paths = _setup(tmp_path, 'evol_instruct.backend="world"')
     paths.evolved.parent.mkdir(parents=True, exist_ok=True)
     rows = [{"id": f"{root}-r{k}", "root_id": root, "round": k} for root in ("a", "b") for k in (1, 2, 3)]
     write_jsonl(paths.evolved, rows)
