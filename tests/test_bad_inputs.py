@@ -65,6 +65,10 @@ TOML_CASES = {
     "max_new_tokens past any model": (_with("eval", "max_new_tokens = 50000000"),
                                       "max_new_tokens = 50000000: expected a value from 1 to 1,000,000"),
     "a key twice": (_with("ppo", "lr = 1e-5\nlr = 2e-5"), "not valid TOML: Cannot overwrite a value"),
+    "an array nested 50,000 deep": (MINIMAL.encode() + b"[sft]\nx = " + b"[" * 50_000 + b"]" * 50_000 + b"\n",
+                                    "bad.toml: TOML nested deeper than 64 levels"),
+    "a run_name that climbs out of reports/": (_with("base", "run_name = '../../x'"), ("run_name = '../../x': "
+                                               "expected a plain folder name for reports/<run_name>")),
 }
 
 
@@ -90,6 +94,10 @@ OVERRIDE_CASES = {
     "a boolean for a number": ("ppo.lr=true", "lr = True: expected a finite number"),
     "a bad reward formula": ("ppo.reward_formula=__import__('os')", "reward_formula"),
     "a reward formula of 5,000 terms": ("ppo.reward_formula=" + "+".join(["rA"] * 5000), "reward_formula"),
+    **{f"a run_name {what}": (f"base.run_name={json.dumps(name)}", "expected a plain folder name for reports/")
+       for what, name in [("that climbs out", "../../x"), ("that is absolute", "/tmp/elsewhere"),
+                          ("with a separator", "a/b"), ("of '..'", ".."), ("of '.'", "."), ("with a NUL", "a\0b"),
+                          ("of blanks", "  "), ("of a hidden folder", ".x"), ("with a backslash", "a\\b")]},
 }
 
 
@@ -98,6 +106,16 @@ def test_a_bad_override_is_one_clear_line(name, capsys):
     override, expected = OVERRIDE_CASES[name]
     code, err = _rleif(capsys, "config", TINY_PARAMS, "--set", override)
     _one_line_error(code, err, expected, "config")
+
+
+def test_an_output_dir_where_a_file_stands_is_one_clear_line(tmp_path, capsys):
+    afile = tmp_path / "taken"
+    afile.write_text("mine")
+    for given, expected in [(afile, "is a file, expected a directory"),
+                            (afile / "run", f"has a file in its path ({afile})")]:
+        code, err = _rleif(capsys, "config", TINY_PARAMS, "--set", f"base.output_dir={json.dumps(str(given))}")
+        _one_line_error(code, err, f"[base] output_dir = '{given}': {expected}", "config")
+    assert afile.read_text() == "mine"
 
 
 def test_a_params_path_that_is_a_directory_or_missing(tmp_path, capsys):
@@ -122,6 +140,10 @@ SEED_CASES = {
                       ":2: seed id 'x' already used at line 1"),
     "an id that is a list": (b'{"id": [1], "instruction": "a"}\n', ":1: 'id' must be a string or an integer"),
     "a line of 70 MiB": (b'{"instruction": "' + b"a" * (70 << 20) + b'"}\n', "a line longer than 64 MiB"),
+    "a lone surrogate": (b'{"instruction": "a"}\n{"instruction": "ab\\ud800c"}\n',
+                         ":2: field 'instruction' (character 3): text that cannot be sent"),
+    "a line nested 50,000 deep": (b'{"instruction": "a", "x": ' + b"[" * 50_000 + b"]" * 50_000 + b"}\n",
+                                  ":1: JSON nested deeper than 64 levels"),
 }
 
 
@@ -169,6 +191,9 @@ SETTINGS_CASES = {
                                        "models": {"evolve": "m"}}), "timeout"),
     "a base_url without a scheme": (json.dumps({"api": {"base_url": "localhost:8000"}, "models": {"evolve": "m"}}),
                                     "base_url"),
+    "JSON nested 50,000 deep": ("[" * 50_000 + "]" * 50_000, "settings.json: JSON nested deeper than 64 levels"),
+    "a lone surrogate in a model name": ('{"api": {"base_url": "http://127.0.0.1:9/v1"}, "models": {"evolve": '
+                                         '"m\\udc80"}}', "field 'models.evolve' (character 2): text that cannot"),
 }
 
 

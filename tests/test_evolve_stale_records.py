@@ -130,3 +130,60 @@ def test_rleif_evolve_with_failed_jsonl_a_directory_exits_2_with_one_line(tmp_pa
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip() and "it/s" not in line]
     assert code == 2 and len(err) == 1, err
     assert "failed.jsonl is a directory, where the kit keeps a file" in err[0] and "Traceback" not in err[0]
+
+
+# ------------------------------------------------------------------ issue 42, item 6: fewer rounds or seeds
+
+
+def _evolved(paths) -> list[dict]:
+    return list(read_jsonl(paths.evolved)) + list(read_jsonl(paths.eliminated))
+
+
+def test_fewer_rounds_set_the_later_rounds_records_aside_with_a_note(tmp_path, capsys):
+    world = ('evol_instruct.backend="world"', 'evol_instruct.seeds="arith:6"')
+    cfg, paths = _setup(tmp_path, *world, "evol_instruct.rounds=3")
+    run_evolve(cfg, paths, progress=False)
+    before = _evolved(paths)
+    third = sorted(r["id"] for r in before if r["round"] == 3)
+    assert third and len(third) < len(before)
+    capsys.readouterr()
+    cfg, paths = _setup(tmp_path, *world, "evol_instruct.rounds=2")  # lowered on the same output
+    result = run_evolve(cfg, paths, progress=False)
+    out = capsys.readouterr().out
+    assert (f"01_evolve: {len(third)} records of a round past [evol_instruct] rounds = 2 moved to *.surplus.jsonl "
+            "(kept aside, not used by later stages)") in out
+    assert sorted(r["id"] for r in _evolved(paths)) == sorted(r["id"] for r in before if r["round"] <= 2)
+    aside = [r for p in paths.evolved.parent.glob("*.surplus.jsonl") for r in read_jsonl(p)]
+    assert sorted(r["id"] for r in aside) == third  # kept, not deleted
+    assert result.kept == len(list(read_jsonl(paths.evolved))) and 3 not in result.per_round
+    run_evolve(cfg, paths, progress=False)  # a rerun finds nothing more to set aside
+    assert "surplus" not in capsys.readouterr().out
+
+
+def test_fewer_seeds_leave_no_record_of_a_dropped_seed(tmp_path, capsys):
+    world = ('evol_instruct.backend="world"', "evol_instruct.rounds=2")
+    cfg, paths = _setup(tmp_path, *world, 'evol_instruct.seeds="arith:6"')
+    run_evolve(cfg, paths, progress=False)
+    capsys.readouterr()
+    cfg, paths = _setup(tmp_path, *world, 'evol_instruct.seeds="arith:6"', "evol_instruct.max_seeds=4")
+    run_evolve(cfg, paths, progress=False)
+    assert "moved to *.stale.jsonl" in capsys.readouterr().out or any(paths.evolved.parent.glob("*.surplus.jsonl"))
+    from rleif_kit.worlds.data import load_seeds
+    roots = {s["root_id"] for s in load_seeds(cfg, paths)}
+    assert len(roots) == 4 and {r["root_id"] for r in _evolved(paths)} <= roots
+
+
+def test_records_of_a_seed_gone_from_the_seeds_are_set_aside(tmp_path):
+    from rleif_kit.evolve.stage import set_aside_surplus
+
+    _, paths = _setup(tmp_path, 'evol_instruct.backend="world"')
+    paths.evolved.parent.mkdir(parents=True, exist_ok=True)
+    rows = [{"id": f"{root}-r{k}", "root_id": root, "round": k} for root in ("a", "b") for k in (1, 2, 3)]
+    write_jsonl(paths.evolved, rows)
+    note = set_aside_surplus(paths, 2, {"a"})
+    assert note == ("01_evolve: 4 records of a round past [evol_instruct] rounds = 2 and a seed no longer among the "
+                    "seeds moved to *.surplus.jsonl (kept aside, not used by later stages)")
+    assert [r["id"] for r in read_jsonl(paths.evolved)] == ["a-r1", "a-r2"]
+    assert [r["id"] for r in read_jsonl(paths.evolved.with_suffix(".surplus.jsonl"))] == ["a-r3", "b-r1", "b-r2",
+                                                                                          "b-r3"]
+    assert set_aside_surplus(paths, 2, {"a"}) is None  # nothing left to move

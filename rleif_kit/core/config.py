@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, get_type_hints
 
 from rleif_kit.core.reward_formula import FormulaError, parse_reward_formula
+from rleif_kit.core.user_files import UserFileError, parse_toml, read_user_text
 
 
 def opt(default: Any, help: str, check: Callable[[Any], str | None] | None = None, **kw):
@@ -85,6 +86,17 @@ def subset_of(*choices):
 
 def nonempty(v):
     return None if v.strip() else "a non-empty string"
+
+
+RUN_NAME = re.compile(r"\w[\w.+=@,-]{0,99}")  # one folder under reports/: never '..', '/', a NUL or a dot-name
+
+
+def run_name_check(v):
+    """``base.run_name``: "" (the params file's name) or one plain folder name, so reports/<run_name> stays in
+    reports/."""
+    return None if v == "" or RUN_NAME.fullmatch(v) else (
+        "a plain folder name for reports/<run_name>: letters, digits and _ . - + = @ , (up to 100, starting with a "
+        "letter or digit; no '/', no '..'), or \"\" for the params file's name")
 
 
 def formula(v):
@@ -222,7 +234,8 @@ class BaseConfig(_Section):
     bf16: bool = opt(True, "train in bfloat16 where the hardware has it; otherwise fp32 with a warning")
     fp16: bool = opt(False, "train in float16 with loss scaling on a GPU (WizardCoder-15B's --fp16 True; V100-class "
                             "cards have no bf16); needs bf16 = false. CPUs train in fp32")
-    run_name: str = opt("", "name of the run's report folder reports/<run_name>; default: the params file name")
+    run_name: str = opt("", "name of the run's report folder reports/<run_name>: one plain folder name (letters, "
+                            "digits, _ . - + = @ ,); default: the params file name", run_name_check)
     world: str = opt("math", "the domain: 'math' (GSM8k/MATH), 'arith' (offline), 'code', or a module path", world_name)
     threads: int = opt(0, "torch CPU threads; 0 = torch's default. Fixed in the tiny preset for repeatability",
                        non_negative)
@@ -604,7 +617,9 @@ class RunConfig:
 
     @property
     def run_name(self) -> str:
-        return self.base.run_name or Path(self.source).stem or "run"
+        """``[base] run_name``, else the params file's name where that is a plain folder name, else "run"."""
+        stem = Path(self.source).stem
+        return self.base.run_name or (stem if RUN_NAME.fullmatch(stem) else "run")
 
     def resolve(self, path: str) -> Path:
         """A path from the config, made absolute against the directory the run was started from. The kit's default
@@ -752,6 +767,8 @@ def build_config(raw: dict[str, Any], source: str = "<config>", overrides: list[
                                   set_by) for n in SECTIONS}
     if not errors:
         errors.extend(f"{source}: {msg}" for msg in _cross_checks(sections))
+    if not errors:
+        errors.extend(_directory_problems(source, sections["base"], Path(workdir), set_by))
     if errors:
         raise ConfigError(errors)
     return RunConfig(**sections, source=str(source), workdir=str(Path(workdir).resolve()),
@@ -818,6 +835,20 @@ def _cross_checks(s: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _directory_problems(source: str, base: Any, workdir: Path, set_by: dict) -> list[str]:
+    """``[base] output_dir`` where a file (not a directory) stands at it or at one of its parents: one line before
+    any work, not a traceback from the first stage that makes a folder there."""
+    origin = f"--set {set_by['base', 'output_dir']}" if ("base", "output_dir") in set_by else source
+    given = Path(base.output_dir).expanduser()
+    path = given if given.is_absolute() else workdir / given
+    for p in (path, *path.parents):
+        if p.exists() and not p.is_dir():
+            what = "is a file" if p == path else f"has a file in its path ({p})"
+            return [f"{_where(origin, 'base', 'output_dir', base.output_dir)}: {what}, expected a directory (or a "
+                    "path where the kit can make one): move that file away or choose another output_dir"]
+    return []
+
+
 def load_config(path: str | Path, overrides: list[str] | tuple = (), workdir: str | Path | None = None) -> RunConfig:
     """Read and validate ``path``; relative paths in it resolve against ``workdir`` (default: cwd)."""
     workdir = Path(workdir or Path.cwd())
@@ -825,16 +856,12 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (), workdir: st
     p = p if p.is_absolute() else workdir / p
     if not p.exists():
         raise ConfigError([f"{path}: config file not found (looked in {p.resolve()}){_preset_hint(path, workdir)}"])
-    if not p.is_file():
-        raise ConfigError([f"{path}: is a directory, not a TOML config file (e.g. params/tiny-cpu.toml)"])
-    try:
-        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    try:  # a regular file, bounded, nested a sane depth (core/user_files.py)
+        raw = parse_toml(read_user_text(p, kind="a TOML config file (e.g. params/tiny-cpu.toml)"), str(path))
     except tomllib.TOMLDecodeError as e:
         raise ConfigError([f"{path}: not valid TOML: {e}"]) from None
-    except UnicodeDecodeError as e:
-        raise ConfigError([f"{path}: not a text file (invalid UTF-8 at byte {e.start}): expected TOML"]) from None
-    except OSError as e:
-        raise ConfigError([f"{path}: cannot be read: {e.strerror}"]) from None
+    except UserFileError as e:
+        raise ConfigError([str(e).replace(str(p), str(path), 1)]) from None
     return build_config(raw, source=str(path), overrides=overrides, workdir=workdir)
 
 

@@ -31,6 +31,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from rleif_kit.core.user_files import UserFileError, open_user_file, parse_json
+
 __all__ = ["JsonlWriter", "read_jsonl", "repair_torn_tail", "read_ids", "write_jsonl", "read_user_jsonl",
            "UserFileError", "KitFileError"]
 
@@ -132,10 +134,6 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict]:
                 yield record
 
 
-class UserFileError(ValueError):
-    """A file the user gave (seeds, SFT or PRM data, samples) is not what it must be: the message names it."""
-
-
 MAX_LINE_BYTES = 64 << 20  # one record of a user's file; a longer "line" is a binary or a one-line dump
 
 
@@ -144,19 +142,13 @@ def read_user_jsonl(path: str | os.PathLike[str], what: str = "") -> Iterator[tu
 
     The checkpoint reader's tolerance for a torn last line (:func:`read_jsonl`) is for files the kit wrote
     itself; an input file with a broken line, even the last, is simply broken. Raises UserFileError, naming the
-    file (and ``what`` it is for), for: a missing path, a directory, a line that is not UTF-8 text, not JSON,
-    not a JSON object, or longer than 64 MiB.
+    file (and ``what`` it is for), for: a missing path, a directory, a FIFO or device (``core/user_files.py``), a
+    line that is not UTF-8 text, not JSON, nested deeper than 64 levels, not a JSON object, longer than 64 MiB, or
+    holding text that cannot be sent (a lone surrogate: named by its field, before anything is sent).
     """
     path = Path(path)
     label = f"{what}: " if what else ""
-    if not path.exists():
-        raise UserFileError(f"{label}file not found: {path}")
-    if not path.is_file():
-        raise UserFileError(f"{label}{path} is a directory, not a JSONL file")
-    try:
-        f = open(path, "rb")
-    except OSError as exc:
-        raise UserFileError(f"{label}{path}: cannot be read: {exc.strerror}") from None
+    f = open_user_file(path, what, "a JSONL file")
     with f:
         lineno = 0
         while True:
@@ -178,7 +170,9 @@ def read_user_jsonl(path: str | os.PathLike[str], what: str = "") -> Iterator[tu
                 raise UserFileError(f"{where}: not UTF-8 text (byte {exc.start} of the line): expected one JSON "
                                     "object per line") from None
             try:
-                record = json.loads(text)
+                record = parse_json(text, f"{label}{where}")
+            except UserFileError:
+                raise
             except ValueError as exc:
                 hint = " (a JSON array is not JSONL: one object per line)" if lineno == 1 and \
                     text.lstrip().startswith("[") else ""

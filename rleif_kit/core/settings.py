@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from rleif_kit.core.user_files import UserFileError, parse_json, read_user_text
+
 __all__ = [
     "ROLES",
     "SettingsError",
@@ -159,16 +161,16 @@ def load_settings(path: str | os.PathLike[str] = "settings.json") -> Settings:
     """Read and validate a settings file; raises :class:`SettingsError` listing every problem."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SettingsError(
-            [f"{path}: file not found; copy params/settings.example.json to {path} and edit it"]
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsError([f"{path}: cannot read file: {exc}"]) from None
+        text = read_user_text(path, kind="a settings file (JSON)")  # a regular file, bounded (core/user_files.py)
+    except UserFileError as exc:
+        missing = str(exc).startswith("file not found")
+        raise SettingsError([f"{path}: file not found; copy params/settings.example.json to {path} and edit it"
+                             if missing else str(exc)]) from None
     duplicates: list[str] = []
     try:
-        data = json.loads(text, object_pairs_hook=lambda pairs: _no_duplicates(pairs, duplicates))
+        data = parse_json(text, str(path), object_pairs_hook=lambda pairs: _no_duplicates(pairs, duplicates))
+    except UserFileError as exc:
+        raise SettingsError([str(exc)]) from None
     except json.JSONDecodeError as exc:
         raise SettingsError(
             [f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"]

@@ -26,7 +26,7 @@ from rleif_kit.checks import stage_failures
 from rleif_kit.checks.stage_failures import Failures, counts_against_item, failure_lines
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.exits import EXIT_STOPPED, REJECTED_PREFIX, rejected_error
-from rleif_kit.core.jsonl import JsonlWriter, read_jsonl
+from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.plots import plot_counts, plot_reasons, save_figure
 from rleif_kit.core.progress import Bar
@@ -149,16 +149,50 @@ def claim_records(paths: RunPaths, meta: dict) -> str | None:
     changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
     if old is not None and changed and files:
         for path in files:
-            stale, n = path.with_suffix(".stale.jsonl"), 1
-            while stale.exists():  # an earlier move's stale records are kept too
-                n += 1
-                stale = path.with_suffix(f".stale-{n}.jsonl")
-            path.replace(stale)
+            path.replace(_aside(path, "stale"))
         note = (f"{paths.rel(paths.evolve_meta.parent)}: records were made with other {', '.join(changed)}; moved "
                 "to *.stale.jsonl, evolving again")
         print(note, flush=True)
     paths.evolve_meta.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(paths.evolve_meta, meta)
+    return note
+
+
+def _aside(path: Path, why: str) -> Path:
+    """A free ``<name>.<why>.jsonl`` (``.<why>-2.jsonl``, ...) beside ``path``: an earlier move's records are kept."""
+    aside, n = path.with_suffix(f".{why}.jsonl"), 1
+    while aside.exists():
+        n += 1
+        aside = path.with_suffix(f".{why}-{n}.jsonl")
+    return aside
+
+
+def set_aside_surplus(paths: RunPaths, rounds: int, roots: set[str]) -> str | None:
+    """Records the config no longer asks for — of a round past ``rounds``, or of a lineage whose seed is not among
+    ``roots`` (fewer rounds or fewer seeds than were evolved) — moved to ``*.surplus.jsonl``, as
+    :func:`claim_records` moves stale ones: later stages must not read them. Returns the note it prints, else
+    None. The surplus file is written before the records leave their own, so a crash between loses nothing."""
+    moved, why = 0, set()
+    for path in (paths.evolved, paths.eliminated, paths.evolve_failed):
+        if not path.exists():
+            continue
+        records = _records(path, paths)
+        late = {id(r) for r in records if r["round"] > rounds}
+        orphan = {id(r) for r in records if "root_id" in r and r["root_id"] not in roots}
+        if not late and not orphan:
+            continue
+        surplus = late | orphan
+        why |= ({"rounds"} if late else set()) | ({"seeds"} if orphan - late else set())
+        write_jsonl(_aside(path, "surplus"), [r for r in records if id(r) in surplus])
+        write_jsonl(path, [r for r in records if id(r) not in surplus])
+        moved += len(surplus)
+    if not moved:
+        return None
+    causes = " and ".join(x for x in (f"a round past [evol_instruct] rounds = {rounds}" if "rounds" in why else "",
+                                      "a seed no longer among the seeds" if "seeds" in why else "") if x)
+    note = (f"{paths.rel(paths.evolve_meta.parent)}: {moved} records of {causes} moved to *.surplus.jsonl "
+            "(kept aside, not used by later stages)")
+    print(note, flush=True)
     return note
 
 
@@ -270,8 +304,9 @@ async def run_evolve_async(cfg: RunConfig, paths: RunPaths, settings: Any = None
     world = world_for(cfg)
     operators = reweighted(world.operators, ev.operator_weights)
     claim_records(paths, json.loads(json.dumps(evolution_meta(cfg, evolver))))  # stale records moved aside
-    files = EvolveFiles(paths, ev.checkpoint_every)
     lineages = {s["root_id"]: s for s in load_seeds(cfg, paths)}
+    set_aside_surplus(paths, ev.rounds, set(lineages))  # and those of fewer rounds or seeds than were evolved
+    files = EvolveFiles(paths, ev.checkpoint_every)
     if isinstance(evolver, WorldEvolver):
         world.check_seeds(list(lineages.values()))
     backend = getattr(evolver, "backend", None)

@@ -37,7 +37,7 @@ from rleif_kit.core.exits import EXIT_REJECTED, EXIT_STOPPED, EndpointRejected, 
 from rleif_kit.models.loading import resolve_model_name
 from rleif_kit.pipeline import resume
 from rleif_kit.pipeline.loop import iteration_dir, iteration_overrides, plan_steps, summarize_loop
-from rleif_kit.pipeline.report import write_report
+from rleif_kit.pipeline.report import claim_report_folder, write_report
 from rleif_kit.pipeline.run_status import RunStatus, StageStream
 from rleif_kit.worlds import world_for
 
@@ -231,6 +231,8 @@ def run_pipeline(params_path: str, stages: str | None = None, overrides: list[st
         load_settings(settings_path)
     n = cfg.loop.iterations
     steps = plan_steps(select_stages(stages), n)
+    report_dir = str(Path(report_dir) if report_dir else workdir / "reports" / cfg.run_name)
+    claim_report_folder(report_dir, cfg.output_dir)  # another run's report is never overwritten
     run_lock.acquire(cfg.output_dir, "rleif run " + " ".join([params_path, *(f"--set {o}" for o in overrides)]))
     try:
         ctx = RunContext(params_path, tuple(overrides), settings_path, workdir, force)

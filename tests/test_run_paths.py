@@ -1,0 +1,71 @@
+"""Issue 42, item 4: where a run writes. A report folder is ``reports/<run_name>`` with a run_name that stays in
+reports/ (the escaping names are in test_bad_inputs.py's override cases), and a folder holding another run's
+report is refused with one line, before any work, never overwritten."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import TINY_PARAMS, tiny_overrides
+from rleif_kit.core.config import ConfigError, load_config
+from rleif_kit.pipeline import cli, runner
+from rleif_kit.pipeline.report import claim_report_folder
+
+
+@pytest.fixture
+def no_stages(monkeypatch):
+    """``rleif run`` up to its first stage, which is never reached here: a call is recorded, not run."""
+    calls = []
+    monkeypatch.setattr(runner, "_run_steps", lambda cfg, ctx, report_dir, n, steps: calls.append(report_dir) or [])
+    return calls
+
+
+def _run(capsys, tmp_path, *extra):
+    overrides = tiny_overrides(tmp_path / "run", *extra)
+    code = cli.main(["run", str(TINY_PARAMS), "--stages", "01", *[a for o in overrides for a in ("--set", o)]])
+    return code, capsys.readouterr().err
+
+
+def test_a_report_folder_of_another_run_is_refused_and_kept(tmp_path, capsys, monkeypatch, no_stages):
+    monkeypatch.chdir(tmp_path)
+    theirs = tmp_path / "reports" / "shared"
+    theirs.mkdir(parents=True)
+    (theirs / "run.json").write_text(json.dumps({"run": "shared", "output_dir": "../../elsewhere"}))
+    (theirs / "index.html").write_text("<p>their report</p>")
+    code, err = _run(capsys, tmp_path, 'base.run_name="shared"')
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert f"report folder {theirs} holds the report of the run with output_dir {tmp_path / 'elsewhere'}" in err
+    assert str(tmp_path / "run") in err and not no_stages  # this run's, named too; nothing ran
+    assert (theirs / "index.html").read_text() == "<p>their report</p>"
+    assert json.loads((theirs / "run.json").read_text())["output_dir"] == "../../elsewhere"
+
+
+def test_a_folder_with_a_page_but_no_run_json_is_not_a_report_to_overwrite(tmp_path):
+    folder = tmp_path / "site"
+    folder.mkdir()
+    (folder / "index.html").write_text("<p>a web page</p>")
+    with pytest.raises(ConfigError, match="holds a report .* this kit's run.json does not describe"):
+        claim_report_folder(folder, tmp_path / "run")
+    (folder / "run.json").write_text("[1, 2]")  # not the kit's run.json either
+    with pytest.raises(ConfigError, match="does not describe"):
+        claim_report_folder(folder, tmp_path / "run")
+
+
+def test_the_same_run_rerun_and_a_new_folder_are_free(tmp_path, capsys, monkeypatch, no_stages):
+    monkeypatch.chdir(tmp_path)
+    mine = tmp_path / "reports" / "mine"
+    mine.mkdir(parents=True)
+    (mine / "run.json").write_text(json.dumps({"run": "mine", "output_dir": "../../run"}))  # as runner writes it
+    (mine / "index.html").write_text("old page")
+    assert _run(capsys, tmp_path, 'base.run_name="mine"')[0] == 0
+    assert _run(capsys, tmp_path, 'base.run_name="fresh"')[0] == 0
+    assert [str(p) for p in no_stages] == [str(mine), str(tmp_path / "reports" / "fresh")]
+
+
+def test_a_params_file_name_that_is_no_folder_name_reports_as_run(tmp_path):
+    (tmp_path / "..toml").write_text(TINY_PARAMS.read_text())
+    cfg = load_config(tmp_path / "..toml", tiny_overrides(tmp_path / "run"))
+    assert cfg.run_name == "run"  # Path("..toml").stem is ".": reports/. would be reports/ itself
+    assert load_config(TINY_PARAMS).run_name == "tiny-cpu"

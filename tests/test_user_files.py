@@ -1,0 +1,94 @@
+"""Issue 42, items 7 and 8: a file the user names is read safely (``core/user_files.py``). A FIFO or a device where
+a file is expected is one line, at once (a FIFO hung the read, ``/dev/zero`` filled memory); text that cannot be
+sent (a lone surrogate) is refused when the seeds are read, naming the file, line and field, before any request
+(the dry run too), so nothing is sent and nothing is counted. (Deep nesting and the other bad contents are cases of
+test_bad_inputs.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, TINY_PARAMS, tiny_overrides
+from rleif_kit.core.user_files import MAX_DEPTH, UserFileError, depth, parse_json, unsendable
+from rleif_kit.pipeline import cli
+
+READ = """
+import sys
+from rleif_kit.core.config import ConfigError, load_config
+from rleif_kit.core.jsonl import read_user_jsonl
+from rleif_kit.core.settings import SettingsError, load_settings
+kind, path = sys.argv[1], sys.argv[2]
+try:
+    if kind == "settings":
+        load_settings(path)
+    elif kind == "params":
+        load_config(path)
+    else:
+        list(read_user_jsonl(path, "[evol_instruct] seeds"))
+except (ConfigError, SettingsError, ValueError) as e:
+    print(str(e))
+    sys.exit(2)
+"""
+
+
+def _limited():
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # the old read of /dev/zero ran into this, not a host
+
+
+@pytest.mark.parametrize("kind", ["settings", "params", "seeds"])
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+def test_a_fifo_or_a_device_is_one_line_at_once(kind, special, tmp_path):
+    path = special
+    if special == "fifo":
+        path = str(tmp_path / "settings.json")
+        os.mkfifo(path)
+    done = subprocess.run([sys.executable, "-c", READ, kind, path], capture_output=True, text=True, timeout=60,
+                          preexec_fn=_limited, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stdout.strip() == done.stdout.strip().splitlines()[0]  # one line
+    assert f"{path} is not a regular file (a FIFO, a device or a socket)" in done.stdout
+
+
+def test_the_walks_are_iterative_and_name_the_field():
+    deep = [0]
+    for _ in range(100_000):
+        deep = [deep]
+    assert depth(deep) == 100_001 and depth({"a": [1, {"b": 2}]}) == 3 and depth("x") == 0
+    assert unsendable({"turns": [{"content": "ok"}, {"content": "ab\ud800"}]}) == "field 'turns[1].content' (character 3)"
+    assert unsendable({"a": ["fine", "é", "😀"]}) is None
+    with pytest.raises(UserFileError, match=f"f.jsonl:3: JSON nested deeper than {MAX_DEPTH} levels"):
+        parse_json("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), "f.jsonl:3")
+    assert depth(parse_json("[" * MAX_DEPTH + "]" * MAX_DEPTH, "f")) == MAX_DEPTH  # the bound itself is fine
+
+
+KEY_ENV = "RLEIF_TEST_SURROGATE_KEY"
+
+
+def test_an_unsendable_seed_stops_the_dry_run_and_the_run_before_anything_is_sent(tmp_path, capsys, monkeypatch):
+    from rleif_kit.testing.fake_openai import FakeOpenAIServer
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv(KEY_ENV, "sk-surrogate-test-key-0123456789")
+    seeds = tmp_path / "seeds.jsonl"
+    seeds.write_text('{"instruction": "Tom has 3 apples."}\n{"id": "s2", "instruction": "Ann has \\ud800 pears."}\n')
+    overrides = tiny_overrides(tmp_path / "run", f'evol_instruct.seeds="{seeds}"', 'evol_instruct.backend="openai"',
+                               "evol_instruct.cache=false")
+    sets = [a for o in overrides for a in ("--set", o)]
+    with FakeOpenAIServer() as server:
+        settings = tmp_path / "settings.json"
+        settings.write_text(json.dumps({"api": {"base_url": server.base_url, "api_key_env": KEY_ENV,
+                                                "max_retries": 0}, "models": {"evolve": "fake-evolver"}}))
+        for dry in (["--dry-run"], []):
+            code = cli.main(["evolve", str(TINY_PARAMS), "--settings", str(settings), *sets, *dry])
+            err = capsys.readouterr().err
+            assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+            assert f"{seeds}:2: field 'instruction' (character 9): text that cannot be sent" in err
+        assert server.requests == []
+    ledgers = list((tmp_path / "run").rglob("*usage*"))
+    assert all(not p.is_file() or not p.read_text().strip() for p in ledgers), ledgers  # nothing counted as sent
