@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from rleif_kit.core.api_keys import make_client
 from rleif_kit.core.settings import Endpoint
 from rleif_kit.llm.base import ChatRequest
 from rleif_kit.llm.check_api import check_endpoint
@@ -38,7 +39,7 @@ def bounded(call, limit_s: float = 20.0):
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
     worker.join(limit_s)
-    assert "value" in box, f"no answer within {limit_s} s: the request has no total deadline"
+    assert "value" in box, f"no answer within {limit_s} s: no total deadline, or a body read without a bound"
     return box["value"], box["wall"]
 
 
@@ -97,3 +98,23 @@ def test_unencodable_text_is_refused_before_it_is_sent_or_counted(tmp_path):
     (run,) = ledger_runs(ledger)
     assert run["requests"] == 1 and run["unfinished"] == 0  # only what left
     assert backend.usage.requests == 1
+
+
+def test_the_synchronous_client_bounds_the_body_and_the_drip_too():
+    with FakeOpenAIServer(hostile="endless") as server:
+        client = make_client(Endpoint("evolve", "m", server.base_url, None, 10.0, 0, MIB))
+        error, _ = bounded(lambda: _error_of(lambda: client.chat.completions.create(model="m", messages=[])))
+        sent = server.bytes_sent
+    assert error.startswith("reply too large: the body over api.max_reply_bytes") and sent < 32 * MIB
+    with FakeOpenAIServer(hostile="drip", drip_s=0.3) as server:
+        client = make_client(Endpoint("evolve", "m", server.base_url, None, 1.0, 0))
+        error, wall = bounded(lambda: _error_of(lambda: client.chat.completions.create(model="m", messages=[])))
+    assert error == "Request timed out." and wall < 10
+
+
+def _error_of(call) -> str:
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 - the test reads what it says
+        return str(exc)
+    return "no error"
