@@ -17,10 +17,12 @@ import pytest
 
 from conftest import TINY_PARAMS, tiny_overrides
 from rleif_kit.core.api_keys import KEYLESS_PLACEHOLDER, REDACTED, redact
-from rleif_kit.core.settings import Endpoint
+from rleif_kit.core.settings import Endpoint, SettingsError, parse_settings
+from rleif_kit.core.urls import redact_url
 from rleif_kit.llm.base import ChatRequest, ChatResult
 from rleif_kit.llm.openai_backend import OpenAIBackend
 from rleif_kit.llm.cache import ResponseCache
+from rleif_kit.pipeline.cli import main
 from rleif_kit.testing.fake_openai import FakeOpenAIServer
 
 KEY = "sk-proj-Zq8vW2mT4kLp9XcR7bNf3HjD6sGa1YuE"
@@ -138,3 +140,57 @@ def test_no_file_of_an_evolution_holds_a_piece_of_the_key(tmp_path, monkeypatch,
             text = path.read_bytes().decode("utf-8", "replace")
             assert not leaked_runs(text), (path, leaked_runs(text))
     assert not leaked_runs(printed.out + printed.err)
+
+
+# ------------------------------------------------------------------ issue 42, item 5: credentials in a URL
+
+PASSWORD = "hunter2-Secr3t"
+
+
+@pytest.mark.parametrize("url", [f"http://user:{PASSWORD}@127.0.0.1:9/v1", f"https://{PASSWORD}@host.test/v1",
+                                 f"ftp://user:{PASSWORD}@host.test/v1", f"user:{PASSWORD}@host.test"])
+def test_a_settings_url_with_credentials_is_refused_without_showing_them(tmp_path, url):
+    for data in ({"api": {"base_url": url}, "models": {"evolve": "m"}},
+                 {"api": {"base_url": "http://127.0.0.1:9/v1"}, "models": {"evolve": {"name": "m", "base_url": url}}}):
+        with pytest.raises(SettingsError) as info:
+            parse_settings(data)
+        (line,) = info.value.problems
+        assert PASSWORD not in line and REDACTED in line and "base_url" in line
+
+
+def test_a_client_for_a_url_with_credentials_is_refused_not_sent_basic_auth(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    with FakeOpenAIServer() as server:
+        url = server.base_url.replace("http://", f"http://user:{PASSWORD}@")
+        with pytest.raises(SettingsError) as info:
+            OpenAIBackend(Endpoint("evolve", "m", url, KEY_ENV, 5.0, 0))
+        assert server.requests == []
+    assert PASSWORD not in str(info.value) and "credentials" in str(info.value)
+
+
+@pytest.mark.parametrize("command", ["eval", "check-api"])
+def test_cli_with_a_credential_url_is_one_line_exit_2_and_writes_it_nowhere(tmp_path, capsys, monkeypatch, command):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    with FakeOpenAIServer() as server:
+        url = server.base_url.replace("http://", f"http://user:{PASSWORD}@")
+        settings = tmp_path / "settings.json"
+        settings.write_text(json.dumps({"api": {"base_url": url, "api_key_env": KEY_ENV, "max_retries": 0},
+                                        "models": {"math_eval": "m", "evolve": "m"}}))
+        data = tmp_path / "gsm8k.jsonl"
+        data.write_text(json.dumps({"question": "1 + 1?", "answer": "1 + 1 = 2\n#### 2"}) + "\n")
+        argv = {"eval": ["eval", "gsm8k", "--served", "--settings", str(settings), "--data", str(data),
+                         "--out", str(tmp_path / "res")],
+                "check-api": ["check-api", "--settings", str(settings)]}[command]
+        assert main(argv) == 2
+        assert server.requests == []
+    printed = capsys.readouterr()
+    assert PASSWORD not in printed.out + printed.err
+    (line,) = [ln for ln in (printed.out + printed.err).splitlines() if ln.strip()]
+    assert "credentials" in line and REDACTED in line
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p != settings]
+    assert all(PASSWORD not in p.read_text(errors="replace") for p in written)
+
+
+def test_redact_url_hides_userinfo_and_query_values():
+    assert redact_url(f"http://u:{PASSWORD}@h:8000/v1?key={PASSWORD}&x") == f"http://{REDACTED}@h:8000/v1?key={REDACTED}&x"
+    assert redact_url("https://api.example.test/v1") == "https://api.example.test/v1"

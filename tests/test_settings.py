@@ -262,3 +262,39 @@ def test_redact_fragments(text, expected):
 
 def test_redact_longest_secret_first():
     assert redact("a=sk-abcdefgh12345678", ["sk-abcd", "sk-abcdefgh12345678"]) == "a=[REDACTED]"
+
+
+# ------------------------------------------------------------------ issue 42: bounds of every numeric setting
+
+OUT_OF_BOUNDS = [  # (where, key, value): each alone in a file must be refused with one line naming it
+    ("api", "timeout", 1e308), ("api", "timeout", 3601), ("api", "timeout", -1),
+    ("api", "max_retries", 1_000_000_000), ("api", "max_retries", 21), ("api", "max_retries", 3.0),
+    ("api", "max_reply_bytes", 1), ("api", "max_reply_bytes", 2 << 30), ("api", "max_reply_bytes", True),
+    ("models.evolve", "timeout", 1e308), ("models.evolve", "max_retries", 1_000_000_000),
+    ("models.evolve", "max_reply_bytes", 10 ** 30),
+    ("eval", "temperature", 1e300), ("eval", "max_new_tokens", 10 ** 12),
+    ("prices.m", "input_per_million", 1e300),
+]
+
+
+@pytest.mark.parametrize("where,key,value", OUT_OF_BOUNDS, ids=[f"{w}.{k}={v!r}" for w, k, v in OUT_OF_BOUNDS])
+def test_every_numeric_setting_has_bounds(tmp_path, where, key, value):
+    data = base(models={"evolve": {"name": "chat-model"}}, prices={"m": {"input_per_million": 1,
+                                                                          "output_per_million": 1}})
+    section = data
+    for part in where.split("."):
+        section = section.setdefault(part, {})
+    section[key] = value
+    path = write(tmp_path, data)
+    with pytest.raises(SettingsError) as info:
+        load_settings(path)
+    (line,) = info.value.problems
+    assert line.startswith(f"{path}: {where}.{key} = ") and "expected a" in line and "and <= " in line
+
+
+def test_max_reply_bytes_is_inherited_and_overridden(tmp_path):
+    data = base(models={"evolve": "chat-model", "irm_judge": {"name": "j", "max_reply_bytes": 65536}})
+    data["api"]["max_reply_bytes"] = 8 << 20
+    s = load_settings(write(tmp_path, data))
+    assert s.endpoint("evolve").max_reply_bytes == 8 << 20 and s.endpoint("irm_judge").max_reply_bytes == 65536
+    assert load_settings(write(tmp_path, base())).endpoint("evolve").max_reply_bytes == 4 << 20

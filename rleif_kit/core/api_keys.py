@@ -13,7 +13,9 @@ import re
 from typing import TYPE_CHECKING, Any, Iterable
 from urllib.parse import urlsplit
 
+from rleif_kit.core.bounded_http import bounded_async_client, bounded_client
 from rleif_kit.core.settings import Endpoint, Settings, SettingsError
+from rleif_kit.core.urls import REDACTED, has_credentials, redact_url
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import openai
@@ -27,7 +29,6 @@ KEYLESS_PLACEHOLDER = "not-needed"
 PLACEHOLDER_KEYS = frozenset({KEYLESS_PLACEHOLDER, "empty", "sk-no-key-required", "no-key", "none", "ollama",
                               "lm-studio", "dummy"})
 
-REDACTED = "[REDACTED]"
 
 #: The one host that may receive the OpenAI-Organization / OpenAI-Project headers.
 OPENAI_HOST = "api.openai.com"
@@ -51,22 +52,32 @@ def read_api_key(endpoint: Endpoint) -> str:
 
 
 def make_client(endpoint: Endpoint, *, timeout: float | None = None, max_retries: int | None = None) -> "openai.OpenAI":
-    """A synchronous ``openai.OpenAI`` for the endpoint; ``timeout``/``max_retries`` override it."""
+    """A synchronous ``openai.OpenAI`` for the endpoint; ``timeout``/``max_retries`` override it. Its reply body is
+    bounded as the async client's is; its deadline is checked between reads (``core/bounded_http.BoundedClient``)."""
     import openai  # heavy: loaded on first use
 
-    return openai.OpenAI(**_client_kwargs(endpoint, timeout, max_retries))
+    kwargs = _client_kwargs(endpoint, timeout, max_retries)
+    http_client = bounded_client(kwargs["timeout"], endpoint.max_reply_bytes)
+    return openai.OpenAI(**kwargs, http_client=http_client)
 
 
 def make_async_client(
     endpoint: Endpoint, *, timeout: float | None = None, max_retries: int | None = None
 ) -> "openai.AsyncOpenAI":
-    """An ``openai.AsyncOpenAI`` for the endpoint; ``timeout``/``max_retries`` override it."""
+    """An ``openai.AsyncOpenAI`` for the endpoint; ``timeout``/``max_retries`` override it.
+
+    Every request of the kit goes through one of these: ``timeout`` is each attempt's total deadline (connect,
+    headers and body) and a reply body is read up to ``endpoint.max_reply_bytes`` (``core/bounded_http.py``).
+    """
     import openai  # heavy: loaded on first use
 
-    return openai.AsyncOpenAI(**_client_kwargs(endpoint, timeout, max_retries))
+    kwargs = _client_kwargs(endpoint, timeout, max_retries)
+    http_client = bounded_async_client(kwargs["timeout"], endpoint.max_reply_bytes)
+    return openai.AsyncOpenAI(**kwargs, http_client=http_client)
 
 
 def _client_kwargs(endpoint: Endpoint, timeout: float | None, max_retries: int | None) -> dict[str, Any]:
+    refuse_credentials_in_url(endpoint.base_url, f"the base_url of role {endpoint.role!r}")
     kwargs: dict[str, Any] = {
         "api_key": read_api_key(endpoint),
         "base_url": endpoint.base_url,
@@ -76,6 +87,17 @@ def _client_kwargs(endpoint: Endpoint, timeout: float | None, max_retries: int |
     if urlsplit(endpoint.base_url).hostname != OPENAI_HOST:
         kwargs["default_headers"] = _no_openai_account_headers()
     return kwargs
+
+
+def refuse_credentials_in_url(url: str, where: str) -> None:
+    """One :class:`SettingsError` line for a URL with ``user:password@`` in it (the URL shown redacted).
+
+    Why refused rather than used: the HTTP client would send them as Basic auth in place of the Bearer key of
+    ``api_key_env``, silently, and a URL is printed and written in many places; the key belongs in a variable.
+    """
+    if has_credentials(url):
+        raise SettingsError([f"{where} = {redact_url(url)}: a URL with credentials (user:password@) is refused; "
+                             "remove them and put the key in the environment variable named by api_key_env"])
 
 
 def _no_openai_account_headers() -> dict[str, Any]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from rleif_kit.core.urls import has_credentials, redact_url
 from rleif_kit.core.user_files import UserFileError, parse_json, read_user_text
 
 __all__ = [
@@ -45,7 +46,20 @@ __all__ = [
 ROLES = ("evolve", "irm_judge", "prm_judge", "code_eval", "math_eval")
 
 _TOP_KEYS = ("api", "models", "eval", "prices")
-_API_KEYS = ("base_url", "api_key_env", "timeout", "max_retries")
+_API_KEYS = ("base_url", "api_key_env", "timeout", "max_retries", "max_reply_bytes")
+
+#: Bounds of the numeric settings. ``timeout`` is each attempt's total deadline (connect, headers and body): an hour
+#: is far past any chat reply, and a larger value is a typo, not a wait anyone means. ``max_retries``: the client
+#: backs off up to 8 s between tries, so 20 retries is minutes of a server that keeps failing. ``max_reply_bytes``:
+#: 4 MiB by default, 30 times the largest reply the kit asks for (a 32k-token answer is about 130 KB of JSON) and
+#: small enough that 16 requests in flight hold under 64 MiB; from 64 KiB to 1 GiB.
+MAX_TIMEOUT_S = 3600.0
+MAX_RETRIES = 20
+DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024
+REPLY_BYTES_RANGE = (64 * 1024, 1024 * 1024 * 1024)
+MAX_TEMPERATURE = 2.0  # the OpenAI API's own upper bound
+MAX_NEW_TOKENS = 1_000_000
+MAX_PRICE_PER_MILLION = 100_000.0  # USD per million tokens: a thousand times today's dearest model
 _MODEL_KEYS = ("name",) + _API_KEYS
 _EVAL_PATH_KEYS = ("gsm8k_path", "math_path", "humaneval_path", "humanevalplus_path", "mbpp_path", "mbppplus_path",
                    "arith_path")
@@ -75,6 +89,7 @@ class ApiConfig:
     api_key_env: str | None = None
     timeout: float = 120.0
     max_retries: int = 3
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
 
 
 @dataclass(frozen=True)
@@ -91,6 +106,7 @@ class Endpoint:
     api_key_env: str | None
     timeout: float
     max_retries: int
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
     key_origin: str = field(default="", compare=False, repr=False)
 
 
@@ -213,8 +229,11 @@ def _parse_api(v: _Validator, raw: Any) -> ApiConfig:
     return ApiConfig(
         base_url=v.url(sec, "base_url", "api", None),
         api_key_env=v.env_name(sec, "api_key_env", "api", None),
-        timeout=v.number(sec, "timeout", "api", d.timeout, minimum=0.0, strict=True, unit=" (seconds)"),
-        max_retries=v.integer(sec, "max_retries", "api", d.max_retries, minimum=0),
+        timeout=v.number(sec, "timeout", "api", d.timeout, minimum=0.0, strict=True, maximum=MAX_TIMEOUT_S,
+                         unit=" (seconds)"),
+        max_retries=v.integer(sec, "max_retries", "api", d.max_retries, minimum=0, maximum=MAX_RETRIES),
+        max_reply_bytes=v.integer(sec, "max_reply_bytes", "api", d.max_reply_bytes, minimum=REPLY_BYTES_RANGE[0],
+                                  maximum=REPLY_BYTES_RANGE[1]),
     )
 
 
@@ -242,11 +261,14 @@ def _parse_model(v: _Validator, role: str, entry: Any, api: ApiConfig) -> Endpoi
         key_env, origin = v.env_name(sec, "api_key_env", kp, None), f"{v.source}: {kp}.api_key_env"
     else:
         key_env, origin = api.api_key_env, f"{v.source}: api.api_key_env"
-    timeout = v.number(sec, "timeout", kp, api.timeout, minimum=0.0, strict=True, unit=" (seconds)")
-    retries = v.integer(sec, "max_retries", kp, api.max_retries, minimum=0)
+    timeout = v.number(sec, "timeout", kp, api.timeout, minimum=0.0, strict=True, maximum=MAX_TIMEOUT_S,
+                       unit=" (seconds)")
+    retries = v.integer(sec, "max_retries", kp, api.max_retries, minimum=0, maximum=MAX_RETRIES)
+    reply_bytes = v.integer(sec, "max_reply_bytes", kp, api.max_reply_bytes, minimum=REPLY_BYTES_RANGE[0],
+                            maximum=REPLY_BYTES_RANGE[1])
     if not name or base_url is None:
         return None
-    return Endpoint(role, name, base_url.rstrip("/"), key_env, timeout, retries, key_origin=origin)
+    return Endpoint(role, name, base_url.rstrip("/"), key_env, timeout, retries, reply_bytes, key_origin=origin)
 
 
 def _parse_eval(v: _Validator, raw: Any) -> EvalDefaults:
@@ -256,8 +278,8 @@ def _parse_eval(v: _Validator, raw: Any) -> EvalDefaults:
     return EvalDefaults(
         **paths,
         cot=v.boolean(sec, "cot", "eval", d.cot),
-        temperature=v.number(sec, "temperature", "eval", d.temperature, minimum=0.0),
-        max_new_tokens=v.integer(sec, "max_new_tokens", "eval", d.max_new_tokens, minimum=1),
+        temperature=v.number(sec, "temperature", "eval", d.temperature, minimum=0.0, maximum=MAX_TEMPERATURE),
+        max_new_tokens=v.integer(sec, "max_new_tokens", "eval", d.max_new_tokens, minimum=1, maximum=MAX_NEW_TOKENS),
     )
 
 
@@ -270,7 +292,7 @@ def _parse_prices(v: _Validator, raw: Any) -> dict[str, Price]:
         for key in _PRICE_KEYS:
             if isinstance(entry, dict) and key not in item:
                 v.problem(f"{kp}.{key}", "missing; expected a number >= 0 (USD per million tokens)")
-        values = [v.number(item, key, kp, 0.0, minimum=0.0) for key in _PRICE_KEYS]
+        values = [v.number(item, key, kp, 0.0, minimum=0.0, maximum=MAX_PRICE_PER_MILLION) for key in _PRICE_KEYS]
         prices[model] = Price(*values)
     return prices
 
@@ -332,23 +354,24 @@ class _Validator:
             self.problem(sub, message)
         return {key: raw[key] for key in raw if allowed is None or key in allowed}
 
-    def number(
-        self, sec: dict, key: str, kp: str, default: float, *, minimum: float, strict: bool = False, unit: str = ""
-    ) -> float:
+    def number(self, sec: dict, key: str, kp: str, default: float, *, minimum: float, maximum: float,
+               strict: bool = False, unit: str = "") -> float:
+        """A finite number (not a bool) in ``[minimum, maximum]`` (``(minimum, maximum]`` when ``strict``)."""
         if key not in sec:
             return default
         value, op = sec[key], ">" if strict else ">="
-        if not _is_number(value) or value < minimum or (strict and value == minimum):
-            self.bad(f"{kp}.{key}", value, f"a number {op} {minimum:g}{unit}")
+        if not _is_number(value) or value < minimum or (strict and value == minimum) or value > maximum:
+            self.bad(f"{kp}.{key}", value, f"a number {op} {minimum:g} and <= {maximum:g}{unit}")
             return default
         return float(value)
 
-    def integer(self, sec: dict, key: str, kp: str, default: int, *, minimum: int) -> int:
+    def integer(self, sec: dict, key: str, kp: str, default: int, *, minimum: int, maximum: int) -> int:
+        """A whole number (not a bool, not 3.0) in ``[minimum, maximum]``."""
         if key not in sec:
             return default
         value = sec[key]
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            self.bad(f"{kp}.{key}", value, f"an integer >= {minimum}")
+        if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
+            self.bad(f"{kp}.{key}", value, f"an integer >= {minimum} and <= {maximum}")
             return default
         return value
 
@@ -370,11 +393,19 @@ class _Validator:
         return value
 
     def url(self, sec: dict, key: str, kp: str, default: str | None) -> str | None:
-        value = self.string(sec, key, kp, default)
-        if key in sec and value is not None and not value.startswith(("http://", "https://")):
-            self.bad(f"{kp}.{key}", value, "a URL starting with http:// or https://")
+        """An http(s) URL without credentials; shown only redacted (``core/urls.redact_url``), whatever its scheme."""
+        if key not in sec:
             return default
-        return value
+        value = sec[key]
+        if isinstance(value, str) and value.strip():
+            if has_credentials(value):
+                self.problem(f"{kp}.{key}", f"{_show(redact_url(value))}: a URL with credentials (user:password@) is"
+                             " refused; remove them and put the key in the environment variable named by api_key_env")
+                return default
+            if not value.startswith(("http://", "https://")):
+                self.bad(f"{kp}.{key}", redact_url(value), "a URL starting with http:// or https://")
+                return default
+        return self.string(sec, key, kp, default)
 
     def env_name(self, sec: dict, key: str, kp: str, default: str | None) -> str | None:
         """An environment variable NAME.  A bad value is not echoed: it is often the key itself."""

@@ -64,7 +64,8 @@ def served_endpoint(settings: Any, benchmark: str, name: str = "") -> Any:
         if not name or settings.api.base_url is None:
             raise
         api = settings.api
-        return Endpoint(role, name, api.base_url.rstrip("/"), api.api_key_env, api.timeout, api.max_retries)
+        return Endpoint(role, name, api.base_url.rstrip("/"), api.api_key_env, api.timeout, api.max_retries,
+                        api.max_reply_bytes)
     return dataclasses.replace(endpoint, name=name) if name else endpoint
 
 

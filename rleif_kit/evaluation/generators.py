@@ -22,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from rleif_kit.core.urls import redact_url
 from rleif_kit.core.exits import REJECTED_PREFIX, rejected_error
 from rleif_kit.core.text import cut_at_stop
 from rleif_kit.llm.base import ChatRequest, run_sync
@@ -92,7 +93,7 @@ class ServedModel:
 
     @property
     def fingerprint(self) -> dict[str, Any]:
-        return {"served": self.endpoint.name, "base_url": self.endpoint.base_url}
+        return {"served": self.endpoint.name, "base_url": redact_url(self.endpoint.base_url)}  # never a credential
 
     def complete(self, prompts: Sequence[str], ev: Any, stop: Sequence[str] = (),
                  sample_indices: Sequence[int] | None = None) -> list[str | None]:

@@ -19,9 +19,11 @@ import time
 from dataclasses import dataclass
 from typing import Iterable
 
-from rleif_kit.core.api_keys import known_secrets, make_client, read_api_key, redact
+from rleif_kit.core.api_keys import known_secrets, make_async_client, read_api_key, redact
+from rleif_kit.core.urls import redact_url
 from rleif_kit.core.settings import ROLES, Endpoint, Settings, SettingsError
-from rleif_kit.llm.errors import failure_reason, listed_models, names_unknown_model, unknown_model_advice
+from rleif_kit.llm.base import run_sync
+from rleif_kit.llm.errors import failure_reason, names_unknown_model, served_models, unknown_model_advice
 
 __all__ = ["CheckRow", "check_api", "check_endpoint", "check_settings", "format_check_table"]
 
@@ -61,40 +63,46 @@ def check_endpoint(
 ) -> CheckRow:
     """One chat completion with retries off: the point is to see the first answer, not to hide it.
 
-    The endpoint's own key is always redacted, on top of ``secrets``.
+    The endpoint's own key is always redacted, on top of ``secrets``. The request goes through the client every
+    run uses (``api_keys.make_async_client``): ``api.timeout`` bounds all of it, ``api.max_reply_bytes`` the reply.
     """
     secrets = list(secrets) + _own_key(endpoint)
 
     def row(ok: bool, latency: float | None, detail: str) -> CheckRow:
         clean = redact(" ".join(detail.split()), secrets)
-        return CheckRow(endpoint.role, endpoint.name, redact(endpoint.base_url, secrets), ok, latency, clean)
+        return CheckRow(endpoint.role, endpoint.name, redact(redact_url(endpoint.base_url), secrets), ok, latency,
+                        clean)
 
     try:
-        client = make_client(endpoint, max_retries=0)
-    except SettingsError as exc:  # missing key variable: a failed row, not a crash
+        client = make_async_client(endpoint, max_retries=0)
+    except SettingsError as exc:  # missing key variable, a URL with credentials: a failed row, not a crash
         return row(False, None, str(exc))
     start = time.perf_counter()
-    with client:
-        try:
-            reply = client.chat.completions.create(
-                model=endpoint.name,
-                messages=[{"role": "user", "content": prompt}],
-                max_tokens=max_tokens,
-                temperature=0,
-            )
-        except Exception as exc:  # any failure is the row's verdict
-            latency = time.perf_counter() - start
-            return row(False, latency, _failure_detail(client, endpoint, exc, secrets))
-    latency = time.perf_counter() - start
-    return row(True, latency, _reply_text(reply))
+    ok, detail = run_sync(_round_trip(client, endpoint, prompt, max_tokens, secrets))
+    return row(ok, time.perf_counter() - start, detail)
 
 
-def _failure_detail(client, endpoint: Endpoint, exc: Exception, secrets: list[str]) -> str:
+async def _round_trip(client, endpoint: Endpoint, prompt: str, max_tokens: int, secrets: list[str]) -> tuple[bool, str]:
+    try:
+        reply = await client.chat.completions.create(
+            model=endpoint.name,
+            messages=[{"role": "user", "content": prompt}],
+            max_tokens=max_tokens,
+            temperature=0,
+        )
+        return True, _reply_text(reply)
+    except Exception as exc:  # any failure is the row's verdict
+        return False, await _failure_detail(client, endpoint, exc, secrets)
+    finally:
+        await client.close()
+
+
+async def _failure_detail(client, endpoint: Endpoint, exc: Exception, secrets: list[str]) -> str:
     """The server's own words after the cause ("http 400: ..."); for an unknown model, what to check in
     settings.json and the models the server lists (one short GET /models, as a run's rejection has)."""
     detail = failure_reason(exc, secrets)
     if names_unknown_model(exc, endpoint.name):
-        advice = unknown_model_advice(endpoint.role, endpoint.name, listed_models(client, secrets))
+        advice = unknown_model_advice(endpoint.role, endpoint.name, await served_models(client, secrets))
         detail = f"{detail.rstrip('.')}; {advice}"
     return detail
 

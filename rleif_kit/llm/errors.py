@@ -3,7 +3,7 @@
 
 The error string starts with its cause, because the failure checks classify by prefix (``checks/verdicts.py``
 ``FAILURE_CAUSES``, ``checks/stage_failures.py``): ``timeout``, ``rate limited (429)``, ``connection error``,
-``http <status>``, ``empty response``; then `` after N retries`` where the client retried; then ``: `` and the
+``http <status>``, ``empty response``, ``reply too large`` (a body past ``api.max_reply_bytes``, never retried); then `` after N retries`` where the client retried; then ``: `` and the
 server's own text (``detail``, ``error.message``, ``message``, else the raw body), e.g.
 ``http 400: Server is pinned to 'x'; requested 'gpt-4o'``. Redacted before it is cut to 300 characters, so a key
 cut in half is still found.
@@ -17,15 +17,19 @@ import re
 from typing import Any, Iterable
 
 from rleif_kit.core.api_keys import redact
+from rleif_kit.core.bounded_http import is_reply_too_large
 
 __all__ = ["FATAL_STATUSES", "MAX_ERROR_CHARS", "failure_reason", "server_message", "names_unknown_model",
-           "served_models", "listed_models", "unknown_model_advice"]
+           "served_models", "unknown_model_advice"]
 
 #: Statuses that mean the endpoint configuration is wrong, not that this one request failed.
 FATAL_STATUSES = (401, 403, 404)
 #: Statuses with which servers say "no such model" (vLLM 404, LiteLLM / pinned servers 400, TGI 422).
 MODEL_STATUSES = (400, 404, 422)
 MAX_ERROR_CHARS = 300
+#: Of an error body, only this much is parsed or scanned for the server's words: the body itself is already capped
+#: by ``api.max_reply_bytes`` (``core/bounded_http.py``), and the words that matter come first.
+MAX_SCANNED_CHARS = 64 * 1024
 MODELS_TIMEOUT_S = 5.0  # the one GET /models after an unknown-model answer: short, and never fatal
 MAX_MODELS_SHOWN = 20
 
@@ -45,7 +49,9 @@ def failure_reason(exc: BaseException, secrets: Iterable[str]) -> str:
 
     retries = retries_taken(exc)
     after = f" after {retries} retries" if retries else ""
-    if isinstance(exc, openai.APITimeoutError):
+    if is_reply_too_large(exc):  # "reply too large: ... over api.max_reply_bytes ...", never retried
+        reason = str(exc)
+    elif isinstance(exc, openai.APITimeoutError):
         reason = f"timeout{after}"
     elif isinstance(exc, openai.RateLimitError):
         reason = f"rate limited (429){after}" + _said(exc)
@@ -78,14 +84,15 @@ def server_message(exc: BaseException) -> str:
         except Exception:  # no response, or its body was never read
             text = ""
     if not text:
-        text = str(getattr(exc, "message", "") or "")
+        text = str(getattr(exc, "message", "") or "")[:MAX_SCANNED_CHARS]
         text = "" if re.fullmatch(r"Error code: \d+", text) else text
-    return " ".join(text.split())
+    return " ".join(text[:MAX_SCANNED_CHARS].split())
 
 
 def _body_text(body: Any) -> str:
+    """The server's words in a parsed or raw body; a raw one is read to its first MAX_SCANNED_CHARS only."""
     if isinstance(body, str):
-        body = body.strip()
+        body = body[:MAX_SCANNED_CHARS].strip()
         try:
             return _body_text(json.loads(body)) if body[:1] in "{[" else _html_text(body)
         except ValueError:
@@ -102,11 +109,16 @@ def _body_text(body: Any) -> str:
                 return value
             if isinstance(value, (list, dict)) and value:
                 return _body_text(value)
-        return json.dumps(body, ensure_ascii=False) if body else ""
+        return _dumped(body) if body else ""
     if isinstance(body, list):  # FastAPI validation errors: [{"loc": [...], "msg": "..."}]
         msgs = [str(item.get("msg")) for item in body if isinstance(item, dict) and item.get("msg")]
-        return "; ".join(msgs) if msgs else json.dumps(body, ensure_ascii=False)
+        return "; ".join(msgs[:MAX_MODELS_SHOWN])[:MAX_SCANNED_CHARS] if msgs else _dumped(body)
     return ""
+
+
+def _dumped(body: Any) -> str:
+    """A parsed body as JSON text, cut to MAX_SCANNED_CHARS."""
+    return json.dumps(body, ensure_ascii=False)[:MAX_SCANNED_CHARS]
 
 
 def _html_text(text: str) -> str:
@@ -149,16 +161,6 @@ async def served_models(client: Any, secrets: Iterable[str], timeout: float = MO
     try:
         quick = client.with_options(timeout=timeout, max_retries=0)
         page = await asyncio.wait_for(quick.models.list(), timeout + 1.0)
-        ids = [str(getattr(m, "id", "")) for m in getattr(page, "data", [])]
-        return [redact(i, secrets) for i in ids if i] or None
-    except Exception:  # noqa: BLE001 - whatever went wrong, the rejection is reported without the list
-        return None
-
-
-def listed_models(client: Any, secrets: Iterable[str], timeout: float = MODELS_TIMEOUT_S) -> list[str] | None:
-    """:func:`served_models` for a synchronous client (``rleif check-api``'s)."""
-    try:
-        page = client.with_options(timeout=timeout, max_retries=0).models.list()
         ids = [str(getattr(m, "id", "")) for m in getattr(page, "data", [])]
         return [redact(i, secrets) for i in ids if i] or None
     except Exception:  # noqa: BLE001 - whatever went wrong, the rejection is reported without the list

@@ -23,6 +23,10 @@ Why it looks like this:
 * Failures carry the server's own words (``errors.failure_reason``); every text from the server, reply or error,
   is redacted (``core/api_keys.redact``) before it is returned or cached. With a ledger (``llm/usage.py``), each
   request is written to ``usage.jsonl`` as it is sent and as it ends: a killed process's spend still counts.
+* Every request goes through ``core/bounded_http``'s client (``api_keys.make_async_client``): ``api.timeout`` is
+  each attempt's total deadline (connect, headers and body), a reply body is read up to ``api.max_reply_bytes``.
+  A request whose text UTF-8 cannot encode (a lone surrogate) fails before the cache, the ledger and the send
+  (``_unsendable``): it is never counted as sent.
 * Per-request overhead is one task and one queue hand-off; the benchmark
   (``benchmarks/bench_evolve.py``) holds this to >= 85% of a bare client + semaphore loop.
 """
@@ -118,6 +122,10 @@ class OpenAIBackend:
                     except StopAsyncIteration:
                         exhausted = True
                         break
+                    refused = _unsendable(request, self.model)
+                    if refused is not None:  # never sent: neither the ledger nor the usage counts it
+                        yield refused
+                        continue
                     hit = self._cached(request)
                     if hit is not None:
                         yield hit
@@ -143,6 +151,9 @@ class OpenAIBackend:
         cache and usage accounting are the same. A request refused by a budget comes back failed
         with ``error`` = ``stopped_reason`` (which starts with "budget:" or "endpoint rejected").
         """
+        refused = _unsendable(request, self.model)
+        if refused is not None:
+            return refused
         hit = self._cached(request)
         if hit is not None:
             return hit
@@ -299,6 +310,33 @@ class OpenAIBackend:
             await self.aclose()
         return [r if r is not None else _unsent(req, self.model, self.stopped_reason)
                 for req, r in zip(requests, results)]
+
+
+def _unsendable(request: ChatRequest, model: str) -> ChatResult | None:
+    """The failed result of a request whose text cannot be sent (UTF-8 cannot encode it: a lone surrogate such as
+    ``"\\ud800"``), naming where; None when it can be. Checked before the cache, the ledger and the send, so a
+    request that never left is never counted as sent."""
+    for where, text in _texts({"messages": list(request.messages), "stop": list(request.stop)}):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            bad = text[exc.start:exc.end].encode("unicode_escape").decode("ascii")
+            return _unsent(request, model, f"unencodable text: {where} has {bad} at character {exc.start}, which "
+                                           "UTF-8 cannot encode (a lone surrogate); not sent")
+    return None
+
+
+def _texts(value: Any, where: str = "") -> Iterable[tuple[str, str]]:
+    """Every string in a request's body with where it is (``messages[0].content``), dict keys included."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _texts(key, f"{where}.{key}".lstrip(".") + " (a key)")
+            yield from _texts(item, f"{where}.{key}".lstrip("."))
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _texts(item, f"{where}[{i}]")
 
 
 def _unsent(request: ChatRequest, model: str, reason: str | None) -> ChatResult:

@@ -11,7 +11,8 @@ after 8 kills during evolution the server had seen 992 requests and ``usage.json
      "cost_usd": 0.0001}                                      # cost null when the model has no price
     {"t": "cached", "inv": "<invocation>", "ok": true}        # served from the response cache: free
 
-A request is counted when it is *sent*, so the count after SIGKILLs equals what the server received; what the
+A request is counted when it is *sent*, and only one that can be (its text encoded: ``openai_backend._unsendable``
+refuses one that cannot before it is counted), so the count after SIGKILLs equals what the server received; what the
 requests in flight at the kill cost cannot be known (they are ``unfinished``, their tokens 0). A request the
 client retried (429, 5xx, timeouts: ``max_retries``) is one request here, as in ``usage.json``; the server saw it
 1 + its retries times. ``usage.json``'s ``total`` and its ``invocations`` are rebuilt from the ledger

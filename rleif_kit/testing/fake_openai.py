@@ -25,9 +25,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-__all__ = ["FakeOpenAIServer", "RequestRecord", "FAIL_MODES"]
+__all__ = ["FakeOpenAIServer", "RequestRecord", "FAIL_MODES", "HOSTILE_REPLIES"]
 
 FAIL_MODES = ("429", "500", "timeout", "400")
+#: Replies a hostile or broken server sends to every chat completion: a valid 200 one byte every ``drip_s``
+#: (``"drip"``), a 200 announcing ``huge_bytes`` and sending them (``"huge"``), a chunked 200 that never ends
+#: (``"endless"``), a chunked 500 whose error body is ``huge_bytes`` long, announced nowhere (``"huge_error"``).
+HOSTILE_REPLIES = ("drip", "huge", "endless", "huge_error")
 DEFAULT_FAIL_MODES = FAIL_MODES[:3]  # the ones a client retries; "400" only when asked for
 FAKE_MODEL = "fake-model"
 
@@ -48,10 +52,12 @@ class RequestRecord:
 class _Reply:
     """An HTTP response to write; ``close`` ends the keep-alive connection afterwards."""
 
-    __slots__ = ("status", "payload", "headers", "close")
+    __slots__ = ("status", "payload", "headers", "close", "hostile")
 
-    def __init__(self, status: int, payload: Any, headers: dict[str, str] | None = None, close: bool = False):
+    def __init__(self, status: int, payload: Any, headers: dict[str, str] | None = None, close: bool = False,
+                 hostile: str | None = None):
         self.status, self.payload, self.headers, self.close = status, payload, headers or {}, close
+        self.hostile = hostile  # one of HOSTILE_REPLIES: the body is written by _write_hostile
 
 
 def _error(status: int, message: str, type_: str, code: str | None, headers: dict[str, str] | None = None) -> _Reply:
@@ -87,6 +93,9 @@ class FakeOpenAIServer:
       held ``hang_s`` seconds, then the connection is closed without an answer).
     * ``require_key``: when set, a different bearer token gets a 401 quoting the sent key as
       ``sk-...abcd`` like OpenAI does (useful to test redaction).
+    * ``hostile``: every chat completion gets that reply of :data:`HOSTILE_REPLIES` (a dripping, huge or endless
+      body); ``bytes_sent`` counts the body bytes written, which a client that stops reading holds down (the
+      writes wait for the socket).
     """
 
     def __init__(
@@ -99,7 +108,14 @@ class FakeOpenAIServer:
         seed: int = 0,
         hang_s: float = 30.0,
         require_key: str | None = None,
+        hostile: str | None = None,
+        drip_s: float = 2.0,
+        huge_bytes: int = 2 << 30,
     ):
+        if hostile is not None and hostile not in HOSTILE_REPLIES:
+            raise ValueError(f"hostile must be one of {HOSTILE_REPLIES}, got {hostile!r}")
+        self.hostile, self.drip_s, self.huge_bytes = hostile, drip_s, huge_bytes
+        self.bytes_sent = 0
         self.fail_modes = tuple(fail_modes)
         unknown = set(self.fail_modes) - set(FAIL_MODES)
         if unknown or not self.fail_modes:
@@ -265,6 +281,9 @@ class FakeOpenAIServer:
         return not reply.close
 
     async def _write(self, writer: asyncio.StreamWriter, reply: _Reply) -> None:
+        if reply.hostile is not None:
+            await self._write_hostile(writer, reply)
+            return
         body = json.dumps(reply.payload).encode()
         lines = [f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Unknown')}",
                  "Content-Type: application/json", f"Content-Length: {len(body)}"]
@@ -273,6 +292,41 @@ class FakeOpenAIServer:
             lines.append("Connection: close")
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
         await writer.drain()
+
+    async def _write_hostile(self, writer: asyncio.StreamWriter, reply: _Reply) -> None:
+        """The body of a hostile reply, written until it is done or the client hangs up (the handler then ends)."""
+        mode, block = reply.hostile, b" " * 65536
+        status, length = (500, self.huge_bytes) if mode == "huge_error" else (200, self.huge_bytes)
+        head = [f"HTTP/1.1 {status} {_REASONS[status]}", "Content-Type: application/json"]
+        chunked = mode in ("endless", "huge_error")
+        if chunked:
+            head.append("Transfer-Encoding: chunked")
+        elif mode == "drip":
+            body = json.dumps(reply.payload).encode()
+            head.append(f"Content-Length: {len(body)}")
+        else:
+            head.append(f"Content-Length: {length}")
+        writer.write(("\r\n".join(head + ["Connection: close"]) + "\r\n\r\n").encode("latin-1"))
+        await writer.drain()
+        if mode == "drip":
+            for i in range(len(body)):
+                writer.write(body[i:i + 1])
+                await writer.drain()
+                self.bytes_sent += 1
+                await asyncio.sleep(self.drip_s)
+            return
+        opening = b'{"error": {"message": "' if mode == "huge_error" else b'{"choices": "'
+        writer.write(f"{len(opening):x}\r\n".encode() + opening + b"\r\n" if chunked else opening)
+        sent = len(opening)
+        while mode == "endless" or sent < length:
+            part = block if mode == "endless" else block[:length - sent]
+            writer.write(f"{len(part):x}\r\n".encode() + part + b"\r\n" if chunked else part)
+            await writer.drain()  # waits while the client does not read: what a reader that stopped holds down
+            sent += len(part)
+            self.bytes_sent += len(part)
+        if chunked:
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
 
     # ---------------------------------------------------------------- routing
 
@@ -325,6 +379,11 @@ class FakeOpenAIServer:
         if body.get("stream"):
             self._count("400")
             return _error(400, "stream=true is not supported by FakeOpenAIServer", "invalid_request_error", None)
+        if self.hostile is not None:
+            self._count(self.hostile)
+            reply = self._completion(body)
+            reply.hostile, reply.close = self.hostile, True
+            return reply
         mode = self._rng.choice(self.fail_modes) if self._rng.random() < self.fail_rate else None
         if mode == "timeout":
             self._count("timeout")
