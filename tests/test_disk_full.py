@@ -1,0 +1,115 @@
+"""Issue 42, item 1: a full disk stops a stage with one line naming the path and the free space there (exit 5), and
+a checkpoint it cut short never breaks the rerun.
+
+Where the machine lets an unprivileged user mount (``unshare -rm``), the disk is a real 1 MiB tmpfs: Python's
+``[Errno 28]`` and torch's writer's ``unexpected pos``, as they come. The SFT checkpoint cut short is injected
+(torch's writer failing on checkpoint-4, little space left): a tmpfs sized to fit one checkpoint but not two would
+depend on the model's size.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rleif_kit.core import disk
+from rleif_kit.core.exits import EXIT_DISK_FULL, DiskFull
+from rleif_kit.core.stage_args import run_entry_point
+from rleif_kit.pipeline.runner import _disk_full
+
+ROOT = Path(__file__).resolve().parent.parent
+TORCH_FULL = "[enforce fail at inline_container.cc:672] . unexpected pos 5376 vs 5268"
+
+
+def _can_mount() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    got = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /tmp"],
+                         capture_output=True, timeout=30)
+    return got.returncode == 0
+
+
+def _on_small_disk(tmp_path: Path, script: str) -> subprocess.CompletedProcess:
+    """``script`` run by Python with ``sys.argv[1]`` a fresh 1 MiB tmpfs."""
+    if not _can_mount():
+        pytest.skip("unshare -rm cannot mount a tmpfs here")
+    mnt, code = tmp_path / "small", tmp_path / "script.py"
+    mnt.mkdir()
+    code.write_text(textwrap.dedent(script))
+    shell = f'mount -t tmpfs -o size=1m tmpfs "{mnt}" && exec "{sys.executable}" "{code}" "{mnt}"'
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(["unshare", "-rm", "sh", "-c", shell], capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_a_record_writer_on_a_full_disk_ends_the_stage_with_one_line_and_exit_5(tmp_path):
+    got = _on_small_disk(tmp_path, """
+        import sys
+        from rleif_kit.core.jsonl import JsonlWriter
+        from rleif_kit.core.stage_args import run_entry_point
+
+        def main():
+            with JsonlWriter(sys.argv[1] + "/evolved.jsonl") as out:
+                while True:
+                    out.write({"instruction": "x" * 4000})
+
+        sys.exit(run_entry_point("evolve", main))
+    """)
+    assert got.returncode == EXIT_DISK_FULL, got.stderr  # the old code: a traceback, exit 1
+    assert got.stderr.count("\n") == 1 and "Traceback" not in got.stderr
+    assert got.stderr.startswith("python -m rleif_kit.evolve: error: no space left on device writing ")
+    assert "evolved.jsonl (0 MiB free there)" in got.stderr
+
+
+def test_torchs_unexpected_pos_on_a_full_disk_is_told_by_the_space_left(tmp_path):
+    got = _on_small_disk(tmp_path, """
+        import sys
+        import torch
+        from rleif_kit.core.disk import DiskFull, writing
+
+        try:  # 4 MiB of zeros onto 1 MiB: RuntimeError "[enforce fail at inline_container.cc] unexpected pos"
+            with writing(sys.argv[1] + "/optimizer.pt"):
+                torch.save(torch.zeros(1 << 20), sys.argv[1] + "/optimizer.pt")
+        except DiskFull as e:
+            print("DiskFull:", e)
+        except RuntimeError as e:
+            print("RuntimeError:", e)
+    """)
+    assert got.stdout.startswith("DiskFull: no space left on device writing "), got.stdout + got.stderr
+    assert "optimizer.pt (0 MiB free there)" in got.stdout
+
+
+def test_torchs_writer_failing_with_room_to_spare_keeps_its_own_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(disk, "free_bytes", lambda path: 5 << 30)
+    with pytest.raises(RuntimeError, match="unexpected pos"), disk.writing(tmp_path / "checkpoint-30", 48 << 20):
+        raise RuntimeError(TORCH_FULL)
+    monkeypatch.setattr(disk, "free_bytes", lambda path: 12 << 20)
+    with pytest.raises(DiskFull) as caught, disk.writing(tmp_path / "checkpoint-30", 48 << 20):
+        raise RuntimeError(TORCH_FULL)
+    assert str(caught.value).startswith("no space left on device writing ")
+    assert "checkpoint-30 (12 MiB free there; it needs about 48 MiB)" in str(caught.value)
+
+
+def test_a_full_disk_no_writer_named_is_still_one_line(tmp_path, capsys):
+    def main():  # a write the kit did not wrap: Python's own error, with the file it names
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "report.html"))
+
+    assert run_entry_point("dedup", main) == EXIT_DISK_FULL  # the old code: the OSError's traceback
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("python -m rleif_kit.dedup: error: no space left on device writing ")
+    assert "report.html" in err
+
+
+def test_a_notebooks_full_disk_is_one_line_from_rleif_run():
+    line = "no space left on device writing out/03_sft/checkpoint-4 (0 MiB free there)"
+    assert _disk_full("DiskFull", line) == line
+    assert _disk_full("OSError", "[Errno 28] No space left on device").startswith("no space left on device ([Errno 28]")
+    assert _disk_full("OperationalError", "database or disk is full").startswith("no space left on device")
+    assert _disk_full("OSError", "[Errno 13] Permission denied") == ""
+    assert _disk_full("RuntimeError", TORCH_FULL) == ""  # no path to look at: the stage's own wrapper tells it
