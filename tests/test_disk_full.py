@@ -10,6 +10,7 @@ depend on the model's size.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import subprocess
@@ -113,3 +114,53 @@ def test_a_notebooks_full_disk_is_one_line_from_rleif_run():
     assert _disk_full("OperationalError", "database or disk is full").startswith("no space left on device")
     assert _disk_full("OSError", "[Errno 13] Permission denied") == ""
     assert _disk_full("RuntimeError", TORCH_FULL) == ""  # no path to look at: the stage's own wrapper tells it
+
+
+# --------------------------------------------------------------------- an SFT checkpoint cut short
+
+FAST = ("sft.dataset=\"arith:200\"", "sft.eval_samples=0", "sft.logging_steps=1", "sft.batch_size=8",
+        "sft.open_domain_samples=2", "tiny.corpus_problems=200", "tiny.vocab_size=400", "tiny.hidden_size=32",
+        "tiny.intermediate_size=64", "sft.max_steps=6", "sft.save_steps=2", "sft.finetune=\"full\"")
+
+
+def _train(cfg, paths):
+    from rleif_kit.sft.examples import build_sft_examples
+    from rleif_kit.sft.stage import train_sft
+    from rleif_kit.worlds.tiny_corpus import ensure_base_model
+
+    return train_sft(cfg, paths, build_sft_examples(cfg, paths), ensure_base_model(cfg))
+
+
+@pytest.mark.slow
+def test_a_checkpoint_cut_short_by_a_full_disk_is_one_line_and_the_rerun_resumes_past_it(tiny_cfg, monkeypatch,
+                                                                                         capsys):
+    import torch
+
+    cfg, paths = tiny_cfg(*FAST)
+    real_save = torch.save
+
+    def full_at_checkpoint_4(obj, f, *args, **kwargs):  # torch's writer, out of space halfway through a checkpoint
+        if "checkpoint-4" in str(f):
+            Path(f).write_bytes(b"PK\x03\x04")
+            raise RuntimeError(TORCH_FULL)
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", full_at_checkpoint_4)
+    monkeypatch.setattr(disk, "free_bytes", lambda path: 3 << 20)
+    with pytest.raises(DiskFull) as caught:  # the old code: torch's RuntimeError, "No space left" nowhere
+        _train(cfg, paths)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("no space left on device writing ")
+    assert "03_sft/checkpoints/checkpoint-4 (3 MiB free there; it needs about " in message
+    assert (paths.sft_checkpoints / "checkpoint-2" / "trainer_state.json").is_file()
+    assert not (paths.sft_checkpoints / "checkpoint-4" / "trainer_state.json").exists()
+
+    monkeypatch.setattr(torch, "save", real_save)  # space freed: the rerun sets checkpoint-4 aside, resumes at 2
+    capsys.readouterr()
+    trainer, _, _ = _train(cfg, paths)  # the old code: FileNotFoundError: .../checkpoint-4/trainer_state.json
+    assert trainer.state.global_step == 6
+    assert "checkpoint-4 is incomplete" in capsys.readouterr().out
+    assert (paths.sft_checkpoints / "incomplete-checkpoint-4").is_dir()
+    assert (paths.sft_checkpoints / "checkpoint-6" / "trainer_state.json").is_file()
+    steps = [json.loads(line)["step"] for line in paths.sft_log.read_text().splitlines() if '"loss"' in line]
+    assert steps == [1, 2, 3, 4, 5, 6]  # steps 3 and 4, logged before the failed save, are in the log once
