@@ -346,7 +346,8 @@ def _run_steps(cfg: RunConfig, ctx: RunContext, report_dir: str | None, n: int, 
                 status.set(key, "stopped", why, seconds=time.perf_counter() - start)
                 raise
             except BaseException as err:
-                status.set(key, "failed", str(err) or type(err).__name__, seconds=time.perf_counter() - start)
+                with contextlib.suppress(OSError):  # a full disk: run.json's write must not hide the stage's line
+                    status.set(key, "failed", str(err) or type(err).__name__, seconds=time.perf_counter() - start)
                 print(f"{tag} {stage} failed after {time.perf_counter() - start:.0f}s", flush=True)
                 raise
             behind = _not_current(status, every_step[:at])
