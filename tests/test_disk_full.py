@@ -164,3 +164,25 @@ def test_a_checkpoint_cut_short_by_a_full_disk_is_one_line_and_the_rerun_resumes
     assert (paths.sft_checkpoints / "checkpoint-6" / "trainer_state.json").is_file()
     steps = [json.loads(line)["step"] for line in paths.sft_log.read_text().splitlines() if '"loss"' in line]
     assert steps == [1, 2, 3, 4, 5, 6]  # steps 3 and 4, logged before the failed save, are in the log once
+
+
+def test_rleifs_commands_print_a_full_disk_in_one_line_with_exit_5(tmp_path, monkeypatch, capsys):
+    from rleif_kit.pipeline import cli
+
+    def evolve(args):  # what the record writer raises on a full disk, and sqlite's own words where none wrapped it
+        raise disk.disk_full(tmp_path / "01_evolve" / "evolved.jsonl")
+
+    monkeypatch.setitem(cli.HANDLERS, "config", evolve)
+    assert cli.main(["config", "params/tiny-cpu.toml"]) == EXIT_DISK_FULL
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("rleif config: error: no space left on device writing ")
+
+    import sqlite3
+
+    def cache(args):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setitem(cli.HANDLERS, "config", cache)
+    assert cli.main(["config", "params/tiny-cpu.toml"]) == EXIT_DISK_FULL  # the old code: sqlite's traceback
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("rleif config: error: no space left on device (database or disk")
