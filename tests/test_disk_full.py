@@ -186,3 +186,30 @@ def test_rleifs_commands_print_a_full_disk_in_one_line_with_exit_5(tmp_path, mon
     assert cli.main(["config", "params/tiny-cpu.toml"]) == EXIT_DISK_FULL  # the old code: sqlite's traceback
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("rleif config: error: no space left on device (database or disk")
+
+
+def test_a_merged_sft_model_cut_short_is_never_taken_for_the_model(tmp_path, monkeypatch):
+    from rleif_kit.core.config import load_config
+    from rleif_kit.core.paths import RunPaths
+    from rleif_kit.models import loading
+
+    cfg = load_config(str(ROOT / "params" / "tiny-cpu.toml"), [f'base.output_dir="{tmp_path}"'], workdir=ROOT)
+    paths = RunPaths(tmp_path)
+    paths.sft_model.mkdir(parents=True)
+    (paths.sft_model / loading.SFT_INFO).write_text(json.dumps({"finetune": "lora", "base_model": "base"}))
+    room = {"left": False}
+
+    class Saves:  # save_pretrained writes config.json first, as transformers does, then the weights
+        def save_pretrained(self, folder):
+            (Path(folder) / "config.json").write_text("{}")
+            if not room["left"]:
+                raise OSError(errno.ENOSPC, "No space left on device", str(Path(folder) / "model.safetensors"))
+            (Path(folder) / "model.safetensors").write_bytes(b"weights")
+
+    monkeypatch.setattr(loading, "load_merged", lambda path: (Saves(), Saves()))
+    with pytest.raises(DiskFull, match="no space left on device writing "):  # the old code: OSError's traceback
+        loading.resolve_rm_base(cfg, paths, "sft", "reward_model.rm_base")
+    assert not (paths.sft_merged / "config.json").exists()  # the old code left it: every rerun took the half model
+    room["left"] = True
+    assert loading.resolve_rm_base(cfg, paths, "sft", "reward_model.rm_base") == str(paths.sft_merged)
+    assert (paths.sft_merged / "model.safetensors").read_bytes() == b"weights"
