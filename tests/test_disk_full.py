@@ -213,3 +213,36 @@ def test_a_merged_sft_model_cut_short_is_never_taken_for_the_model(tmp_path, mon
     room["left"] = True
     assert loading.resolve_rm_base(cfg, paths, "sft", "reward_model.rm_base") == str(paths.sft_merged)
     assert (paths.sft_merged / "model.safetensors").read_bytes() == b"weights"
+
+
+def test_an_sft_model_save_cut_short_leaves_the_model_that_was_there(tmp_path, monkeypatch):
+    from rleif_kit.sft import stage
+
+    out = tmp_path / "03_sft" / "model"
+    out.mkdir(parents=True)
+    (out / "model.safetensors").write_bytes(b"the last complete save")
+    (out / "sft_info.json").write_text("{}")
+
+    class Tokenizer:
+        padding_side = "right"
+
+    def full(model, tokenizer, folder, files):  # the weights' first bytes, then the disk is full
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "model.safetensors").write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(stage.dist, "save_model_dir", full)
+    with pytest.raises(DiskFull, match=r"no space left on device writing \S*03_sft/model \("):
+        stage.save_model(object(), Tokenizer(), out, {"finetune": "full"})  # the old code: OSError, half a model
+    assert (out / "model.safetensors").read_bytes() == b"the last complete save"
+
+    def whole(model, tokenizer, folder, files):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "model.safetensors").write_bytes(b"new")
+        for name, text in files.items():
+            (folder / name).write_text(text)
+
+    monkeypatch.setattr(stage.dist, "save_model_dir", whole)
+    stage.save_model(object(), Tokenizer(), out, {"finetune": "full"})
+    assert (out / "model.safetensors").read_bytes() == b"new" and json.loads((out / "sft_info.json").read_text())
+    assert not out.with_name("model.tmp").exists()

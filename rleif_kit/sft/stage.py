@@ -14,6 +14,7 @@ Under ``accelerate launch`` the Trainer runs DDP / DeepSpeed; only rank 0 measur
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,12 +146,21 @@ def train_sft(cfg: RunConfig, paths: RunPaths, examples: list[dict], base_path: 
 
 def save_model(trainer: Any, tokenizer: Any, out_dir: Path, info: dict) -> None:
     """Adapter (LoRA/QLoRA) or full weights, plus the tokenizer and ``sft_info.json``, in standard formats. An
-    adapter's own config names its base as ``info`` does (``models.refs``: relative to the folder, or a hub id)."""
+    adapter's own config names its base as ``info`` does (``models.refs``: relative to the folder, or a hub id).
+    Written into ``model.tmp`` beside it and renamed when whole: a save cut short (a full disk: one line) never
+    stands at ``out_dir``, where the reward models and PPO would load it."""
     tokenizer.padding_side = "left"
-    with writing(out_dir):  # the info file last: a folder without it was cut short, and the stage is not marked done
-        dist.save_model_dir(trainer, tokenizer, out_dir, {SFT_INFO: json.dumps(info, indent=2) + "\n"})
+    building = out_dir.with_name(out_dir.name + ".tmp")  # a sibling: a relative base reference holds for both
+    if dist.is_main():
+        shutil.rmtree(building, ignore_errors=True)
+    dist.barrier()
+    with writing(out_dir):
+        dist.save_model_dir(trainer, tokenizer, building, {SFT_INFO: json.dumps(info, indent=2) + "\n"})
         if dist.is_main() and "base_model" in info:
-            relink_adapter(out_dir, info["base_model"])
+            relink_adapter(building, info["base_model"])
+        if dist.is_main():
+            shutil.rmtree(out_dir, ignore_errors=True)
+            building.rename(out_dir)
 
 
 def _heldout_accuracy(cfg: RunConfig, paths: RunPaths, model: Any, tokenizer: Any, tag: str) -> float:
