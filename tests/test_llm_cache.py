@@ -76,3 +76,17 @@ def test_put_refuses_what_is_not_a_complete_reply(tmp_path):
     assert len(cache) == 0
     cache.put(request, ChatResult("r0", "whole", None, "stop", 1, 1, "m", 0.1))
     assert len(cache) == 1 and cache.get(request, "m").text == "whole"
+
+
+def test_a_full_disk_while_storing_a_reply_is_a_note_and_the_run_goes_on(tmp_path, capsys):
+    # sqlite's own "database or disk is full" (SQLITE_FULL), made by capping the file's pages, not by a mock
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    cache._db.execute("PRAGMA max_page_count = 8")
+    requests = asks(40)
+    for request in requests:  # the old code: sqlite3.OperationalError out of put, a traceback ending the stage
+        cache.put(request, ChatResult(request.key, "x" * 2000, None, "stop", 1, 1, "m", 0.1))
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("note: no space left on device for the response cache ")
+    assert "stores no more replies this run" in out
+    assert cache.full and 0 < len(cache) < len(requests)
+    assert cache.get(requests[0], "m").text == "x" * 2000  # what was stored before is kept

@@ -82,6 +82,24 @@ def test_rerun_resumes_from_the_last_checkpoint(tiny_cfg):
     assert steps[-1] == 8 and max(steps[:3]) == 6  # second run logged only steps 7..9 (every 2nd)
 
 
+def test_a_resumed_run_logs_each_step_once_as_an_uninterrupted_run_does(tiny_cfg):
+    # issue 42: rows the interrupted run logged after its last checkpoint were appended to again (step 5 twice)
+    small = ("sft.dataset=\"arith:200\"", "sft.batch_size=8", "tiny.corpus_problems=200", "tiny.hidden_size=32",
+             "tiny.intermediate_size=64")
+    cfg, paths = tiny_cfg(*FAST, *small, "sft.max_steps=6", "sft.save_steps=3", "sft.logging_steps=1",
+                          "sft.finetune=\"full\"")
+    _train(cfg, paths)
+    whole = [json.loads(line) for line in paths.sft_log.read_text().splitlines()]
+    shutil.rmtree(paths.sft_checkpoints / "checkpoint-6")  # killed after logging steps 4..6, before saving step 6
+    _train(cfg, paths)  # resumes from checkpoint-3
+    resumed = [json.loads(line) for line in paths.sft_log.read_text().splitlines()]
+    fields = ("step", "loss", "grad_norm", "learning_rate")
+    assert [[r.get(k) for k in fields] for r in resumed if "loss" in r] == \
+        [[r.get(k) for k in fields] for r in whole if "loss" in r]  # steps 1..6, each once, the same figures
+    assert [r["step"] for r in resumed if "loss" in r] == [1, 2, 3, 4, 5, 6]
+    assert [r["step"] for r in resumed if "train_runtime" in r] == [6]  # one summary: the run that ended
+
+
 def test_run_sft_saves_a_loadable_model_with_its_tokenizer(tiny_cfg, tmp_path):
     cfg, paths = tiny_cfg(*FAST, "sft.max_steps=4", "sft.finetune=\"lora\"", "sft.lora_r=4",
                           "sft.eval_samples=8", "sft.save_steps=2")

@@ -12,6 +12,8 @@ rules that give that:
   the writer agree on which records exist: a resumed run redoes exactly the torn one.
 * A last line without its newline that still parses as a whole JSON object is the complete
   record (a prefix of an object is never valid JSON), so it is kept and the newline is added.
+* A write that runs out of space stops with one line naming the file (``core.disk``, exit 5); what it wrote
+  of the record is a torn tail, repaired as above by the rerun.
 * A bad line anywhere else is real corruption, not a crash: :func:`read_jsonl` raises naming
   ``file:line`` instead of silently dropping data.
 
@@ -31,6 +33,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from rleif_kit.core.disk import writing
 from rleif_kit.core.user_files import UserFileError, open_user_file, parse_json
 
 __all__ = ["JsonlWriter", "read_jsonl", "repair_torn_tail", "read_ids", "write_jsonl", "read_user_jsonl",
@@ -69,10 +72,11 @@ class JsonlWriter:
         self.fsync_every = fsync_every
         self.count = 0  # records written by this writer
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            created = not self.path.exists()
-            self.repaired = repair_torn_tail(self.path)
-            self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            with writing(self.path):
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                created = not self.path.exists()
+                self.repaired = repair_torn_tail(self.path)
+                self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         except (IsADirectoryError, NotADirectoryError, FileExistsError):
             raise kit_file_error(self.path) from None
         if created:
@@ -84,11 +88,12 @@ class JsonlWriter:
             raise ValueError(f"{self.path}: write to a closed JsonlWriter")
         line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
         view = memoryview(line)
-        while view:  # os.write may write less than asked (rare, e.g. a full disk or a signal)
-            view = view[os.write(self._fd, view):]
-        self.count += 1
-        if self.count % self.fsync_every == 0:
-            os.fsync(self._fd)
+        with writing(self.path):  # a full disk: one line; the part written is a torn tail the rerun repairs
+            while view:  # os.write may write less than asked (rare, e.g. a full disk or a signal)
+                view = view[os.write(self._fd, view):]
+            self.count += 1
+            if self.count % self.fsync_every == 0:
+                os.fsync(self._fd)
 
     def close(self) -> None:
         """Flush to disk (fsync) and close; closing twice is harmless."""
@@ -96,7 +101,8 @@ class JsonlWriter:
             return
         fd, self._fd = self._fd, None
         try:
-            os.fsync(fd)
+            with writing(self.path):
+                os.fsync(fd)
         finally:
             os.close(fd)
 
@@ -265,7 +271,7 @@ def write_jsonl(path: str | os.PathLike[str], records: Iterable[dict]) -> None:
         raise kit_file_error(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        with writing(path), open(tmp, "w", encoding="utf-8", newline="\n") as f:
             for record in records:
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
             f.flush()

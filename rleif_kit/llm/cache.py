@@ -10,6 +10,11 @@ rerun must send those requests again, not record the same failures.
 The key is the sha256 of everything that decides the answer: model, messages, temperature, top_p,
 max_tokens, sample_index and stop.  ``sample_index`` is what lets k samples of one prompt at
 temperature > 0 be k different entries.
+
+A full disk: opening the cache stops the stage with one line (``core.disk``, exit 5: nothing was sent yet); a row
+that cannot be stored is a one-line note, and the cache stores nothing more this run. The reply is already in hand
+and the stage's crash-safe JSONL is its record (the cache only saves a rerun a call), so the run goes on; the
+record's own write then stops it with the one line if the disk is still full.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from rleif_kit.core.disk import free_there, out_of_space, writing
 from rleif_kit.llm.base import ChatRequest, ChatResult
 
 __all__ = ["ResponseCache", "cache_key", "complete_reply"]
@@ -55,8 +61,10 @@ class ResponseCache:
         if self.path.is_dir():
             raise ValueError(f"{self.path}: is a directory, not the response cache (a SQLite file)")
         self._lock = threading.Lock()
+        self.full = False  # a row failed for want of space: nothing more is stored this run
         try:
-            self._db = self._open()
+            with writing(self.path):
+                self._db = self._open()
         except sqlite3.DatabaseError as e:  # not a database (a torn copy, another file): kept aside, not lost
             if getattr(e, "sqlite_errorname", "SQLITE_NOTADB") not in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
                 raise ValueError(f"{self.path}: the response cache cannot be opened ({e}): is another run using "
@@ -104,11 +112,20 @@ class ResponseCache:
         or empty replies are not stored."""
         if not result.ok or not complete_reply(result.text, result.finish_reason):
             return
+        if self.full:
+            return
         key = cache_key(request, result.model)
-        with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)",
-                             (key, result.model, result.text, result.finish_reason, result.prompt_tokens,
-                              result.completion_tokens, result.latency_s))
+        try:
+            with self._lock:
+                self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                 (key, result.model, result.text, result.finish_reason, result.prompt_tokens,
+                                  result.completion_tokens, result.latency_s))
+        except (sqlite3.DatabaseError, OSError) as e:
+            if not out_of_space(e, self.path):
+                raise
+            self.full = True
+            print(f"note: no space left on device for the response cache {self.path} ({free_there(self.path)}): it "
+                  "stores no more replies this run; the run goes on, its records are in its JSONL files")
 
     def __len__(self) -> int:
         with self._lock:

@@ -15,6 +15,7 @@ folder (:func:`usage_code` finds it). This module renders; the stages decide wha
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,13 @@ def render(card: ModelCard) -> str:
 def write_card(folder: Path, card: ModelCard) -> Path:
     """``<folder>/README.md`` (the caller writes on the main rank only)."""
     path = Path(folder) / README
-    path.write_text(render(card), encoding="utf-8")
+    tmp = path.with_name(f".{README}.tmp")
+    try:  # written aside and renamed: a full disk leaves the old card (or none), never half of one
+        tmp.write_text(render(card), encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 

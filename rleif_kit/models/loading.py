@@ -21,7 +21,8 @@ from typing import Any
 
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig, SFTConfig
-from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.disk import writing
+from rleif_kit.core.paths import RunPaths, staged_dir
 from rleif_kit.core.stages import SFT
 from rleif_kit.models.refs import resolve_ref
 
@@ -270,6 +271,8 @@ def resolve_rm_base(cfg: RunConfig, paths: RunPaths, name: str, key: str) -> str
     with dist.main_first():  # under accelerate launch rank 0 merges, the others read its copy
         if not (merged / "config.json").exists():
             model, tokenizer = load_merged(paths.sft_model)
-            model.save_pretrained(merged)
-            tokenizer.save_pretrained(merged)
+            # written aside and renamed when whole: a merge cut short (a full disk) is never taken for the model
+            with writing(merged), staged_dir(merged) as building:
+                model.save_pretrained(building)
+                tokenizer.save_pretrained(building)
     return str(merged)

@@ -18,6 +18,8 @@ import os
 import re
 from pathlib import Path
 
+from rleif_kit.core.records import write_json_atomic
+
 ADAPTER_CONFIG = "adapter_config.json"  # PEFT's: names the base by the path it was loaded from
 
 
@@ -58,7 +60,7 @@ def relink_adapter(folder: Path, ref: str) -> None:
     if path.exists():
         config = json.loads(path.read_text())
         config["base_model_name_or_path"] = ref
-        path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        write_json_atomic(path, config)  # a full disk mid-write leaves the old config, not half of the new one
 
 
 def _relative(ref: str) -> bool:

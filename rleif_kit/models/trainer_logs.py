@@ -11,6 +11,10 @@ log row as a scalar through ``StepLog``. The other integrations (wandb, mlflow, 
 transformers unchanged.
 
 Both also print ``core.progress`` lines (step, loss or reward, KL, ETA) when ``rleif run`` streams them.
+
+A transformers trainer's own rows go to its ``log.jsonl`` through :func:`jsonl_callback`; a resumed run first drops
+the rows the interrupted one logged after the checkpoint it resumes from, so each step is in the file once, as in a
+run that was never interrupted. (Our PPO loop rewrites its log the same way on resume: ``ppo/trainer.py``.)
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rleif_kit.core.config import RunConfig
+from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.progress import ProgressLines
 from rleif_kit.core.stages import PPO, REWARD_MODELS, SFT
@@ -63,6 +68,34 @@ def callbacks(cfg: RunConfig, paths: RunPaths, model: str) -> list[Any]:
     callback = TensorBoardCallback()
     callback.logging_dir = str(paths.tensorboard(model))  # read by the callback when training begins
     return out + [callback]
+
+
+def rows_before(rows: list[dict], step: int) -> list[dict]:
+    """The log rows a run resumed at ``step`` keeps: those of steps up to ``step``, less an ended run's summary row
+    (``train_runtime``, logged at its last step: the resumed run logs its own when it ends)."""
+    return [r for r in rows if r.get("step", 0) < step or (r.get("step") == step and "train_runtime" not in r)]
+
+
+def jsonl_callback(path: Path) -> Any:
+    """A TrainerCallback appending each logged row (step, loss, lr, ...) to ``path`` as it happens; when training
+    begins (at step 0, or at the checkpoint resumed from) the rows of later steps are dropped first."""
+    from transformers import TrainerCallback  # heavy: loaded on first use
+
+    class JsonlLog(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            if not state.is_world_process_zero:
+                return
+            rows = list(read_jsonl(path))
+            kept = rows_before(rows, state.global_step)
+            if len(kept) != len(rows):
+                write_jsonl(path, kept)  # atomic; a full disk is one line (core/disk.py), as for every row below
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and state.is_world_process_zero:
+                with JsonlWriter(path, fsync_every=1) as out:
+                    out.write({"step": state.global_step, **logs})
+
+    return JsonlLog()
 
 
 def progress_callback(model: str) -> Any:

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import sqlite3
 import sys
 import tomllib
 from pathlib import Path
 
-from rleif_kit.core import run_lock
+from rleif_kit.core import disk, run_lock
 from rleif_kit.core.config import ConfigError, load_config, to_toml
-from rleif_kit.core.exits import EXIT_REJECTED, EndpointRejected, StageIncomplete
+from rleif_kit.core.exits import EXIT_REJECTED, DiskFull, EndpointRejected, StageIncomplete
 from rleif_kit.core.settings import SettingsError, load_settings
 from rleif_kit.models.generation import VLLMMissing
 from rleif_kit.models.loading import ModelNotFound
@@ -300,14 +301,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2  # argparse's exit status for a usage error
     args = _parser().parse_args(argv)
     user_errors: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError, run_lock.RunLocked,
-                                                     EndpointRejected, StageIncomplete)  # StageIncomplete: exit 4
+                                                     EndpointRejected, StageIncomplete,  # StageIncomplete: exit 4
+                                                     DiskFull)  # exit 5
     try:
         from rleif_kit.pipeline.runner import StageFailed  # papermill's machinery: only once a command runs
         from rleif_kit.worlds.math.data import HubUnavailable
 
         user_errors += (ModelNotFound, StageFailed, SettingsError, ValueError, VLLMMissing, HubUnavailable)
-        with run_lock.locking(args.command in ("data", "evolve", "eval")):  # `run` locks for the whole run itself
-            code = HANDLERS[args.command](args)
+        try:
+            with run_lock.locking(args.command in ("data", "evolve", "eval")):  # `run` locks for the whole run
+                code = HANDLERS[args.command](args)
+        except (OSError, sqlite3.DatabaseError) as e:  # out of space in a write no writer named: still one line
+            if isinstance(e, FileNotFoundError) or (full := disk.unnamed(e)) is None:
+                raise
+            raise full from e
     except user_errors as e:
         print(f"rleif {args.command}: error:\n{e}" if "\n" in str(e) else f"rleif {args.command}: error: {e}",
               file=sys.stderr)

@@ -33,7 +33,8 @@ from rleif_kit.core.progress import ENV as PROGRESS_ENV
 from rleif_kit.core.records import read_records, write_json_atomic
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import STAGES
-from rleif_kit.core.exits import EXIT_REJECTED, EXIT_STOPPED, EndpointRejected, StageIncomplete
+from rleif_kit.core.exits import (EXIT_DISK_FULL, EXIT_REJECTED, EXIT_STOPPED, DiskFull, EndpointRejected,
+                                  StageIncomplete)
 from rleif_kit.models.loading import resolve_model_name
 from rleif_kit.pipeline import resume
 from rleif_kit.pipeline.loop import iteration_dir, iteration_overrides, plan_steps, summarize_loop
@@ -45,7 +46,8 @@ NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 class StageFailed(RuntimeError):
-    """A stage's notebook raised: ``exit_code`` 3 when the endpoint rejected the requests, else 2."""
+    """A stage's notebook raised: ``exit_code`` 3 when the endpoint rejected the requests, 5 on a full disk, else
+    2."""
 
     def __init__(self, message: str, exit_code: int = 2):
         super().__init__(message)
@@ -102,6 +104,17 @@ def _failure_summary(stage: str, output: Path, err: Exception) -> str:
     return "\n".join(lines)
 
 
+def _disk_full(ename: str | None, evalue: str) -> str:
+    """The notebook's error when a write ran out of space ('' otherwise): the kit's ``DiskFull`` line, or Python's
+    and sqlite's own words where no kit writer named the path (core/disk.py)."""
+    if ename == DiskFull.__name__:
+        return evalue
+    if (ename == "OSError" and evalue.startswith("[Errno 28]")) or (ename == "OperationalError"
+                                                                     and "disk is full" in evalue):
+        return f"no space left on device ({evalue}): free some space and rerun; what was written before is kept"
+    return ""
+
+
 def stage_log(report_dir: Path, stage: str) -> Path:
     """``<report_dir>/logs/<stage>.log``: everything the stage's notebook printed, appended per run."""
     return Path(report_dir) / "logs" / f"{stage}.log"
@@ -153,6 +166,8 @@ def run_stage(stage: str, ctx: RunContext, report_dir: Path) -> StageRun:
         if ename == StageIncomplete.__name__:  # work left that a rerun continues: stopped, not failed
             raise StageStopped(f"{stage}: {getattr(err, 'evalue', err)}; not marked complete, later stages not run: "
                                "rerun to continue") from err
+        if full := _disk_full(ename, getattr(err, "evalue", "")):  # one line, as from the stage's own command
+            raise StageFailed(f"{stage}: {full}", EXIT_DISK_FULL) from err
         raise StageFailed(_failure_summary(stage, output, err),
                           EXIT_REJECTED if ename == EndpointRejected.__name__ else 2) from err
     finally:
@@ -333,7 +348,8 @@ def _run_steps(cfg: RunConfig, ctx: RunContext, report_dir: str | None, n: int, 
                 status.set(key, "stopped", why, seconds=time.perf_counter() - start)
                 raise
             except BaseException as err:
-                status.set(key, "failed", str(err) or type(err).__name__, seconds=time.perf_counter() - start)
+                with contextlib.suppress(OSError):  # a full disk: run.json's write must not hide the stage's line
+                    status.set(key, "failed", str(err) or type(err).__name__, seconds=time.perf_counter() - start)
                 print(f"{tag} {stage} failed after {time.perf_counter() - start:.0f}s", flush=True)
                 raise
             behind = _not_current(status, every_step[:at])

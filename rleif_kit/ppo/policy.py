@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
+from rleif_kit.core.disk import size_of, writing
 from rleif_kit.core.paths import RunPaths, staged_dir
 from rleif_kit.models.loading import load_causal_lm, load_tokenizer, nf4_config, resolve_rm_base, use_bf16
 
@@ -133,13 +135,20 @@ def prepare(policy: Policy, optimizer: Any) -> Any:
 # --------------------------------------------------------------------- checkpoints
 
 def save_checkpoint(policy: Policy, optimizer: Any, directory: Path, state: dict) -> None:
-    """Trainable weights, optimizer and loop state; written to a temp dir then renamed (crash-safe)."""
+    """Trainable weights, optimizer and loop state; written to a temp dir then renamed (crash-safe). A full disk:
+    one line naming the checkpoint (and the size of the last one), the temp dir removed, the earlier ones kept."""
     import torch  # heavy: loaded on first use
 
-    with staged_dir(directory) as tmp:
-        torch.save({n: p.detach().cpu() for n, p in policy.named_trainable().items()}, tmp / "trainable.pt")
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        (tmp / "state.json").write_text(json.dumps(state, indent=2) + "\n")
+    previous = last_checkpoint(directory.parent)
+    with writing(directory, lambda: size_of(previous) if previous else None):
+        try:
+            with staged_dir(directory) as tmp:
+                torch.save({n: p.detach().cpu() for n, p in policy.named_trainable().items()}, tmp / "trainable.pt")
+                torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+                (tmp / "state.json").write_text(json.dumps(state, indent=2) + "\n")
+        except BaseException:
+            shutil.rmtree(directory.with_name(directory.name + ".tmp"), ignore_errors=True)
+            raise
 
 
 def last_checkpoint(checkpoints: Path) -> Path | None:
@@ -168,10 +177,11 @@ def export_policy(policy: Policy, out_dir: Path, card: str) -> None:
     """Standalone transformers weights (PPO adapter merged into the SFT weights), tokenizer, value head, card."""
     import torch  # heavy: loaded on first use
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    merged = policy.model.merge_and_unload()
-    merged.save_pretrained(out_dir)
-    policy.tokenizer.save_pretrained(out_dir)
-    if policy.value_head is not None:  # GRPO trains without one
-        torch.save(policy.value_head.state_dict(), out_dir / VALUE_HEAD)
-    (out_dir / "README.md").write_text(card)
+    with writing(out_dir):  # a full disk: one line; the stage is not marked done, a rerun exports again
+        out_dir.mkdir(parents=True, exist_ok=True)
+        merged = policy.model.merge_and_unload()
+        merged.save_pretrained(out_dir)
+        policy.tokenizer.save_pretrained(out_dir)
+        if policy.value_head is not None:  # GRPO trains without one
+            torch.save(policy.value_head.state_dict(), out_dir / VALUE_HEAD)
+        (out_dir / "README.md").write_text(card)

@@ -14,13 +14,15 @@ from typing import Any
 
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
+from rleif_kit.core.disk import writing
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.models import trainer_logs
 from rleif_kit.models.loading import from_pretrained, load_tokenizer, nf4_config, resolve_rm_base, use_bf16
 from rleif_kit.models.refs import relink_adapter
 from rleif_kit.rewards.reward import RM_INFO, head_class, head_kwargs
 
-CHECKPOINTS = "checkpoints"  # the Trainer's output_dir inside the model folder (nothing is saved there)
+CHECKPOINTS = "checkpoints"  # the Trainer's output_dir inside the model folder (nothing is saved there: no resume,
+# so an interrupted reward model is trained again from its start and its log, from trainer.state, has no repeats)
 
 
 def load_rm_for_training(path: str, head: str, cfg: RunConfig, bf16: bool) -> tuple[Any, Any]:
@@ -79,10 +81,11 @@ def expand_layers(model: Any, n: int) -> None:
 def save_rm(model: Any, tokenizer: Any, out_dir: Path, info: dict, card: str) -> None:
     """Full weights, or the LoRA adapter (with its head) and ``rm_info.json`` naming the base; a model card.
     ``model`` may be the Trainer that trained it (under accelerate launch every rank calls this; rank 0 writes)."""
-    dist.save_model_dir(model, tokenizer, out_dir, {RM_INFO: json.dumps(info, indent=2) + "\n",
-                                                    "README.md": card})
-    if dist.is_main() and "base_model" in info:  # an adapter's config names its base as the info file does
-        relink_adapter(out_dir, info["base_model"])
+    with writing(out_dir):  # a full disk: one line (core/disk.py); the stage is not marked done, a rerun retrains
+        dist.save_model_dir(model, tokenizer, out_dir, {RM_INFO: json.dumps(info, indent=2) + "\n",
+                                                        "README.md": card})
+        if dist.is_main() and "base_model" in info:  # an adapter's config names its base as the info file does
+            relink_adapter(out_dir, info["base_model"])
     if dist.is_main():  # the Trainer's output_dir, empty with save_strategy "no": no clutter in the model folder
         with contextlib.suppress(OSError):
             (out_dir / CHECKPOINTS).rmdir()

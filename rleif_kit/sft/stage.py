@@ -1,7 +1,8 @@
 """Stage 03: supervised fine-tuning with TRL's SFTTrainer (QLoRA, LoRA or full fine-tuning).
 
 Reads the step-by-step data and open-domain samples (``worlds/data.py``), trains with the loss on the
-response only, checkpoints every ``[sft].save_steps`` (a rerun resumes from the last checkpoint),
+response only, checkpoints every ``[sft].save_steps`` (a rerun resumes from the last complete checkpoint; one
+cut short by a full disk or a kill is set aside: ``models/checkpoints.py``),
 and saves the model (adapter, or full weights) plus tokenizer and model card to ``03_sft/model``. On the
 arithmetic world it also measures greedy held-out accuracy before and after training.
 Under ``accelerate launch`` the Trainer runs DDP / DeepSpeed; only rank 0 measures and writes.
@@ -13,6 +14,7 @@ Under ``accelerate launch`` the Trainer runs DDP / DeepSpeed; only rank 0 measur
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,12 +23,14 @@ from typing import Any
 from rleif_kit.checks.verdicts import check_sft_learning, check_step_format, format_verdicts
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
+from rleif_kit.core.disk import writing
 from rleif_kit.core.jsonl import read_jsonl
 from rleif_kit.core.launch import load_result, maybe_launch
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.plots import plot_accuracy_bars, plot_loss_curve, save_figure
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.models import trainer_logs
+from rleif_kit.models.checkpoints import needed_bytes, resume_checkpoint
 from rleif_kit.models.loading import (
     SFT_INFO,
     load_causal_lm,
@@ -72,21 +76,6 @@ class SFTResult:
         return [r["loss"] for r in self.log if "loss" in r][-1]
 
 
-def _log_callback(path: Path):
-    from transformers import TrainerCallback  # heavy: loaded on first use
-
-    class JsonlLog(TrainerCallback):
-        """Appends each logged row (step, loss, lr, ...) to ``03_sft/log.jsonl`` as it happens."""
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs and state.is_world_process_zero:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with open(path, "a", encoding="utf-8") as f:
-                    f.write(json.dumps({"step": state.global_step, **logs}) + "\n")
-
-    return JsonlLog()
-
-
 def _trainer_args(cfg: RunConfig, paths: RunPaths, bf16: bool):
     import torch  # heavy: loaded on first use
     from trl import SFTConfig  # heavy: loaded on first use
@@ -128,12 +117,6 @@ def _seeded_sampler(trainer: Any, seed: int) -> None:
     trainer._get_train_sampler = sampler
 
 
-def _last_checkpoint(directory: Path) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint  # heavy: loaded on first use
-
-    return get_last_checkpoint(str(directory)) if directory.is_dir() else None
-
-
 def train_sft(cfg: RunConfig, paths: RunPaths, examples: list[dict], base_path: str) -> tuple[Any, Any, dict]:
     """Train on ``examples``; returns (trainer, tokenizer, initial trainable parameters)."""
     from datasets import Dataset  # heavy: loaded on first use
@@ -146,23 +129,38 @@ def train_sft(cfg: RunConfig, paths: RunPaths, examples: list[dict], base_path: 
     initial = trainable_parameters(model)
     data = Dataset.from_dict(tokenized_examples(tokenizer, examples))  # TRL's tokens, in batches (sft/tokenize.py)
     trainer = SFTTrainer(model=model, args=_trainer_args(cfg, paths, bf16), train_dataset=data,
-                         processing_class=tokenizer, callbacks=[_log_callback(paths.sft_log), *trainer_logs.callbacks(cfg, paths, "sft")])
+                         processing_class=tokenizer,
+                         callbacks=[trainer_logs.jsonl_callback(paths.sft_log), *trainer_logs.callbacks(cfg, paths, "sft")])
     # TRL drafts a card into checkpoints/ at every save ("a fine-tuned version of [None]"); the model's card is
     # ours (sft/card.py, in the model folder), so the draft is switched off
     trainer.create_model_card = lambda *args, **kwargs: None
     _seeded_sampler(trainer, cfg.base.seed)
-    trainer.train(resume_from_checkpoint=_last_checkpoint(paths.sft_checkpoints))
+    checkpoints = paths.sft_checkpoints
+    with dist.main_first():  # rank 0 sets an incomplete checkpoint aside (models/checkpoints.py)
+        resume = resume_checkpoint(checkpoints)
+    with writing(lambda: checkpoints / f"checkpoint-{trainer.state.global_step}", lambda: needed_bytes(checkpoints)):
+        trainer.train(resume_from_checkpoint=resume)  # a full disk mid-save: one line naming the checkpoint
     dist.debug_dump("sft", trainer.model.named_parameters())
     return trainer, tokenizer, initial
 
 
 def save_model(trainer: Any, tokenizer: Any, out_dir: Path, info: dict) -> None:
     """Adapter (LoRA/QLoRA) or full weights, plus the tokenizer and ``sft_info.json``, in standard formats. An
-    adapter's own config names its base as ``info`` does (``models.refs``: relative to the folder, or a hub id)."""
+    adapter's own config names its base as ``info`` does (``models.refs``: relative to the folder, or a hub id).
+    Written into ``model.tmp`` beside it and renamed when whole: a save cut short (a full disk: one line) never
+    stands at ``out_dir``, where the reward models and PPO would load it."""
     tokenizer.padding_side = "left"
-    dist.save_model_dir(trainer, tokenizer, out_dir, {SFT_INFO: json.dumps(info, indent=2) + "\n"})
-    if dist.is_main() and "base_model" in info:
-        relink_adapter(out_dir, info["base_model"])
+    building = out_dir.with_name(out_dir.name + ".tmp")  # a sibling: a relative base reference holds for both
+    if dist.is_main():
+        shutil.rmtree(building, ignore_errors=True)
+    dist.barrier()
+    with writing(out_dir):
+        dist.save_model_dir(trainer, tokenizer, building, {SFT_INFO: json.dumps(info, indent=2) + "\n"})
+        if dist.is_main() and "base_model" in info:
+            relink_adapter(building, info["base_model"])
+        if dist.is_main():
+            shutil.rmtree(out_dir, ignore_errors=True)
+            building.rename(out_dir)
 
 
 def _heldout_accuracy(cfg: RunConfig, paths: RunPaths, model: Any, tokenizer: Any, tag: str) -> float:
@@ -203,7 +201,7 @@ def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
     if acc_before is not None and acc_after is not None:
         verdicts.append(check_sft_learning(acc_before, acc_after, cfg.diagnostics,
                                            source=paths.rel(paths.sft_heldout("after"))))
-    log = [json.loads(line) for line in paths.sft_log.read_text().splitlines()] if paths.sft_log.exists() else []
+    log = list(read_jsonl(paths.sft_log))
     result = SFTResult(paths.sft_model, cfg.sft.finetune, len(examples), trainer.state.global_step, runtime,
                        log, acc_before, acc_after, verdicts)
     if dist.is_main():  # last, so that the card has the accuracy after training
