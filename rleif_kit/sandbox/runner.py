@@ -20,16 +20,16 @@ namespaces), the sandbox falls back step by step and ``sandbox_plan().protection
 protections are active; rlimits and the timeout always are.
 
 The verdict channel belongs to the evaluator: a program's results count only when the harness reports them
-(``__rleif_report(value)``, defined in the program's namespace by the launcher before the program's code runs;
-only a program whose source names it gets the channel's two fds, every other one inherits stdio alone).
-The reporter encodes the plain value as JSON, reads the run's secret token (32 random bytes the evaluator put in
-a pipe, never in the program's text, argv, environment or files) after the last call, signs the JSON with it
-(HMAC-SHA256) and writes it into a file the evaluator opened and reads itself. A file the program writes (``result.json`` or any other), a
-write to any fd it finds, an early exit, an exit hook or a thread that rewrites the channel after the harness,
-a patched ``sys.exit``, ``print``, ``json`` or ``os``: none of it carries a valid signature or reaches the
-reporter, and the run then has no results. What is signed is only the program's answers: the expected values
-never enter the sandbox, so even a program that takes the token or rewrites the harness as it runs (a tracer
-swapping its functions) can only report answers of its own choosing, as returning them would.
+(``__rleif_report(value)``, defined in the program's namespace by the launcher before the program's code runs; only
+a program whose source names it gets the channel's two fds, every other one inherits stdio alone). The reporter
+encodes the plain value as JSON, reads the run's secret token (32 random bytes the evaluator put in a pipe, never in
+the program's text, argv, environment or files) after the last call, signs the JSON with it (HMAC-SHA256) and writes
+it into a file the evaluator opened and reads itself. A file the program writes (``result.json`` or any other), a
+write to any fd it finds, an early exit, an exit hook or a thread that rewrites the channel after the harness, a
+patched ``sys.exit``, ``print``, ``json`` or ``os``: none of it carries a valid signature or reaches the reporter,
+and the run then has no results. What is signed is only the program's answers: the expected values never enter the
+sandbox, so even a program that takes the token or rewrites the harness as it runs (a tracer swapping its functions)
+can only report answers of its own choosing, as returning them would.
 
 Speed: the launcher (``sandbox/launcher.py``, compiled, run as ``python -I -S sandbox_launcher.pyc CONFIG``)
 builds the sandbox around itself and then runs the program in its own interpreter, with the evaluator's
