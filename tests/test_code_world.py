@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from test_humaneval_hostile import TRICKS
+from test_humaneval_hostile import FORGERIES, TRICKS, forgeries
 from rleif_kit.core.config import load_config
 from rleif_kit.worlds import get_world
 from rleif_kit.worlds.base import AnswerRejected
@@ -142,6 +142,12 @@ def test_a_hostile_rollout_scores_zero(name):
     rollout = block(TRICKS[name])
     assert CODE.verify(ADD, rollout) == 0.0, name
 
+
+@pytest.mark.parametrize("name", FORGERIES)
+def test_a_rollout_that_forges_the_verdict_channel_with_the_right_values_scores_zero(name):
+    """Issue 42: writing the right values into the sandbox's result file and exiting scored rV 1.0."""
+    rollout = block(forgeries([5, 8, 7, 6])[name])
+    assert CODE.verify(ADD, rollout) == 0.0, name
 
 def test_the_tests_never_enter_the_rollouts_program():
     from rleif_kit.worlds.code.judging import value_program

@@ -68,6 +68,52 @@ TRICKS = {
 }
 
 
+
+def forgeries(values: list) -> dict[str, str]:
+    """Completions that know the RIGHT values (as a forger with the expected answers would) and try to get them
+    counted without returning them: each function returns None, its module code attacks the verdict channel."""
+    rows = __import__("json").dumps([{"value": v} for v in values])
+    frame = f"payload = {rows!r}.encode()\nframe = b'0' * 64 + b'\\n' + payload\n"
+    every_fd = ("def spray():\n    import os\n    open('result.json', 'w').write(" + repr(rows) + ")\n"
+                "    for fd in range(3, 1024):\n        try:\n"
+                "            os.lseek(fd, 0, 0)\n        except OSError:\n            pass\n        try:\n"
+                "            os.write(fd, frame)\n        except OSError:\n            pass\n"
+                "    for name in os.listdir('/proc/self/fd'):\n        try:\n"
+                "            fd = os.open('/proc/self/fd/' + name, os.O_WRONLY)\n            os.write(fd, frame)\n"
+                "        except OSError:\n            pass\n")
+    return {
+        "module code writes the right values to result.json, then exits":
+            f"    return None\nimport os\nopen('result.json', 'w').write({rows!r})\nos._exit(0)\n",
+        "writes the right values to every fd and fd link it can find, then exits":
+            f"    return None\n{frame}{every_fd}spray()\nimport os\nos._exit(0)\n",
+        "redefines the harness's reporter to send the right values":
+            f"    return None\n{frame}def __rleif_report(_):\n    import os\n    os.write(200, frame)\n",
+        "patches json, os.write, sys.exit and print, then exits early with success output":
+            f"    return None\n{frame}import builtins, json, os, sys\nreal = os.write\n"
+            f"json.dumps = lambda *a, **k: {rows!r}\njson.dump = lambda o, f, **k: f.write({rows!r})\n"
+            "os.write = lambda fd, data: real(fd, frame if fd > 2 else data)\nsys.exit = lambda *a: None\n"
+            "builtins.print = lambda *a, **k: real(1, b'passed\\n')\nprint('passed')\nsys.exit(0)\n",
+        "an exit hook writes the right values over the harness's report":
+            f"    return None\n{frame}{every_fd}import atexit\natexit.register(spray)\n",
+        "a thread rewrites the channel with the right values after the harness":
+            f"    return None\n{frame}{every_fd}import threading, time\n"
+            "def late():\n    time.sleep(0.2)\n    spray()\nthreading.Thread(target=late).start()\n",
+    }
+
+
+FORGERIES = sorted(forgeries([True]))
+
+
+@pytest.mark.parametrize("name", FORGERIES)
+def test_a_completion_that_forges_the_verdict_channel_with_the_right_values_fails(problems, name):
+    """Issue 42: a program that wrote the right values into the sandbox's result file and exited passed."""
+    cases = judging_plan(problems["HumanEval/0"])
+    completion = forgeries([case.expected for case in cases])[name]
+    row = check_samples([{"task_id": "HumanEval/0", "completion": completion}], problems, timeout=5,
+                        progress=False)[0]
+    assert row["passed"] is False and row["judged"] == "value", (name, row["result"])
+    assert row["result"] != "passed", name
+
 @pytest.mark.parametrize("name", sorted(TRICKS))
 def test_a_hostile_completion_on_a_value_judged_task_fails(problems, name):
     from rleif_kit.sandbox.runner import sandbox_plan

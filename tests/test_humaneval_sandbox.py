@@ -313,3 +313,23 @@ def test_the_program_inherits_only_stdio():
     if result.returncode != 0:
         pytest.skip("no /proc on this machine")
     assert set(eval(result.stdout)) <= {0, 1, 2, 3}  # 3: the directory being listed
+
+
+@pytest.mark.parametrize("plan", [None, sandbox.SandboxPlan(namespaces=False, drop_uid=False)],
+                         ids=["this machine's plan", "the weakest plan"])
+def test_only_the_harness_reporter_is_counted_and_the_token_is_nowhere_the_program_looks(plan, monkeypatch):
+    """Issue 42: the program wrote the verdict file itself. Now the evaluator reads a file of its own, and counts it
+    only when signed with a token that is not in the program's text, argv, environment or files."""
+    plan = plan or sandbox_plan()
+    token = b"T" * 32
+    monkeypatch.setattr(sandbox.secrets, "token_bytes", lambda n: token)
+    reported = sandbox._run(plan, "__rleif_report([{'value': 3}])\n", timeout=10, limits=Limits(), slot=0)
+    assert reported.returncode == 0 and reported.result == b'[{"value": 3}]' and not reported.forged
+    looks = ("import os\ntry:\n    argv = open('/proc/self/cmdline', 'rb').read()\nexcept OSError:\n    argv = None\n"
+             "print(argv, dict(os.environ), [open(n, 'rb').read() for n in os.listdir('.') if os.path.isfile(n)])\n"
+             "open('result.json', 'w').write('[{\"value\": 3}]')\n"
+             "for fd in range(3, 256):\n    try:\n        os.write(fd, b'0' * 64 + b'\\n[{\"value\": 3}]')\n"
+             "    except OSError:\n        pass\n__rleif_report\n")
+    blind = sandbox._run(plan, looks, timeout=10, limits=Limits(), slot=0)
+    assert blind.returncode == 0 and blind.stdout and token.decode() not in blind.stdout, blind.stderr[-300:]
+    assert blind.result is None and blind.forged  # the fd it found holds its frame: unsigned, never counted

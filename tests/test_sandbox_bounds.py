@@ -57,9 +57,10 @@ def forged_reply(value: str) -> str:
 
 
 def forged_result(value: str) -> str:
-    """A completion whose module code writes the value-judged driver's result file itself, then exits."""
-    return ("    return [0, 1, 2]\nimport json, os\n"
-            f"open('result.json', 'w').write(json.dumps([{{'value': {value}}}]))\nos._exit(0)\n")
+    """A completion whose module code reports the plain encoding ``value`` through the harness's own reporter
+    itself (issue 42: a result file it writes no longer counts), then exits."""
+    return ("    return [0, 1, 2]\nimport os\n"
+            f"__rleif_report([{{'value': {value}}}])\nos._exit(0)\n")
 
 
 COLLIDING = "[i * (2**61 - 1) for i in range(100_000)]"

@@ -13,7 +13,7 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.evolve.elimination import elimination_reason
 from rleif_kit.worlds import get_world
 from rleif_kit.worlds.tiny_code import evolver as tc_evolver
-from rleif_kit.worlds.tiny_code.tasks import Task, draw
+from rleif_kit.worlds.tiny_code.tasks import FAMILIES, WORDS, Task, draw, mistaken, random_task
 
 WORLD = get_world("tiny_code")
 
@@ -40,6 +40,53 @@ def test_every_tasks_tests_pass_its_solution_and_catch_the_teachers_fault():
     wrong = WORLD.check_batch(faulty, [Task.from_problem(t["problem"]).solution(fault=True) for t in faulty], workers=2)
     assert all(v.rv < 1.0 for v in wrong)  # an edge case in the first tests: a == b, n == 0
     assert any(0.0 < v.rv < 1.0 for v in wrong)  # the missed n = 0 fails one test of four: rV is partial
+
+
+def _program(task: Task, mistake: bool):
+    """The task's reference solution as a function (our own generated one-liner, run here), or its symmetric
+    mistake: the two parameters swapped in the signature, or the list / string reversed before the body."""
+    names, body = list(task.names), task.body()
+    if mistake and task.family in ("expr", "range"):
+        names.reverse()
+    elif mistake:
+        body = f"(lambda {names[0]}: {body})({names[0]}[::-1])"
+    scope: dict = {}
+    exec(f"def f({', '.join(names)}):\n    return {body}\n", scope)  # noqa: S102 - our own one-liner
+    return scope["f"]
+
+
+def _domain(family: str) -> list[tuple]:
+    """Inputs of the generator's kinds to look for a difference on: every pair of its integers, every word, a
+    few lists (with every n)."""
+    if family in ("expr", "range"):
+        return [(a, b) for a in range(-5, 10) for b in range(-5, 10)]
+    if family == "string":
+        return [(w,) for w in WORDS]
+    lists = [[1], [1, 2], [2, 1], [3, 1, 2], [5, 0, 9, 4], [7, 7, 1, 2, 8]]
+    return [(xs,) for xs in lists] if family == "list" else [(xs, n) for xs in lists for n in range(len(xs) + 1)]
+
+
+def test_a_tasks_tests_tell_its_swapped_or_reversed_variant_apart_wherever_they_differ():
+    import ast
+
+    expr = Task("expr", "first", ("a", "b"), (("-", "b"),))  # a - b; swapped: b - a
+    assert expr.value((5, 2)) == 3 and mistaken(expr, (5, 2)) == -3 and mistaken(expr, (4, 4)) == 0
+    assert mistaken(Task("slice", "first", ("xs", "n")), ([1, 2, 3], 2)) == [3, 2]
+    tasks = [Task(f, v, ("a", "b") if f in ("expr", "range") else ("xs", "n") if f == "slice" else ("x",))
+             for f in FAMILIES for v in FAMILIES[f]]
+    tasks += [random_task(random.Random(seed), max_ops=3) for seed in range(2500)]
+    told = 0
+    for i, task in enumerate(tasks):
+        right, wrong = _program(task, False), _program(task, True)
+        if all(right(*args) == wrong(*args) for args in _domain(task.family)):
+            continue  # symmetric (max, a + b, sorted, upper): no test can tell them apart
+        tests = task.tests(f"seed-{i}")
+        calls = [ast.parse(t).body[0].test for t in tests]
+        cases = [(tuple(ast.literal_eval(a) for a in c.left.args), ast.literal_eval(c.comparators[0])) for c in calls]
+        assert all(right(*args) == expected for args, expected in cases), tests
+        assert any(wrong(*args) != expected for args, expected in cases), (task, tests)
+        told += 1
+    assert told > 1000
 
 
 def _cfg(tmp_path, *extra):

@@ -3,7 +3,8 @@ sandbox_launcher.pyc CONFIG``, it builds the sandbox around itself (namespaces, 
 and then runs the program in its own interpreter, so each program costs one interpreter start, not two.
 
 It runs before anything else in that process, so it imports only what it needs (marshal for its config, the
-C ``_signal`` module, no json or dataclasses) and nothing of rleif_kit.
+C ``_signal`` module, no json or dataclasses; for a program that reports, the C modules its reporter is built
+from: ``fcntl``, ``_json``, ``_sha256``) and nothing of rleif_kit.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = 442, -100, 0x8000
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 38, 24, 47, 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 SETUP_FAILED = 125  # launcher exit code when the sandbox could not be built (never a program's verdict)
+# the harness's verdict channel in the program's process (``sandbox/runner.py``): the evaluator's result file, open
+# for writing only, and a pipe holding the run's secret token, read by the harness after the last call
+VERDICT_FD, TOKEN_FD = 200, 201
 
 _libc = None
 
@@ -113,29 +117,6 @@ def _prepare_root(cfg: dict) -> str:
     return root
 
 
-def _copy_result(cfg: dict, root: str) -> None:
-    """The program's result file out of its tmpfs into the evaluator's temp dir: a regular file only (never a link
-    it planted), at most ``file_bytes``."""
-    name = cfg["result_file"]
-    try:
-        fd = os.open(os.path.join(root + cfg["tmpdir"], name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return
-    try:
-        import stat
-
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            data = os.read(fd, cfg["limits"]["file_bytes"])
-            out = os.open(os.path.join(cfg["tmpdir"], name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                          0o600)
-            try:
-                os.write(out, data)
-            finally:
-                os.close(out)
-    finally:
-        os.close(fd)
-
-
 def _restrict(cfg: dict, protections: list[str]) -> None:
     """In the process that will run the program: limits, identity, working directory."""
     lim, missing = cfg["limits"], []
@@ -181,6 +162,73 @@ def _drop_capabilities() -> None:
     _syscall_ok(lib.capset(header, data), "capset")
 
 
+def _place_verdict_fds(cfg: dict) -> None:
+    """The verdict channel's two fds (when the evaluator passed them) moved to ``VERDICT_FD`` and ``TOKEN_FD``,
+    where the harness's reporter expects them; the status pipe moved out of their way first."""
+    import fcntl
+
+    fds = cfg.get("verdict_fds")
+    if not fds:
+        return
+    if cfg["status_fd"] in (VERDICT_FD, TOKEN_FD):
+        old, cfg["status_fd"] = cfg["status_fd"], fcntl.fcntl(cfg["status_fd"], fcntl.F_DUPFD, 512)
+        os.close(old)
+    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 512) for fd in fds]
+    for fd in fds:
+        os.close(fd)
+    for src, dst in zip(moved, (VERDICT_FD, TOKEN_FD)):
+        os.dup2(src, dst)
+        os.close(src)
+    cfg["verdict_fds"] = [VERDICT_FD, TOKEN_FD]
+
+
+def _reporter():
+    """The harness's one way to send its results: ``__rleif_report(value)`` encodes the plain ``value`` as JSON,
+    reads the run's token (32 bytes, once), signs the JSON with it (HMAC-SHA256) and writes ``mac hex, newline,
+    JSON`` over whatever the result file held. Built before the program's code runs, from C functions only (the
+    ``_json`` encoder, the ``_sha256`` hash, ``os``'s calls), so a program that patches json, os, hmac, hashlib,
+    sys.exit or print does not reach it. The program never holds the token unless it reads it itself, and then it
+    can only sign answers of its own choosing, which returning them would do anyway."""
+    import _json
+
+    try:
+        from _sha2 import sha256  # Python 3.12 on
+    except ImportError:
+        from _sha256 import sha256  # not _hashlib: OpenSSL costs 14 ms of every launch
+
+    def refuse(value):
+        raise TypeError(f"not plain data: {type(value).__name__}")
+
+    encode = _json.make_encoder({}, refuse, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+    join, read, write, close, lseek, truncate = "".join, os.read, os.write, os.close, os.lseek, os.ftruncate
+    number, inner, outer = int.from_bytes, int.from_bytes(b"\x36" * 64, "big"), int.from_bytes(b"\x5c" * 64, "big")
+
+    def digest(key: bytes, message: bytes) -> bytes:  # HMAC-SHA256 (RFC 2104) of a key of 64 bytes at most
+        key = number(key.ljust(64, b"\0"), "big")
+        return sha256((key ^ outer).to_bytes(64, "big") + sha256((key ^ inner).to_bytes(64, "big") + message)
+                      .digest()).digest()
+
+    def report(value) -> None:
+        payload = join(encode(value, 0)).encode()
+        token = b""
+        try:
+            while len(token) < 32:
+                chunk = read(TOKEN_FD, 32 - len(token))
+                if not chunk:
+                    break
+                token += chunk
+            close(TOKEN_FD)
+        except OSError:
+            pass
+        data = digest(token, payload).hex().encode() + b"\n" + payload
+        lseek(VERDICT_FD, 0, 0)
+        truncate(VERDICT_FD, 0)
+        while data:
+            data = data[write(VERDICT_FD, data):]
+
+    return report
+
+
 def _report(cfg: dict, key: str, value: str) -> None:
     os.write(cfg["status_fd"], f"{key} {value}\n".encode())
 
@@ -189,6 +237,7 @@ def _launch(cfg: dict) -> None:
     """The launcher's main: build the sandbox around this process, then run the program in it."""
     protections = ["process-group", "temp-dir", "timeout"]
     try:
+        _place_verdict_fds(cfg)
         if sys.platform == "linux":  # die with the evaluator (checked after, in case it is already gone)
             _lib().prctl(PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0)
             if os.getppid() != cfg["parent"]:
@@ -204,8 +253,9 @@ def _launch(cfg: dict) -> None:
             child = os.fork()
             if child:
                 os.close(cfg["status_fd"])
+                for fd in cfg.get("verdict_fds") or ():
+                    os.close(fd)
                 _, status = os.waitpid(child, 0)
-                _copy_result(cfg, root)
                 os._exit(os.waitstatus_to_exitcode(status) % 256 if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
             _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
             os.chroot(root)
@@ -214,16 +264,17 @@ def _launch(cfg: dict) -> None:
                 _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
             except OSError:
                 pass  # no /proc then: the program sees no processes at all
+        reporter = _reporter() if cfg.get("verdict_fds") else None  # its C modules loaded before the uid drops
         _restrict(cfg, protections)
         _report(cfg, "protections", " ".join(protections))
         os.close(cfg["status_fd"])  # the program can neither fake nor hold the status pipe
     except BaseException as exc:  # noqa: BLE001 - report why, then fail with the setup code
         _report(cfg, "error", f"{type(exc).__name__}: {exc}".replace("\n", " "))
         os._exit(SETUP_FAILED)
-    _run_program(cfg)
+    _run_program(reporter)
 
 
-def _run_program(cfg: dict) -> None:
+def _run_program(reporter) -> None:
     """Run program.py as ``__main__`` the way ``python program.py`` would, with the standard library only."""
     import _sitebuiltins
     import builtins
@@ -235,6 +286,8 @@ def _run_program(cfg: dict) -> None:
     builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")
     main = types.ModuleType("__main__")
     main.__file__ = "program.py"
+    if reporter is not None:
+        main.__dict__["__rleif_report"] = reporter
     sys.modules["__main__"] = main
     with open("program.py", "rb") as f:
         code = compile(f.read(), "program.py", "exec")

@@ -19,6 +19,18 @@ Where the OS allows less (macOS, containers without namespaces, a non-root user 
 namespaces), the sandbox falls back step by step and ``sandbox_plan().protections`` says which
 protections are active; rlimits and the timeout always are.
 
+The verdict channel belongs to the evaluator: a program's results count only when the harness reports them
+(``__rleif_report(value)``, defined in the program's namespace by the launcher before the program's code runs; only
+a program whose source names it gets the channel's two fds, every other one inherits stdio alone). The reporter
+encodes the plain value as JSON, reads the run's secret token (32 random bytes the evaluator put in a pipe, never in
+the program's text, argv, environment or files) after the last call, signs the JSON with it (HMAC-SHA256) and writes
+it into a file the evaluator opened and reads itself. A file the program writes (``result.json`` or any other), a
+write to any fd it finds, an early exit, an exit hook or a thread that rewrites the channel after the harness, a
+patched ``sys.exit``, ``print``, ``json`` or ``os``: none of it carries a valid signature or reaches the reporter,
+and the run then has no results. What is signed is only the program's answers: the expected values never enter the
+sandbox, so even a program that takes the token or rewrites the harness as it runs (a tracer swapping its functions)
+can only report answers of its own choosing, as returning them would.
+
 Speed: the launcher (``sandbox/launcher.py``, compiled, run as ``python -I -S sandbox_launcher.pyc CONFIG``)
 builds the sandbox around itself and then runs the program in its own interpreter, with the evaluator's
 site-packages on ``sys.path``; one interpreter start per program, not two. This file is the evaluator side.
@@ -29,6 +41,7 @@ from __future__ import annotations
 import functools
 import marshal
 import os
+import secrets
 import signal
 import sys
 import threading
@@ -67,11 +80,11 @@ class RunResult:
     wall_s: float
     protections: list[str] = field(default_factory=list)
     error: str | None = None  # the sandbox itself failed (never the program's fault)
-    result: bytes | None = None  # the program's RESULT_FILE in its temp dir, when it wrote one (at most file_bytes)
+    result: bytes | None = None  # what the harness reported (``__rleif_report``), signed with the run's token
+    forged: bool = False  # the verdict channel held something the harness did not sign (never counted)
 
 
-RESULT_FILE = "result.json"
-
+REPORTER = "__rleif_report"  # the harness's reporter; a program whose source names it gets the verdict channel
 
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
         "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -257,7 +270,7 @@ def _config(plan: SandboxPlan, tmp: str, uid: int | None, timeout: float, limits
     keep, mask = root_view() if plan.namespaces else ([], [])
     return {"tmpdir": tmp, "uid": uid, "namespaces": plan.namespaces, "parent": os.getpid(),
             "root_dir": os.path.join(os.path.dirname(_launcher()), "root"), "keep": keep, "mask": mask,
-            "tmp_bytes": limits.tmp_bytes, "tmp_inodes": limits.tmp_inodes, "result_file": RESULT_FILE,
+            "tmp_bytes": limits.tmp_bytes, "tmp_inodes": limits.tmp_inodes,
             "limits": {"memory_bytes": limits.memory_bytes, "nproc": nproc, "file_bytes": limits.file_bytes,
                        "open_files": limits.open_files, "cpu_seconds": limits.cpu_seconds or math.ceil(timeout) + 1}}
 
@@ -273,8 +286,11 @@ def _run(plan: SandboxPlan, source: str, timeout: float, limits: Limits, slot: i
     try:
         write_program(tmp, uid, source, files)
         cfg = _config(plan, tmp, uid, timeout, limits)
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            rc, timed_out, status, wall = _launch_and_wait(plan, cfg, out, err, timeout)
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as verdict:
+            token = secrets.token_bytes(32)
+            channel = (verdict, token) if REPORTER in source else None  # other programs hold only stdio
+            rc, timed_out, status, wall = _launch_and_wait(plan, cfg, out, err, timeout, channel)
+            result, forged = _verdict(verdict, token, limits.file_bytes)
             protections = status.get("protections", "").split()
             if uid is not None and "pid-namespace" not in protections:
                 _kill_uid(uid)  # processes that left the group (setsid) but not the uid
@@ -282,8 +298,8 @@ def _run(plan: SandboxPlan, source: str, timeout: float, limits: Limits, slot: i
                 rc = -(rc - 128)  # the launcher's parent reports a signalled child as 128 + signal
             return RunResult(returncode=None if timed_out else rc, stdout=_tail(out, 1 << 16),
                              stderr=_tail(err, 1 << 13), timed_out=timed_out, wall_s=wall, protections=protections,
-                             error=status.get("error") if rc == SETUP_FAILED else None,
-                             result=_result_file(tmp, limits.file_bytes))
+                             error=status.get("error") if rc == SETUP_FAILED else None, result=result,
+                             forged=forged)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -299,39 +315,51 @@ def write_program(tmp: str, uid: int | None, source: str, files: dict[str, str] 
         os.chown(tmp, uid, uid)
 
 
-def _result_file(tmp: str, limit: int) -> bytes | None:
-    """The program's result file, read without following a link it may have planted, at most ``limit`` bytes."""
-    try:
-        fd = os.open(os.path.join(tmp, RESULT_FILE), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        import stat
+def _verdict(f, token: bytes, limit: int) -> tuple[bytes | None, bool]:
+    """(the harness's payload, False) when the verdict file holds a frame signed with ``token``; (None, True) when
+    it holds anything else; (None, False) when it is empty. At most ``limit`` bytes of payload are read."""
+    import hmac
 
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, limit)
-    finally:
-        os.close(fd)
+    f.seek(0)
+    data = f.read(limit + 65)  # the mac's 64 hex digits and its newline, then the payload
+    if not data:
+        return None, False
+    mac, newline, payload = data.partition(b"\n")
+    if not newline or len(payload) > limit:
+        return None, True
+    expected = hmac.new(token, payload, "sha256").hexdigest().encode()
+    return (payload, False) if hmac.compare_digest(mac, expected) else (None, True)
 
 
-def _launch_and_wait(plan: SandboxPlan, cfg: dict, out, err, timeout: float) -> tuple[int, bool, dict, float]:
-    """Start the launcher in a new session; on timeout kill its whole group. (rc, timed_out, status, wall_s)."""
+def _launch_and_wait(plan: SandboxPlan, cfg: dict, out, err, timeout: float,
+                     channel: tuple | None = None) -> tuple[int, bool, dict, float]:
+    """Start the launcher in a new session; on timeout kill its whole group. (rc, timed_out, status, wall_s).
+    ``channel`` (verdict file, token): the file is passed open for writing, the token in a pipe of its own."""
     import subprocess
 
     status_r, status_w = os.pipe()
     cfg["status_fd"] = status_w
+    passed = [status_w]
+    if channel is not None:
+        token_r, token_w = os.pipe()
+        os.write(token_w, channel[1])  # 32 bytes: far below a pipe's buffer
+        os.close(token_w)
+        verdict_w = os.open(f"/proc/self/fd/{channel[0].fileno()}", os.O_WRONLY) if os.path.isdir("/proc/self/fd") \
+            else os.dup(channel[0].fileno())
+        cfg["verdict_fds"] = [verdict_w, token_r]
+        passed += [verdict_w, token_r]
     env = dict(_ENV, HOME=cfg["tmpdir"], TMPDIR=cfg["tmpdir"])
     start = time.monotonic()
     try:
         proc = subprocess.Popen([sys.executable, "-I", "-S", _launcher(), marshal.dumps(cfg).hex()],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(status_w,),
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=tuple(passed),
                                 start_new_session=True, cwd=cfg["tmpdir"], env=env)
     except BaseException:
         os.close(status_r)
         raise
     finally:
-        os.close(status_w)
+        for fd in passed:
+            os.close(fd)
     timed_out = _outlived(proc, timeout)
     if timed_out and plan.namespaces:  # let the launcher kill and reap the namespace's PID 1 first
         proc.terminate()

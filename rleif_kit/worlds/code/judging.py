@@ -4,10 +4,12 @@ Why here, below the stages: HumanEval / MBPP evaluation (06), the code world's v
 execution reward, the gate, 07) and the check of an evolved task's own tests all run programs this one way, so
 a rollout can forge a verdict no more than a benchmark completion can. The program is the task's prompt (empty
 for a whole program), the completion, a copy of :func:`~rleif_kit.worlds.code.value_tests.to_plain` and a
-driver that calls the entry point on each case's arguments and writes the plain values to ``result.json``; no
-test, no expected value and no marker enters it (``value_tests`` says why that makes the verdict unforgeable).
+driver that calls the entry point on each case's arguments and reports the plain values through the sandbox's
+verdict channel (``__rleif_report``: signed with a token the program never sees, ``sandbox/runner.py``); no
+test, no expected value and no marker enters it (``value_tests`` says why that makes the verdict unforgeable),
+and nothing the program writes itself (a ``result.json``, an fd it finds, an exit hook) counts.
 
-What crosses back is bounded: the result file is read up to the sandbox's file limit, each case's error text is
+What crosses back is bounded: the report is read up to the sandbox's file limit, each case's error text is
 cut to 300 characters, and only plain data is rebuilt (:func:`~rleif_kit.worlds.code.value_tests.from_plain`),
 at most a million values of it (a range counts its length), 100 deep, no keys that flood one hash: a value over
 those fails its case with "too large to rebuild" (issue 30: ``range(10**9)`` is 20 bytes here, 8 GB in a tuple).
@@ -43,7 +45,6 @@ PLAIN_SOURCE = "\n\n\n".join(_bare_source(f) for f in (to_plain, check_hashes, f
 VALUE_DRIVER = """
 
 def __rleif_value_run(name, cases):
-    import json
     out = []
     for args in cases:
         try:
@@ -52,8 +53,7 @@ def __rleif_value_run(name, cases):
             out.append({"value": to_plain(globals()[name](*args))})
         except BaseException as e:  # SystemExit too: this case failed, the others still run
             out.append({"error": (type(e).__name__ + ": " + str(e))[:300]})
-    with open("result.json", "w") as f:
-        json.dump(out, f)
+    __rleif_report(out)
 
 
 __rleif_value_run(%r, %s)
@@ -61,8 +61,8 @@ __rleif_value_run(%r, %s)
 
 
 def value_program(problem: Mapping[str, Any], completion: str, cases: Sequence[Case], plain_args: bool = False) -> str:
-    """Prompt + completion, then a driver that calls the entry point on each case's arguments and writes the
-    plain values to ``result.json``. No test, no expected value, no marker: nothing in it tells a right answer.
+    """Prompt + completion, then a driver that calls the entry point on each case's arguments and reports the
+    plain values (``__rleif_report``). No test, no expected value, no marker: nothing in it tells a right answer.
     The arguments are Python literals, or with ``plain_args`` plain-encoded JSON the program decodes (values a
     literal cannot write: nan, inf)."""
     args = [c.args for c in cases]
@@ -73,8 +73,8 @@ def value_program(problem: Mapping[str, Any], completion: str, cases: Sequence[C
 
 
 def run_failure(result: RunResult, timeout: float) -> str | None:
-    """Why a run produced no judgeable results (sandbox error, timeout, a signal, a crash, no result file), or
-    None when it wrote its result file and exited cleanly."""
+    """Why a run produced no judgeable results (sandbox error, timeout, a signal, a crash, no report, a report the
+    harness did not sign), or None when the harness reported and the program exited cleanly."""
     if result.error:
         return f"sandbox error: {result.error}"
     if result.timed_out:
@@ -86,6 +86,8 @@ def run_failure(result: RunResult, timeout: float) -> str | None:
     if rc != 0:
         last = result.stderr.strip().splitlines()
         return f"failed: {last[-1][:300] if last else f'exit code {rc}'}"
+    if result.forged:
+        return "failed: its results did not come from the harness"
     if result.result is None:
         return "exited before the tests finished"
     return None

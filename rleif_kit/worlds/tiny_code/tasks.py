@@ -13,7 +13,9 @@ SFT, the execution reward and PPO can be watched doing something real. A task is
 Tasks are stored structurally (:class:`Task`: a family, its variant and arithmetic ops applied to the result),
 so an evolver can edit the structure and get a consistent instruction, solution and tests back. Every task has
 four tests over fixed inputs (edge cases included: ``a == b``, ``n == 0``, the empty string), computed here
-from the structure, never by running code.
+from the structure, never by running code. The tests tell the task's symmetric mistake from the right answer
+(:func:`mistaken`: the two parameters swapped, a list or string read from the wrong end) wherever the two differ
+on some input: an ``f(a, a)`` test alone cannot tell ``a - b`` from ``b - a``.
 
 Two families carry the systematic faults GPT-written code has, which the tiny teacher makes
 (``[tiny_code] teacher_fault``): an **off-by-one** (``range(a, b)`` for "from a to b inclusive") and a **missed
@@ -135,7 +137,19 @@ class Task:
         return total
 
     def test_inputs(self, rng: random.Random) -> list[tuple]:
-        """Four inputs, edge cases first: a == b, n == 0 and n == len(xs), a list of one, '' or a one-letter word."""
+        """Four inputs, edge cases first: a == b, n == 0 and n == len(xs), a list of one, '' or a one-letter word.
+        Where none of them tells the task's :func:`mistaken` variant from it, the last (never an edge case) is
+        replaced by the first further input drawn that does (none: the two agree on every input tried)."""
+        inputs = self._draw_inputs(rng)
+        if any(self.value(args) != mistaken(self, args) for args in inputs):
+            return inputs
+        for _ in range(MISTAKE_TRIES):
+            args = self._draw_inputs(rng)[-1]
+            if self.value(args) != mistaken(self, args):
+                return inputs[:-1] + [args]
+        return inputs
+
+    def _draw_inputs(self, rng: random.Random) -> list[tuple]:
         if self.family in ("expr", "range"):
             a = rng.randint(-3, 6)
             pairs = [(a, a), (rng.randint(-3, 3), rng.randint(4, 9))]
@@ -165,6 +179,18 @@ class Task:
     def from_problem(problem: dict) -> "Task":
         return Task(problem["family"], problem["variant"], tuple(problem["names"]),
                     tuple(tuple(o) for o in problem.get("ops") or ()))
+
+
+MISTAKE_TRIES = 200  # further inputs drawn to tell a task from its mistaken variant (a few suffice when they differ)
+
+
+def mistaken(task: Task, args: tuple) -> object:
+    """What the task's symmetric mistake returns on ``args``: its two numbers swapped (``f(b, a)``), its list or
+    string read from the wrong end (``f(xs[::-1], n)``, ``f(s[::-1])``). A program that makes it is the reference
+    with its parameters swapped or its input reversed, so it passes only the tests where the two agree."""
+    if task.family in ("expr", "range"):
+        return task.value((args[1], args[0]))
+    return task.value((args[0][::-1],) + tuple(args[1:]))
 
 
 def random_names(rng: random.Random, family: str) -> tuple[str, ...]:
