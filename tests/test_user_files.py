@@ -11,6 +11,7 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -92,3 +93,48 @@ def test_an_unsendable_seed_stops_the_dry_run_and_the_run_before_anything_is_sen
         assert server.requests == []
     ledgers = list((tmp_path / "run").rglob("*usage*"))
     assert all(not p.is_file() or not p.read_text().strip() for p in ledgers), ledgers  # nothing counted as sent
+
+
+def _gate(path):
+    from rleif_kit.ppo.stage import load_gate
+
+    return load_gate(path)
+
+
+def _mbpp_json(path):
+    from rleif_kit.worlds.code.mbpp import _records
+
+    return list(_records(path))
+
+
+def _math_tree(path):
+    from rleif_kit.worlds.math.data import load_math
+
+    return load_math(path.parent)
+
+
+def _raised(read, path):
+    try:
+        read(path)
+    except Exception as e:  # noqa: BLE001 - the test asserts which
+        return e
+    return None
+
+
+@pytest.mark.parametrize("read", [_gate, _mbpp_json, _math_tree], ids=["--gate", "MBPP .json", "a MATH tree's file"])
+def test_the_other_readers_of_a_named_json_file_refuse_a_fifo_and_deep_nesting(tmp_path, read):
+    """The whole-file JSON readers beside the JSONL ones: ``--gate``, MBPP's ``.json`` and a MATH tree's files."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    fifo = folder / "a.json"
+    os.mkfifo(fifo)  # nobody writes it: an open for reading would block forever
+    got = []
+    reader = threading.Thread(target=lambda: got.append(_raised(read, fifo)), daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    assert got and isinstance(got[0], UserFileError) and "is not a regular file" in str(got[0]), got or "hung"
+    fifo.unlink()
+    deep = folder / "a.json"
+    deep.write_text("[" * 50_000 + "]" * 50_000)
+    with pytest.raises(UserFileError, match=f"nested deeper than {MAX_DEPTH} levels"):
+        read(deep)

@@ -36,6 +36,7 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.plots import plot_gain, plot_ppo_curves, plot_ppo_phases, plot_update_diagnostics, save_figure
 from rleif_kit.core.stages import PPO
 from rleif_kit.core.tables import Note, missing, text_table
+from rleif_kit.core.user_files import parse_json, read_user_text
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.models.cards import TAGS, ModelCard, generation_usage, hub_id, render, save_figures
 from rleif_kit.models.refs import model_ref
@@ -185,7 +186,11 @@ def save_gate(path: Path, gate: Sequence[Verdict]) -> None:
 
 
 def load_gate(path: Path) -> list[Verdict]:
-    return [Verdict(**v) for v in json.loads(Path(path).read_text())]
+    """The verdicts a gate run wrote (``--gate FILE``: a file the user names, read as core/user_files reads one)."""
+    try:
+        return [Verdict(**v) for v in parse_json(read_user_text(path, "--gate", "a gate.json"), str(path))]
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise ValueError(f"--gate {path}: not a gate.json written by 05_ppo ({exc})") from None
 
 
 def reward_gate(cfg: RunConfig, paths: RunPaths, policy: Policy, scorer: RewardScorer,

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from rleif_kit.core.jsonl import read_user_jsonl
+from rleif_kit.core.user_files import parse_json, read_user_text
 from rleif_kit.worlds.code import evalplus
 from rleif_kit.worlds.code.evalplus import has_plus
 from rleif_kit.worlds.prompts import ALPACA_HEADER, CODE_PROMPT, wizardcoder_tabs
@@ -158,7 +159,10 @@ def problem(record: Mapping[str, Any], variant: str) -> dict[str, Any]:
 
 def _records(path: Path) -> Iterable[dict]:
     if path.suffix == ".json":  # WizardCoder's mbppplus.json or a JSON list
-        data = json.loads(path.read_text())
+        try:  # a regular file, bounded, nested a sane depth (core/user_files.py)
+            data = parse_json(read_user_text(path, "MBPP data", "a JSON file"), str(path))
+        except json.JSONDecodeError as exc:
+            raise MbppDataError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
         if isinstance(data, dict) and all(isinstance(v, str) for v in data.values()):
             raise MbppDataError(f"{path}: holds prompts only (WizardCoder's mbppplus.json); MBPP+ needs the tests "
                                 "too: use EvalPlus's MbppPlus.jsonl")

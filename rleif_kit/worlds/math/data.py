@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from rleif_kit.core.jsonl import read_user_jsonl
+from rleif_kit.core.user_files import parse_json, read_user_text
 from rleif_kit.worlds.math.stepwise import last_boxed
 
 __all__ = ["load_gsm8k", "load_math", "last_boxed", "load_hub_dataset", "hub_source"]
@@ -98,8 +99,8 @@ def load_math(path: str | os.PathLike[str]) -> list[dict]:
     records = []
     for file in sorted(path.rglob("*.json")):
         try:
-            rec = json.loads(file.read_text(encoding="utf-8"))
-        except ValueError as exc:
+            rec = parse_json(read_user_text(file, kind="a MATH problem (JSON)"), f"{file}:1")
+        except json.JSONDecodeError as exc:
             raise ValueError(f"{file}:1: invalid JSON ({exc})") from None
         rel = file.relative_to(path).with_suffix("").as_posix().replace("/", "-")
         records.append(_math_record(rec, f"math-{rel}", f"{file}:1"))
