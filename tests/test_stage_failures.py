@@ -17,6 +17,8 @@ from rleif_kit.checks import stage_failures as sf
     ("api: http 500: boom", "http 5xx"),  # a judge's reason
     ("answer cut off at max_tokens = 128 (finish_reason length): raise it", "cut off"),
     ("unparseable: 'Ranking: A > A'", "unparseable"), ("empty response", "empty response"),
+    ("reply too large: the body over api.max_reply_bytes = 4194304 (4 MiB); refused", "reply too large"),
+    ("api: unencodable text: messages[1].content has \\ud800 at character 1; not sent", "unencodable text"),
     ("something new", "other"), (None, "other")])
 def test_causes_come_from_the_error_strings_prefix(error, cause):
     assert sf.cause_of(error) == cause

@@ -8,7 +8,8 @@ visible in the report (and 07's ``evolve_failures`` check reads 01's the same wa
 
 Causes, read from the error strings the chat backend writes (``llm/openai_backend.py``): ``connection``,
 ``timeout``, ``rate limited``, ``http 5xx``, ``http 4xx`` (the server's own text in the example), ``cut off``,
-``unparseable``, ``empty response``, ``other``. The first four are the endpoint's, not the request's: an item that
+``unparseable``, ``empty response``, ``reply too large`` (a body past ``api.max_reply_bytes``), ``unencodable text``
+(never sent), ``other``. The first four are the endpoint's, not the request's: an item that
 failed only for them is retried by every rerun; ``retry_failed`` bounds the others (a request the server refuses
 on its own account would fail forever).
 """
@@ -29,7 +30,8 @@ FILE = "failures.json"
 CAUSES = (("connection error", "connection"), ("timeout", "timeout"), ("timed out", "timeout"),
           ("rate limited", "rate limited"), ("http 429", "rate limited"), ("http 5", "http 5xx"),
           ("http 4", "http 4xx"), ("cut off", "cut off"), ("unparseable", "unparseable"),
-          ("empty response", "empty response"), ("equality judge: no readable verdict", "unparseable"))
+          ("empty response", "empty response"), ("equality judge: no readable verdict", "unparseable"),
+          ("reply too large", "reply too large"), ("unencodable text", "unencodable text"))
 ENDPOINT_CAUSES = frozenset({"connection", "timeout", "rate limited", "http 5xx"})
 EXAMPLE_CHARS = 300
 _LEAD = re.compile(r"^(?:api: |answer |tests |judge )+")  # which request of an item failed, before its cause
