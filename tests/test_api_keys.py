@@ -17,7 +17,7 @@ import pytest
 
 from conftest import TINY_PARAMS, tiny_overrides
 from rleif_kit.core.api_keys import KEYLESS_PLACEHOLDER, REDACTED, redact
-from rleif_kit.core.settings import Endpoint, SettingsError, parse_settings
+from rleif_kit.core.settings import Endpoint, SettingsError, load_settings, parse_settings
 from rleif_kit.core.urls import redact_url
 from rleif_kit.llm.base import ChatRequest, ChatResult
 from rleif_kit.llm.openai_backend import OpenAIBackend
@@ -194,3 +194,26 @@ def test_cli_with_a_credential_url_is_one_line_exit_2_and_writes_it_nowhere(tmp_
 def test_redact_url_hides_userinfo_and_query_values():
     assert redact_url(f"http://u:{PASSWORD}@h:8000/v1?key={PASSWORD}&x") == f"http://{REDACTED}@h:8000/v1?key={REDACTED}&x"
     assert redact_url("https://api.example.test/v1") == "https://api.example.test/v1"
+    # only secret-looking parameters: an api-version stays, so two endpoints' printed forms still differ
+    assert redact_url("https://r.example.test/openai?api-version=2024-02-01&api-key=zz&sig=s") == \
+        f"https://r.example.test/openai?api-version=2024-02-01&api-key={REDACTED}&sig={REDACTED}"
+
+
+@pytest.mark.parametrize("url", ["http://alice:s3cr?t@127.0.0.1:9/v1", "http://alice:s3cr#t@127.0.0.1:9/v1",
+                                 "http://alice:s3/cr@127.0.0.1:9/v1"])
+def test_a_password_with_a_raw_delimiter_is_still_refused_and_never_shown(tmp_path, url):
+    """A ``?``, ``#`` or ``/`` in the password: the URL is refused (credentials, or an authority that does not
+    parse) in one line, and no piece of the password is shown."""
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"api": {"base_url": url, "api_key_env": "RLEIF_TEST_KEY"}}))
+    with pytest.raises(SettingsError) as err:
+        load_settings(settings)
+    (line,) = err.value.problems
+    assert "s3" not in line and "cr" not in line.replace("credentials", "") and REDACTED in line, line
+
+
+def test_a_url_with_an_at_sign_in_its_path_is_no_credential():
+    from rleif_kit.core.urls import has_credentials
+
+    assert not has_credentials("http://host.test/v1/models@latest")
+    assert redact_url("http://host.test/v1/models@latest") == "http://host.test/v1/models@latest"

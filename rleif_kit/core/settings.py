@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from rleif_kit.core.urls import has_credentials, redact_url
+from rleif_kit.core.urls import has_credentials, redact_url, valid_authority
 from rleif_kit.core.user_files import UserFileError, parse_json, read_user_text
 
 __all__ = [
@@ -404,6 +404,9 @@ class _Validator:
                 return default
             if not value.startswith(("http://", "https://")):
                 self.bad(f"{kp}.{key}", redact_url(value), "a URL starting with http:// or https://")
+                return default
+            if not valid_authority(value):
+                self.bad(f"{kp}.{key}", redact_url(value), "a URL with a host (and a numeric port, if any)")
                 return default
         return self.string(sec, key, kp, default)
 
