@@ -100,6 +100,21 @@ def test_unencodable_text_is_refused_before_it_is_sent_or_counted(tmp_path):
     assert backend.usage.requests == 1
 
 
+def test_a_reply_holding_unencodable_text_fails_as_such_and_is_kept_nowhere(tmp_path):
+    """JSON lets a server send a lone surrogate (``"\\ud800"``); no cache row, record or later request could hold
+    it, so the reply is a failure of its own cause, not a traceback after it was counted."""
+    from rleif_kit.checks.stage_failures import cause_of
+    from rleif_kit.llm.cache import ResponseCache
+
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    with FakeOpenAIServer(responder=lambda body: "ok \ud800 reply") as server:
+        backend = OpenAIBackend(Endpoint("evolve", "m", server.base_url, None, 5.0, 0), cache=cache)
+        (result,) = backend.complete([ASK])
+    assert not result.ok and result.text is None
+    assert result.error.startswith("unencodable text in the reply: \\ud800 at character 3")
+    assert cause_of(result.error) == "unencodable text" and len(cache) == 0
+
+
 def test_the_synchronous_client_bounds_the_body_and_the_drip_too():
     with FakeOpenAIServer(hostile="endless") as server:
         client = make_client(Endpoint("evolve", "m", server.base_url, None, 10.0, 0, MIB))

@@ -272,9 +272,14 @@ class OpenAIBackend:
         choice = response.choices[0] if response.choices else None
         text = choice.message.content if choice is not None else None
         usage = response.usage
+        error = None if text is not None else "empty response (no message content)"
+        bad = _lone_surrogate(text) if text else None
+        if bad is not None:  # JSON lets a server send "\ud800"; no file, cache or later request could hold it
+            text, error = None, (f"unencodable text in the reply: {bad}, which UTF-8 cannot encode (a lone "
+                                 "surrogate); not kept")
         return ChatResult(
             key=request.key, text=redact(text, self._secrets()) if text else text,  # a reply may quote the key
-            error=None if text is not None else "empty response (no message content)",
+            error=error,
             finish_reason=choice.finish_reason if choice is not None else None,
             prompt_tokens=(usage.prompt_tokens or 0) if usage else 0,
             completion_tokens=(usage.completion_tokens or 0) if usage else 0,
@@ -323,6 +328,15 @@ def _unsendable(request: ChatRequest, model: str) -> ChatResult | None:
             bad = text[exc.start:exc.end].encode("unicode_escape").decode("ascii")
             return _unsent(request, model, f"unencodable text: {where} has {bad} at character {exc.start}, which "
                                            "UTF-8 cannot encode (a lone surrogate); not sent")
+    return None
+
+
+def _lone_surrogate(text: str) -> str | None:
+    """Where ``text`` holds a character UTF-8 cannot encode ("\\ud800 at character 4"), else None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"{text[exc.start:exc.end].encode('unicode_escape').decode('ascii')} at character {exc.start}"
     return None
 
 
