@@ -11,7 +11,7 @@ import pytest
 from conftest import TINY_PARAMS, tiny_overrides
 from rleif_kit.core.config import ConfigError, load_config
 from rleif_kit.pipeline import cli, runner
-from rleif_kit.pipeline.report import claim_report_folder
+from rleif_kit.core.run_setup import claim_report_folder
 
 
 @pytest.fixture
@@ -69,3 +69,17 @@ def test_a_params_file_name_that_is_no_folder_name_reports_as_run(tmp_path):
     cfg = load_config(tmp_path / "..toml", tiny_overrides(tmp_path / "run"))
     assert cfg.run_name == "run"  # Path("..toml").stem is ".": reports/. would be reports/ itself
     assert load_config(TINY_PARAMS).run_name == "tiny-cpu"
+
+
+def test_a_stage_command_does_not_write_into_another_runs_report_folder(tmp_path):
+    """``rleif evolve`` / ``python -m rleif_kit.<stage>`` / a notebook go through ``setup``, which writes metrics and
+    figures into the report folder: the same claim as ``rleif run``'s, before anything is written."""
+    from rleif_kit.core.run_setup import setup
+
+    theirs = tmp_path / "reports" / "shared"
+    theirs.mkdir(parents=True)
+    (theirs / "run.json").write_text(json.dumps({"run": "shared", "output_dir": "../../elsewhere"}))
+    with pytest.raises(ConfigError, match="holds the report of the run with output_dir"):
+        setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", 'base.run_name="shared"'), stage="01_evolve",
+              workdir=str(tmp_path))
+    assert sorted(p.name for p in theirs.iterdir()) == ["run.json"]  # no metrics.json, no manifest

@@ -29,7 +29,10 @@ from rleif_kit.core.records import record, set_target, write_json_atomic
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import EVOLVE, SETUP
 
-__all__ = ["setup", "record", "load_settings", "default_workdir", "write_manifest", "check_prompts_root"]
+__all__ = ["setup", "record", "load_settings", "default_workdir", "write_manifest", "check_prompts_root",
+           "claim_report_folder", "RUN_FILE"]
+
+RUN_FILE = "run.json"  # what `rleif run` writes in its report folder (pipeline/run_status.py)
 
 MANIFEST_PACKAGES = ("rleif-kit", "torch", "transformers", "trl", "peft", "bitsandbytes", "accelerate",
                      "datasets", "tokenizers", "openai", "papermill")
@@ -125,6 +128,34 @@ def check_prompts_root(cfg: RunConfig, stage: str) -> None:
                            f"{where})"])
 
 
+def claim_report_folder(report_dir: str | Path, output_dir: str | Path) -> None:
+    """Raise ConfigError (one line) unless ``report_dir`` is free for the run whose artifacts are in ``output_dir``:
+    missing, empty of a page, or holding a ``run.json`` whose ``output_dir`` is this one (the same run, rerun).
+    Refused rather than written aside: a report written somewhere else than the folder the user named (or
+    ``reports/<run_name>``) is a report nobody finds, and the fix (another ``[base] run_name``) is one word."""
+    folder, mine = Path(report_dir).resolve(), Path(output_dir).resolve()
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        raise ConfigError([f"report folder {folder} is a file, expected a directory: choose another [base] run_name "
+                           "(or --report-dir), or move that file away"])
+    run_file = folder / RUN_FILE
+    try:
+        run = json.loads(run_file.read_text(encoding="utf-8")) if run_file.is_file() else None
+    except (OSError, ValueError):
+        run = {}
+    recorded = run.get("output_dir") if isinstance(run, dict) else None
+    if run is None and not (folder / "index.html").exists():
+        return  # no report here yet (a new folder, or notebooks only)
+    theirs = (folder / recorded).resolve() if isinstance(recorded, str) and recorded else None
+    if theirs == mine:
+        return
+    whose = f"the report of the run with output_dir {theirs}" if theirs else "a report (index.html / run.json) " \
+        "this kit's run.json does not describe"
+    raise ConfigError([f"report folder {folder} holds {whose}, not this run's ({mine}): choose another [base] "
+                       "run_name (or --report-dir), or move that folder away; it is never overwritten"])
+
+
 def setup(params_path: str, overrides: list[str] | tuple = (), stage: str = SETUP,
           report_dir: str | None = None, workdir: str | None = None) -> tuple[RunConfig, RunPaths]:
     """Everything a notebook needs before its first step."""
@@ -137,6 +168,8 @@ def setup(params_path: str, overrides: list[str] | tuple = (), stage: str = SETU
         print(note)
     reports = Path(report_dir) if report_dir else wd / "reports" / cfg.run_name
     paths = RunPaths(output_dir=cfg.output_dir, report_dir=reports if reports.is_absolute() else wd / reports)
+    if dist.is_main():
+        claim_report_folder(paths.report_dir, cfg.output_dir)  # a stage command writes there too (metrics, figures)
     if run_lock.LOCK_ON_SETUP and dist.is_main():  # ranks a holder started inherit its lock (run_lock)
         run_lock.acquire(cfg.output_dir)  # a stage command from a shell: one run per output directory
     paths.report_dir.mkdir(parents=True, exist_ok=True)

@@ -25,9 +25,8 @@ top to bottom, and this module in the same order:
 - the config keys the run moved from the kit's defaults, with the preset's reasons from ``[reasons]``;
 - a ``[loop]`` run's block per later iteration.
 
-Plain HTML, no script. A report folder belongs to one run: :func:`claim_report_folder` refuses, before any work,
-a folder that holds another run's report (its ``run.json`` names another output directory) or a page the kit did
-not write, so no run overwrites another's ``index.html`` and ``run.json``.
+Plain HTML, no script. A report folder belongs to one run (``core/run_setup.claim_report_folder``, before any
+work): no run overwrites another's ``index.html`` and ``run.json``.
 
     python -m rleif_kit.pipeline.report reports/tiny-cpu      # rewrite the page from what is there
 """
@@ -41,7 +40,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rleif_kit.core.config import ConfigError
 from rleif_kit.core.progress import fmt_duration
 from rleif_kit.core.records import read_records
 from rleif_kit.core.stages import STAGES
@@ -435,34 +433,6 @@ def config_table(changes: list[dict[str, Any]]) -> str:
                    f'<td>{esc(c.get("reason") or "")}</td></tr>' for c in changes)
     return ('<table class="config"><tr><th>key</th><th>this run</th><th>kit default (7B recipe)</th>'
             f'<th>why (the preset\'s [reasons])</th></tr>{rows}</table>')
-
-
-def claim_report_folder(report_dir: str | Path, output_dir: str | Path) -> None:
-    """Raise ConfigError (one line) unless ``report_dir`` is free for the run whose artifacts are in ``output_dir``:
-    missing, empty of a page, or holding a ``run.json`` whose ``output_dir`` is this one (the same run, rerun).
-    Refused rather than written aside: a report written somewhere else than the folder the user named (or
-    ``reports/<run_name>``) is a report nobody finds, and the fix (another ``[base] run_name``) is one word."""
-    folder, mine = Path(report_dir).resolve(), Path(output_dir).resolve()
-    if not folder.exists():
-        return
-    if not folder.is_dir():
-        raise ConfigError([f"report folder {folder} is a file, expected a directory: choose another [base] run_name "
-                           "(or --report-dir), or move that file away"])
-    run_file = folder / RUN_FILE
-    try:
-        run = json.loads(run_file.read_text(encoding="utf-8")) if run_file.is_file() else None
-    except (OSError, ValueError):
-        run = {}
-    recorded = run.get("output_dir") if isinstance(run, dict) else None
-    if run is None and not (folder / "index.html").exists():
-        return  # no report here yet (a new folder, or notebooks only)
-    theirs = (folder / recorded).resolve() if isinstance(recorded, str) and recorded else None
-    if theirs == mine:
-        return
-    whose = f"the report of the run with output_dir {theirs}" if theirs else "a report (index.html / run.json) " \
-        "this kit's run.json does not describe"
-    raise ConfigError([f"report folder {folder} holds {whose}, not this run's ({mine}): choose another [base] "
-                       "run_name (or --report-dir), or move that folder away; it is never overwritten"])
 
 
 def write_report(report_dir: str | Path) -> Path:

@@ -20,8 +20,8 @@ from typing import Any, TextIO
 
 from rleif_kit.core.progress import LINE
 from rleif_kit.core.records import read_records, write_json_atomic
+from rleif_kit.core.run_setup import RUN_FILE
 
-RUN_FILE = "run.json"
 TO_TERMINAL = ("warning:", "note:", "KL guard", "resuming from")  # the kit's own, besides progress lines
 
 

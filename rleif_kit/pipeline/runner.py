@@ -31,6 +31,7 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.config import RunConfig, config_changes, load_config
 from rleif_kit.core.progress import ENV as PROGRESS_ENV
 from rleif_kit.core.records import read_records, write_json_atomic
+from rleif_kit.core.run_setup import claim_report_folder
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import STAGES
 from rleif_kit.core.exits import (EXIT_DISK_FULL, EXIT_REJECTED, EXIT_STOPPED, DiskFull, EndpointRejected,
@@ -38,7 +39,7 @@ from rleif_kit.core.exits import (EXIT_DISK_FULL, EXIT_REJECTED, EXIT_STOPPED, D
 from rleif_kit.models.loading import resolve_model_name
 from rleif_kit.pipeline import resume
 from rleif_kit.pipeline.loop import iteration_dir, iteration_overrides, plan_steps, summarize_loop
-from rleif_kit.pipeline.report import claim_report_folder, write_report
+from rleif_kit.pipeline.report import write_report
 from rleif_kit.pipeline.run_status import RunStatus, StageStream
 from rleif_kit.worlds import world_for
 
