@@ -69,6 +69,8 @@ def test_a_params_file_name_that_is_no_folder_name_reports_as_run(tmp_path):
     cfg = load_config(tmp_path / "..toml", tiny_overrides(tmp_path / "run"))
     assert cfg.run_name == "run"  # Path("..toml").stem is ".": reports/. would be reports/ itself
     assert load_config(TINY_PARAMS).run_name == "tiny-cpu"
+    (tmp_path / "my exp (2).toml").write_text(TINY_PARAMS.read_text())  # a name with blanks keeps its own folder
+    assert load_config(tmp_path / "my exp (2).toml", tiny_overrides(tmp_path / "run")).run_name == "my_exp__2_"
 
 
 def test_a_stage_command_does_not_write_into_another_runs_report_folder(tmp_path):

@@ -617,8 +617,9 @@ class RunConfig:
 
     @property
     def run_name(self) -> str:
-        """``[base] run_name``, else the params file's name where that is a plain folder name, else "run"."""
-        stem = Path(self.source).stem
+        """``[base] run_name``, else the params file's name made a plain folder name (``my exp.toml`` ->
+        ``my_exp``), else "run"."""
+        stem = re.sub(r"[^\w.+=@,-]", "_", Path(self.source).stem).lstrip("._")[:100]
         return self.base.run_name or (stem if RUN_NAME.fullmatch(stem) else "run")
 
     def resolve(self, path: str) -> Path:
