@@ -62,6 +62,18 @@ def test_a_rerun_skips_done_items_and_a_larger_limit_continues(tmp_path):
     assert {"id", "response", "answer", "gold", "correct", "steps_ok"} <= set(row)
 
 
+def test_a_meta_file_cut_short_makes_the_results_stale_not_a_traceback(tmp_path):
+    """A kill or a full disk mid-write once left ``<benchmark>.meta.json`` empty, and every rerun failed on it:
+    the results it described are moved aside and evaluated again, and the meta is written whole."""
+    items, out = _items(3), tmp_path / "fake" / "arith.jsonl"
+    evaluate_benchmark(FakeModel(items), "arith", items, out, EV, progress=False)
+    out.with_suffix(".meta.json").write_text('{"model": ')  # cut short
+    again = FakeModel(items)
+    _, _, note = evaluate_benchmark(again, "arith", items, out, EV, progress=False)
+    assert len(again.asked) == 3 and "moved to arith.stale.jsonl" in note
+    assert json.loads(out.with_suffix(".meta.json").read_text())["model"]
+
+
 def test_results_of_another_model_version_or_settings_are_moved_aside(tmp_path):
     items, out = _items(4), tmp_path / "fake" / "arith.jsonl"
     evaluate_benchmark(FakeModel(items), "arith", items, out, EV, progress=False)

@@ -112,7 +112,10 @@ def _meta(generator: Any, benchmark: str, ev: Any, folder: Path, run_dir: Path |
 def _claim(out_path: Path, meta: dict) -> str | None:
     """Make ``out_path`` safe to resume under ``meta``: stale results are moved aside (with a note)."""
     meta_path = out_path.with_suffix(".meta.json")
-    old = json.loads(meta_path.read_text()) if meta_path.exists() else None
+    try:
+        old = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else None
+    except (OSError, ValueError):  # cut short (a kill, a full disk before the atomic write): the results are stale
+        old = {"meta": "unreadable"}
     note = None
     if old is not None and old != meta and out_path.exists():
         stale = out_path.with_suffix(".stale.jsonl")
@@ -122,7 +125,7 @@ def _claim(out_path: Path, meta: dict) -> str | None:
         note = f"{where}: made with other {', '.join(changed)}; moved to {stale.name}, starting over"
         print(note)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    meta_path.write_text(json.dumps(meta, indent=1) + "\n")
+    write_json_atomic(meta_path, meta)
     return note
 
 

@@ -31,6 +31,7 @@ from rleif_kit.checks.verdicts import (
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import read_jsonl, write_jsonl
+from rleif_kit.core.records import write_json_atomic
 from rleif_kit.core.launch import load_result, maybe_launch, should_launch
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.plots import plot_gain, plot_ppo_curves, plot_ppo_phases, plot_update_diagnostics, save_figure
@@ -118,7 +119,7 @@ def export(cfg: RunConfig, paths: RunPaths, policy: Policy, result: PPOResult) -
     export_policy(policy, out, card)
     info = {"steps": result.steps, "stopped": result.stopped, "algorithm": cfg.ppo.algorithm,
             "sft_model": model_ref(paths.sft_model, out, paths.output_dir)}
-    (out / PPO_INFO).write_text(json.dumps(info) + "\n")
+    write_json_atomic(out / PPO_INFO, info)  # written last, whole: 06 reads it as "this folder is done"
     result.model_dir = out
     return out
 
@@ -181,8 +182,7 @@ def raise_if_failed(gate: Sequence[Verdict], force: bool) -> None:
 
 def save_gate(path: Path, gate: Sequence[Verdict]) -> None:
     """``05_ppo/gate.json``: the gate's verdicts (also how the notebook hands its gate to launched ranks)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps([v.to_dict() for v in gate], indent=2) + "\n")
+    write_json_atomic(path, [v.to_dict() for v in gate])
 
 
 def load_gate(path: Path) -> list[Verdict]:

@@ -230,7 +230,7 @@ def build_data(cfg: RunConfig, paths: RunPaths, settings: Any = None) -> DataRep
             write_jsonl(sft_path, [r for r in read_jsonl(sft_path) if str(r.get("id")) not in out])
             built["dropped"] = {**built.get("dropped", {}), CONTAMINATED: len(copies)}
             built.update(kept=len(rows), kept_share=len(rows) / max(built.get("problems", 1), 1))
-            sft_path.with_suffix(".report.json").write_text(json.dumps(built, indent=2) + "\n")
+            write_json_atomic(sft_path.with_suffix(".report.json"), built)
         elif copies:
             report.notes.append(f"{len(copies)} rows of [sft] dataset share a {cfg.dedup.decontam_ngram}-word sequence "
                                 f"with an evaluation item (first: {copies[0]['id']}); the file is yours, so it is left "

@@ -18,7 +18,6 @@ It runs as part of 02_dedup (or 03_sft on its own) when ``[sft].dataset`` does n
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.exits import StageIncomplete
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
+from rleif_kit.core.records import write_json_atomic
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.llm.base import ChatRequest, cut_off, cut_off_reason, run_sync
 from rleif_kit.llm.endpoint import make_llm_backend
@@ -146,7 +146,7 @@ def build_sft_dataset(cfg: RunConfig, settings: Any = None, progress: bool = Tru
     report = {"problems": len(problems), "kept": len(rows), "kept_share": len(rows) / len(problems),
               "dropped": dict(Counter(r["reason"] for r in rejected).most_common()), "path": str(target),
               "mode": cfg.sft.build}
-    target.with_suffix(".report.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_json_atomic(target.with_suffix(".report.json"), report)
     return report
 
 
