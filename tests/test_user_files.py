@@ -138,3 +138,34 @@ def test_the_other_readers_of_a_named_json_file_refuse_a_fifo_and_deep_nesting(t
     deep.write_text("[" * 50_000 + "]" * 50_000)
     with pytest.raises(UserFileError, match=f"nested deeper than {MAX_DEPTH} levels"):
         read(deep)
+
+
+def test_a_prompt_template_that_is_a_fifo_is_one_line_not_a_hang(tmp_path):
+    """``[evol_instruct] prompts_dir`` is the user's: its templates are read as any user file is."""
+    import shutil
+
+    from rleif_kit.worlds import get_world
+
+    root = tmp_path / "prompts"
+    shutil.copytree(ROOT / "params" / "prompts", root)
+    world = get_world("math")
+    template = root / "math" / "evol" / f"{world.operators[0].name}.txt"
+    template.unlink()
+    os.mkfifo(template)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(_raised(world.evol_templates, root)), daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    assert got and isinstance(got[0], UserFileError) and "is not a regular file" in str(got[0]), got or "hung"
+
+
+def test_an_evalplus_gzip_line_nested_deep_is_one_line(tmp_path):
+    import gzip
+
+    from rleif_kit.worlds.code.evalplus import records
+
+    data = tmp_path / "MbppPlus.jsonl.gz"
+    with gzip.open(data, "wt") as f:
+        f.write('{"task_id": "Mbpp/2"}\n' + "[" * 50_000 + "]" * 50_000 + "\n")
+    with pytest.raises(UserFileError, match=f"MbppPlus.jsonl.gz:2: JSON nested deeper than {MAX_DEPTH} levels"):
+        records(data)

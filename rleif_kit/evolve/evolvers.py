@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rleif_kit.core.config import RunConfig
+from rleif_kit.core.user_files import read_user_text
 from rleif_kit.evolve.elimination import (
     answer_elimination_reason,
     clean_evolved_text,
@@ -105,7 +106,7 @@ class LLMEvolver:
         self.answer_template = world.answer_template(prompts) if cfg.evol_instruct.with_answers else ""
         self.tests_template = world.tests_template(prompts) if cfg.evol_instruct.with_answers else None
         self.world, self.vetting = world, Vetting(world, cfg.eval.code_workers)
-        self.equality_template = (prompts / "evol" / "equality.txt").read_text(encoding="utf-8")
+        self.equality_template = read_user_text(prompts / "evol" / "equality.txt", kind="a prompt template")
         self.model = backend.model
 
     def _ask(self, key: str, content: str, temperature: float, max_tokens: int, sample_index: int = 0):

@@ -35,6 +35,7 @@ from rleif_kit.core.run_setup import setup
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import EVOLVE
 from rleif_kit.core.tables import count_table
+from rleif_kit.core.user_files import read_user_text
 from rleif_kit.evolve.evolvers import Outcome, Task, WorldEvolver, child_record, make_evolver
 from rleif_kit.evolve.lineages import elimination_table, lineage_table
 from rleif_kit.evolve.operators import child_id, choose_operator, reweighted
@@ -84,7 +85,7 @@ def evolution_meta(cfg: RunConfig, evolver: Any) -> dict:
         folder = cfg.resolve(ev.prompts_dir)
         drawn = {op.name for op in reweighted(world.operators, ev.operator_weights)}
         texts = {name: text for name, text in world.evol_templates(folder).items() if name in drawn}
-        texts["equality"] = (folder / "evol" / "equality.txt").read_text(encoding="utf-8")
+        texts["equality"] = read_user_text(folder / "evol" / "equality.txt", kind="a prompt template")
         if ev.with_answers:
             texts["answer"] = world.answer_template(folder)
         prompts = {name: hashlib.sha256(text.encode()).hexdigest()[:16] for name, text in sorted(texts.items())}

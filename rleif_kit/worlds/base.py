@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from rleif_kit.core.reward_formula import parse_reward_formula
+from rleif_kit.core.user_files import read_user_text
 from rleif_kit.worlds.counterfactuals import SOLUTION_EDITS
 from rleif_kit.worlds.prompts import MATH_PROMPT, MATH_PROMPT_COT, math_prompt, sft_completion
 from rleif_kit.worlds.steps import STEPWISE, StepFormat
@@ -178,7 +179,7 @@ class World:
             path = folder / f"{op.name}.txt"
             if not path.exists():
                 raise FileNotFoundError(f"{path}: template for operator '{op.name}' not found")
-            text = path.read_text(encoding="utf-8")
+            text = read_user_text(path, kind="a prompt template")  # a regular file, bounded (core/user_files.py)
             if "{instruction}" not in text:
                 raise ValueError(f"{path}: template has no {{instruction}} placeholder")
             out[op.name] = text
@@ -186,7 +187,7 @@ class World:
 
     def answer_template(self, root: Path) -> str:
         """What the evolve model is asked to answer an evolved task with (``<root>/<world>/answer.txt``)."""
-        return (self.prompt_folder(root) / "answer.txt").read_text(encoding="utf-8")
+        return read_user_text(self.prompt_folder(root) / "answer.txt", kind="a prompt template")
 
     def extract_answer(self, response: str) -> str | None:
         """The final answer a response states, or None."""

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from rleif_kit.core.jsonl import read_user_jsonl
+from rleif_kit.core.user_files import UserFileError, open_user_file, parse_json
 from rleif_kit.sandbox.runner import run_many
 from rleif_kit.worlds.code.judging import value_program
 from rleif_kit.worlds.code.value_tests import Case, check_hashes, from_plain, to_plain
@@ -103,12 +104,15 @@ def records(path: Path) -> list[dict]:
     """The JSON records of a JSONL file, gzipped (EvalPlus's ``.jsonl.gz``) or not."""
     if path.suffix != ".gz":
         return [r for _, r in read_user_jsonl(path, "EvalPlus data")]
-    rows = []
-    try:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
+    rows, i = [], 0
+    try:  # a regular file (core/user_files.py); each line nested a sane depth, its text sendable
+        with open_user_file(path, "EvalPlus data", "a gzip file of JSONL") as raw, \
+                gzip.open(raw, "rt", encoding="utf-8") as f:
             for i, line in enumerate(f, 1):
                 if line.strip():
-                    rows.append(json.loads(line))
+                    rows.append(parse_json(line, f"{path}:{i}"))
+    except UserFileError:
+        raise
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise PlusDataError(f"{path}: not a readable gzip file of JSONL ({exc})") from None
     except ValueError:

@@ -18,6 +18,7 @@ from typing import Any
 
 from typing import Mapping, Sequence
 
+from rleif_kit.core.user_files import read_user_text
 from rleif_kit.worlds.base import BREADTH_OPERATORS, AnswerRejected, Benchmark, Operator, Verified, World
 from rleif_kit.worlds.code import evalplus, mbpp
 from rleif_kit.worlds.code.edits import CODE_EDITS
@@ -171,7 +172,7 @@ class CodeWorld(World):
 
     def tests_template(self, root: Path) -> str | None:
         path = self.prompt_folder(root) / "tests.txt"
-        return path.read_text(encoding="utf-8") if path.exists() else None
+        return read_user_text(path, kind="a prompt template") if path.exists() else None
 
     def read_tests(self, record: Mapping[str, Any], text: str) -> dict:
         """``{"problem": {"entry_point", "tests"}}`` from an endpoint's reply: the assert lines of its first

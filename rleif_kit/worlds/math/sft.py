@@ -27,6 +27,7 @@ from rleif_kit.core.exits import StageIncomplete
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
 from rleif_kit.core.records import write_json_atomic
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.user_files import read_user_text
 from rleif_kit.llm.base import ChatRequest, cut_off, cut_off_reason, run_sync
 from rleif_kit.llm.endpoint import make_llm_backend
 from rleif_kit.worlds.math.data import hub_source, load_gsm8k, load_hub_dataset, load_math
@@ -157,7 +158,8 @@ def rewrite_to_steps(cfg: RunConfig, settings: Any, items: list[dict]) -> dict[s
     rewrite failed, could not be normalised, or changed the final answer (the rewrite must not
     change the result, only its layout).
     """
-    template = (cfg.resolve(cfg.evol_instruct.prompts_dir) / "math" / "rewrite_steps.txt").read_text(encoding="utf-8")
+    template = read_user_text(cfg.resolve(cfg.evol_instruct.prompts_dir) / "math" / "rewrite_steps.txt",
+                              kind="a prompt template")
     backend = make_llm_backend(cfg, settings, ledger=RunPaths(cfg.output_dir).rewrite_steps_usage_ledger)
 
     async def one(item: dict) -> tuple[str, str | None]:
