@@ -843,7 +843,12 @@ def _directory_problems(source: str, base: Any, workdir: Path, set_by: dict) -> 
     given = Path(base.output_dir).expanduser()
     path = given if given.is_absolute() else workdir / given
     for p in (path, *path.parents):
-        if p.exists() and not p.is_dir():
+        try:
+            is_file = p.exists() and not p.is_dir()
+        except OSError as e:  # a folder above it that cannot be read (another user's home)
+            return [f"{_where(origin, 'base', 'output_dir', base.output_dir)}: cannot be checked ({e.strerror} at "
+                    f"{p}): choose an output_dir this user can write"]
+        if is_file:
             what = "is a file" if p == path else f"has a file in its path ({p})"
             return [f"{_where(origin, 'base', 'output_dir', base.output_dir)}: {what}, expected a directory (or a "
                     "path where the kit can make one): move that file away or choose another output_dir"]

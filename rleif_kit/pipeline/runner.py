@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
 import signal
 import threading
@@ -110,8 +111,8 @@ def _disk_full(ename: str | None, evalue: str) -> str:
     and sqlite's own words where no kit writer named the path (core/disk.py)."""
     if ename == DiskFull.__name__:
         return evalue
-    if (ename == "OSError" and evalue.startswith("[Errno 28]")) or (ename == "OperationalError"
-                                                                     and "disk is full" in evalue):
+    if (ename == "OSError" and evalue.startswith((f"[Errno {errno.ENOSPC}]", f"[Errno {errno.EDQUOT}]"))) or (
+            ename == "OperationalError" and "disk is full" in evalue):
         return f"no space left on device ({evalue}): free some space and rerun; what was written before is kept"
     return ""
 
