@@ -259,8 +259,8 @@ class BaseConfig(_Section):
 @dataclass(frozen=True)
 class SFTConfig(_Section):
     dataset: str = opt("gsm8k_math_stepwise_15k.jsonl",
-                       "step-by-step JSONL (instruction, response), or 'arith:N' for N problems of the arithmetic "
-                       "world",
+                       "step-by-step JSONL (instruction, response), or '<prefix>:N' for N problems a world that "
+                       "generates its data makes ('arith:N', 'tiny_code:N': the world's spec_prefix)",
                        nonempty)
     open_domain_samples: int = opt(1500, "open-domain examples mixed into SFT", non_negative)
     open_domain_path: str = opt("./data/open_domain.jsonl", "JSONL of open-domain instruction/response pairs")
@@ -320,7 +320,8 @@ class EvolInstructConfig(_Section):
     backend: str = opt("openai", "evolver: 'openai' (settings.json, role evolve), 'hf' (local model at hf_model) "
                                  "or 'world' (the world's own programmatic evolver and judges)", one_of("openai", "hf", "world"))
     seeds: str = opt("./data/seeds.jsonl", "seed instructions: JSONL with 'instruction' (or 'question', 'text'), or "
-                                          "'arith:N' for N arithmetic-world problems", nonempty)
+                                          "'<prefix>:N' for N problems a generating world makes ('arith:N', "
+                                          "'tiny_code:N')", nonempty)
     max_seeds: int = opt(0, "use only the first N seeds; 0 = all", non_negative)
     operator_weights: list[str] = opt([], "'operator=weight' entries that reweigh the world's operators (in_breadth, "
                                           "complicate_input: 0 unless named)", name_weights)
