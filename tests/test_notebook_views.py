@@ -328,6 +328,21 @@ def test_rollouts_of_the_first_and_last_step_with_their_kl(tmp_path):
     assert table[1]["response"] == "again b\n(no steps found: rA = 0)"
 
 
+def test_rollouts_carry_every_term_and_the_view_shows_those_of_the_formula(tmp_path):
+    """A code run's r = rI * rV: rV is in the record and the table, the PRM's unused rA is neither a number in the
+    record nor a column (it was shown in green beside r = 0), and no "rA = 0" note is added to a response."""
+    paths = RunPaths(tmp_path)
+    scores = {**SCORES, "rV": [0.5, 0.0], "reward": [0.4, 0.0]}  # r = rI * rV
+    save_rollout_samples(paths.ppo_rollouts, 0, 2, False, BATCH, rollout(["a", "b"]), scores,
+                         terms=frozenset({"rI", "rV"}))
+    saved = list(read_jsonl(paths.ppo_rollouts))
+    assert [(r["rI"], r["rA"], r["rV"], r["rF"], r["r"]) for r in saved] == [(0.8, None, 0.5, None, 0.4),
+                                                                          (0.6, None, 0.0, None, 0.0)]
+    table = rows(rollout_table(paths))
+    assert list(table[0]) == ["when", "question", "response", "rI", "rV", "r", "KL"]
+    assert table[1]["response"] == "b"  # flagged, but rA is no term of this reward
+
+
 def test_rollout_view_without_rollouts_says_so(tmp_path):
     paths = RunPaths(tmp_path)
     assert rollout_table(paths) == "No rollouts to show: 05_ppo/rollouts.jsonl does not exist yet (written by 05_ppo)."

@@ -43,7 +43,7 @@ from rleif_kit.models.cards import TAGS, ModelCard, generation_usage, hub_id, re
 from rleif_kit.models.refs import model_ref
 from rleif_kit.ppo.grpo import run_grpo
 from rleif_kit.ppo.policy import VALUE_HEAD, Policy, export_policy, last_checkpoint, load_checkpoint, load_policy
-from rleif_kit.ppo.trainer import PPOResult, check_can_start, generate_rollout, train_ppo
+from rleif_kit.ppo.trainer import TERMS, PPOResult, check_can_start, generate_rollout, train_ppo
 from rleif_kit.rewards.reward import RewardScorer
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import heldout_problems, instruction_pool
@@ -340,7 +340,7 @@ def build_card(cfg: RunConfig, paths: RunPaths, result: Any, instruction: str | 
     log = os.path.relpath(paths.ppo_log, folder)
     answer = ("the process reward model" if cfg.reward_model.answer_reward == "prm"
               else f"the {cfg.reward_model.answer_reward} (`[reward_model] answer_reward`)")
-    rollouts = (f" `{os.path.relpath(paths.ppo_rollouts, folder)}` holds sample rollouts with their rI, rA and r."
+    rollouts = (f" `{os.path.relpath(paths.ppo_rollouts, folder)}` holds sample rollouts with the terms of `{cfg.ppo.reward_formula}` and r."
                 if paths.ppo_rollouts.exists() else "")
     return ModelCard(
         title="PPO policy (RLEIF stage 05)",
@@ -379,17 +379,20 @@ def _when(step: int) -> str:
 
 
 def _response(row: dict) -> str:
-    return row["response"] + ("\n(no steps found: rA = 0)" if row["flagged"] else "")
+    flag = "\n(no steps found: rA = 0)" if row["flagged"] and row.get("rA", 0) is not None else ""
+    return row["response"] + flag
 
 
 def rollout_table(paths: RunPaths) -> Any:
-    """The saved rollouts, first step then last: when (which policy sampled them), question, response, rI, rA,
-    r = the reward formula of the two, and the response's KL to the reference (the sum over its tokens)."""
+    """The saved rollouts, first step then last: when (which policy sampled them), question, response, each term
+    the reward formula uses (rI, rA, rV, rF: a term it leaves out is not shown), r, and the response's KL to the
+    reference (the sum over its tokens)."""
     if not paths.ppo_rollouts.exists():
         return missing(paths.rel(paths.ppo_rollouts), PPO, "rollouts")
     rows = list(read_jsonl(paths.ppo_rollouts))
     if not rows:
         return Note(f"{paths.rel(paths.ppo_rollouts)} is empty: PPO saved no rollout.")
-    table = [{"when": _when(r["step"]), "question": r["question"], "response": _response(r), "rI": r["rI"],
-              "rA": r["rA"], "r": r["r"], "KL": r["kl"]} for r in rows]
-    return text_table(table, wrap=("question", "response"), gradient=("rI", "rA"))
+    terms = [t for t in TERMS if any(r.get(t) is not None for r in rows)]
+    table = [{"when": _when(r["step"]), "question": r["question"], "response": _response(r),
+              **{t: r[t] for t in terms}, "r": r["r"], "KL": r["kl"]} for r in rows]
+    return text_table(table, wrap=("question", "response"), gradient=terms)

@@ -41,8 +41,9 @@ they covered, padding included; 1.0 is none). On a GPU the timer synchronises th
 so asynchronous kernels count in the phase that queued them.
 
 The rollouts kept to be read (``05_ppo/rollouts.jsonl``): the first ones of the first step (the SFT policy) and
-of the last (the trained policy), each with its instruction, response, rI, rA, r and KL — ``log.jsonl`` says how
-the means moved, these rows show what moved them.
+of the last (the trained policy), each with its instruction, response, every term (rI, rA, rV, rF: None where
+the reward formula leaves it out), r and KL — ``log.jsonl`` says how the means moved, these rows show what moved
+them.
 """
 
 from __future__ import annotations
@@ -55,12 +56,13 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.reward_formula import parse_reward_formula
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.models.generation import plain_sampling
 from rleif_kit.models.trainer_logs import StepLog
@@ -313,16 +315,21 @@ def guard(row: dict, kl_limit: float) -> str:
 SAMPLES = 4  # rollouts kept per saved step: enough to see a good and a bad one, few enough to read
 
 
+TERMS = ("rI", "rA", "rV", "rF")  # a rollout record carries each: None where the reward formula does not use it
+
+
 def sample_rows(step: int, batch: Sequence[dict], responses: Sequence[str], scores: dict, kl: Sequence[float],
-                n: int = SAMPLES) -> list[dict]:
-    """The first ``n`` rollouts of one step as records (``instruction_id``: the instruction's own id)."""
+                n: int = SAMPLES, terms: Iterable[str] = ("rI", "rA")) -> list[dict]:
+    """The first ``n`` rollouts of one step as records (``instruction_id``: the instruction's own id), every term
+    of :data:`TERMS` (None where ``terms``, the formula's, leaves it out) and r, the same keys for every world."""
+    used = set(terms)
     return [{"step": step, "instruction_id": r["id"], "question": r["text"], "response": responses[i],
-             "rI": scores["rI"][i], "rA": scores["rA"][i], "r": scores["reward"][i], "kl": kl[i],
-             "flagged": scores["flagged"][i]} for i, r in enumerate(batch[:n])]
+             **{t: scores[t][i] if t in used and t in scores else None for t in TERMS}, "r": scores["reward"][i],
+             "kl": kl[i], "flagged": scores["flagged"][i]} for i, r in enumerate(batch[:n])]
 
 
 def save_rollout_samples(path: Path, step: int, last_step: int, stopped: bool, batch: Sequence[dict], roll: Any,
-                         scores: dict, n: int = SAMPLES) -> None:
+                         scores: dict, n: int = SAMPLES, terms: Iterable[str] = ("rI", "rA")) -> None:
     """Keep step ``step``'s first ``n`` rollouts when it is the first step, the last, or the one the guard stopped
     at; a rerun of a step replaces its rows (a resumed run redoes the step it crashed in), step 0 all of them."""
     if not dist.is_main() or (step not in (0, last_step) and not stopped):
@@ -330,7 +337,8 @@ def save_rollout_samples(path: Path, step: int, last_step: int, stopped: bool, b
     kl = pm.sequence_kl(roll.logp[:n], roll.ref_logp[:n], roll.response_mask[:n]).tolist()  # KL per sequence
     # step 0 starts a fresh training: an earlier run's rows (its last step) go; a resumed run redoes one step
     rows = [r for r in read_jsonl(path) if r["step"] != step] if path.exists() and step > 0 else []
-    write_jsonl(path, sorted(rows + sample_rows(step, batch, roll.responses, scores, kl, n), key=lambda r: r["step"]))
+    write_jsonl(path, sorted(rows + sample_rows(step, batch, roll.responses, scores, kl, n, terms),
+                             key=lambda r: r["step"]))
 
 
 RANK_MEANS = ("kl", "kl_after", "entropy", "response_len", "policy_loss", "value_loss", "clip_frac", "approx_kl",
@@ -375,7 +383,8 @@ class StepBook:
             if k in row and not math.isfinite(row[k]):
                 row[k] = None
         stopped = guard(row, ppo.kl_limit)
-        save_rollout_samples(self.paths.ppo_rollouts, step, ppo.total_steps - 1, bool(stopped), batch, roll, scores)
+        save_rollout_samples(self.paths.ppo_rollouts, step, ppo.total_steps - 1, bool(stopped), batch, roll, scores,
+                             terms=parse_reward_formula(ppo.reward_formula).terms)
         row.update(self.timer.fields(), checkpoint_s=round(self.saved_s, 3))  # saved after the previous step
         row["step_s"] = round(time.perf_counter() - self.step_t0 + self.saved_s, 3)  # phases and the bookkeeping
         self.saved_s = 0.0
