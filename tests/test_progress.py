@@ -131,3 +131,10 @@ def test_a_tqdm_redraw_before_a_progress_line_does_not_hide_it(tmp_path):
     stream.write("[06_eval gpt-4o-mini] item 120/500 · ETA 1m\n")
     stream.close()
     assert terminal.getvalue() == "    [06_eval gpt-4o-mini] item 120/500 · ETA 1m\n"
+
+
+def test_the_ppo_progress_line_shows_the_terms_of_the_reward_formula():
+    """A code run's r = rI * rV says rV, not the PRM's low_rA it does not use; the math recipe keeps low_rA."""
+    assert trainer_logs.line_terms("rI * rV") == [("rI", "rI_mean"), ("rV", "rV_mean")]
+    assert trainer_logs.line_terms("rI * rA") == [("rI", "rI_mean"), ("rA", "rA_mean"), ("low_rA", "low_rA_share")]
+    assert trainer_logs.line_terms("0.5 * rF + rA") == [("rA", "rA_mean"), ("rF", "rF_mean"), ("low_rA", "low_rA_share")]

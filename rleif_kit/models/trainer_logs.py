@@ -27,6 +27,7 @@ from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import JsonlWriter, read_jsonl, write_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.progress import ProgressLines
+from rleif_kit.core.reward_formula import parse_reward_formula
 from rleif_kit.core.stages import PPO, REWARD_MODELS, SFT
 
 LABELS = {"sft": SFT, "irm": f"{REWARD_MODELS} irm", "prm": f"{REWARD_MODELS} prm", "ppo": PPO}  # progress lines
@@ -123,14 +124,23 @@ def progress_callback(model: str) -> Any:
     return Progress()
 
 
+def line_terms(formula: str) -> list[tuple[str, str]]:
+    """(name on the progress line, log column) for each term of the reward ``formula``, in rI, rA, rV, rF order;
+    with rA, the share the PRM calls bad (``low_rA``). A code run's ``rI * rV`` shows rI and rV, never rA."""
+    terms = parse_reward_formula(formula).terms
+    out = [(t, f"{t}_mean") for t in ("rI", "rA", "rV", "rF") if t in terms]
+    return out + ([("low_rA", "low_rA_share")] if "rA" in terms else [])
+
+
 class StepLog:
     """Per step of our own loop: every numeric column of its log row as a TensorBoard scalar (when asked for) and a
-    progress line (reward, KL); nothing on ranks other than the main one (``enabled=False``)."""
+    progress line (reward, KL, the mean of each term of the reward formula); nothing on ranks other than the main one (``enabled=False``)."""
 
     def __init__(self, cfg: RunConfig, paths: RunPaths, model: str, total: int, start: int = 0,
                  enabled: bool = True):
         self.writer = None
         self.lines = ProgressLines(LABELS[model], total, start=start, enabled=None if enabled else False)
+        self.terms = line_terms(cfg.ppo.reward_formula)
         if enabled and _tensorboard(requested(cfg, model)):
             from torch.utils.tensorboard import SummaryWriter  # heavy: loaded on first use
 
@@ -140,7 +150,8 @@ class StepLog:
 
     def add(self, row: dict[str, Any], step: int) -> None:
         """``row`` of step ``step`` (0-based): its line says step + 1 of ``total`` done."""
-        self.lines.update(step + 1, reward=row.get("reward_mean"), kl=row.get("kl"), low_rA=row.get("low_rA_share"))
+        self.lines.update(step + 1, reward=row.get("reward_mean"), kl=row.get("kl"),
+                          **{name: row.get(key) for name, key in self.terms})
         if self.writer is None:
             return
         for key, value in row.items():
