@@ -217,3 +217,14 @@ def test_grpo_logs_one_column_per_term():
     assert logged == {"rI_mean": 0.75, "rA_mean": 0.5, "low_rA_share": 0.5, "rV_mean": 0.5, "rV_missing_share": 0.5,
                       "rF_mean": 1.0}
     assert reward.drain() == {}  # drained
+
+
+def test_docs_worlds_names_every_member_of_the_interface():
+    """A world's author reads docs/worlds.md: a member ``World`` gains must be named there too."""
+    from rleif_kit.worlds.base import World
+
+    page = (ROOT / "docs" / "worlds.md").read_text(encoding="utf-8")
+    members = [name for name in vars(World) if not name.startswith("_")]
+    assert len(members) > 40
+    assert [name for name in members if f"`{name}" not in page] == []
+    assert "`WORLD`" in page
