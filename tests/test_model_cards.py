@@ -241,3 +241,28 @@ def front_matter_of(text: str, tmp_path):
     folder.mkdir(exist_ok=True)
     (folder / "README.md").write_text(text)
     return front_matter(folder)
+
+
+@pytest.mark.parametrize("params, world, terms, fmt", [
+    ("tiny-code.toml", "tiny_code", "rI / rV", "a function in a ```python block"),
+    ("tiny-cpu.toml", "arith", "rI / rA", "'Step 1: ... The answer is: X'")])
+def test_the_ppo_card_speaks_the_runs_world_and_reward(tmp_path, params, world, terms, fmt):
+    """A code run's card named "the WizardMath recipe" and answers ending "The answer is: X"; now the world, the
+    formula's terms (and their means) and the world's answer format."""
+    from types import SimpleNamespace
+
+    from conftest import ROOT
+    from rleif_kit.core.config import load_config
+    from rleif_kit.core.paths import RunPaths
+    from rleif_kit.models.cards import render
+    from rleif_kit.ppo.stage import build_card
+
+    cfg = load_config(ROOT / "params" / params, [f'base.output_dir="{tmp_path}"'])
+    log = [{"step": 0, "reward_mean": 0.5, "kl": 0.1, "rI_mean": 0.8, "rA_mean": 0.6, "rV_mean": 0.25}]
+    text = render(build_card(cfg, RunPaths(tmp_path), SimpleNamespace(log=log, steps=1, runtime_s=3.0), None))
+    assert f"in the {world} world" in text and f"answers as {fmt}" in text
+    means = {"rI / rV": "0.800 / 0.250", "rI / rA": "0.800 / 0.600"}[terms]
+    assert f"last step: mean {terms}" in text and means in text
+    assert "WizardMath recipe" not in text
+    if world == "tiny_code":
+        assert "The answer is" not in text and "rA from" not in text and "rV from the world's verifier" in text

@@ -32,6 +32,7 @@ from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.jsonl import read_jsonl, write_jsonl
 from rleif_kit.core.records import write_json_atomic
+from rleif_kit.core.reward_formula import parse_reward_formula
 from rleif_kit.core.launch import load_result, maybe_launch, should_launch
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.plots import plot_gain, plot_ppo_curves, plot_ppo_phases, plot_update_diagnostics, save_figure
@@ -317,7 +318,8 @@ def _training(cfg: RunConfig, steps: int) -> dict[str, Any]:
     rows: dict[str, Any] = {
         "algorithm": "our PPO loop (rleif_kit/ppo/trainer.py)" if ppo.algorithm == "ppo" else "TRL GRPOTrainer",
         "steps": steps, "reward": f"`{ppo.reward_formula}`",
-        "rA from": f"the PRM, {rm.prm_aggregate} over steps" if rm.answer_reward == "prm" else rm.answer_reward,
+        **({"rA from": f"the PRM, {rm.prm_aggregate} over steps" if rm.answer_reward == "prm" else rm.answer_reward}
+           if "rA" in parse_reward_formula(ppo.reward_formula).terms else {}),  # a term the reward uses
         "learning rate": ppo.lr, "KL coefficient (against the SFT policy)": ppo.kl_coef,
         "adaptive KL target": ppo.kl_target or "off", "clip range": ppo.clip_range,
         "rollout batch / mini-batch / epochs": f"{ppo.rollout_batch} / {ppo.mini_batch} / {ppo.ppo_epochs}",
@@ -330,9 +332,11 @@ def _training(cfg: RunConfig, steps: int) -> dict[str, Any]:
 
 
 def build_card(cfg: RunConfig, paths: RunPaths, result: Any, instruction: str | None) -> ModelCard:
-    """The card of ``result`` (a ``PPOResult``); draws its curves into the export folder."""
+    """The card of ``result`` (a ``PPOResult``), in the run's world and reward (its terms, its answer format);
+    draws its curves into the export folder."""
     folder, last = paths.ppo_model, (result.log[-1] if result.log else {})
-    template = world_for(cfg).train_template(cot=cfg.eval.cot_prompt)
+    world = world_for(cfg)
+    template = world.train_template(cot=cfg.eval.cot_prompt)
     sft = os.path.relpath(paths.sft_model, folder)
     figures = {"ppo_curves": plot_ppo_curves(result.log)} if result.log else {}
     root = hub_id(cfg.base.model_name)
@@ -340,29 +344,33 @@ def build_card(cfg: RunConfig, paths: RunPaths, result: Any, instruction: str | 
     log = os.path.relpath(paths.ppo_log, folder)
     answer = ("the process reward model" if cfg.reward_model.answer_reward == "prm"
               else f"the {cfg.reward_model.answer_reward} (`[reward_model] answer_reward`)")
-    rollouts = (f" `{os.path.relpath(paths.ppo_rollouts, folder)}` holds sample rollouts with the terms of `{cfg.ppo.reward_formula}` and r."
-                if paths.ppo_rollouts.exists() else "")
+    terms = [t for t in TERMS if t in parse_reward_formula(cfg.ppo.reward_formula).terms]
+    sources = {"rI": "rI from the instruction reward model", "rA": f"rA from {answer}",
+               "rV": "rV from the world's verifier", "rF": "rF from the format score"}
+    rollouts = (f" `{os.path.relpath(paths.ppo_rollouts, folder)}` holds sample rollouts with their "
+                f"{', '.join(terms)} and r." if paths.ppo_rollouts.exists() else "")
+    means = " / ".join(f"{last.get(f'{t}_mean', float('nan')):.3f}" for t in terms)
     return ModelCard(
         title="PPO policy (RLEIF stage 05)",
-        summary=("The SFT model after Reinforcement Learning from Evol-Instruct Feedback (the WizardMath recipe): "
+        summary=("The SFT model after Reinforcement Learning from Evol-Instruct Feedback (RLEIF, the recipe of "
+                 f"WizardMath and WizardCoder) in the {world.name} world: "
                  f"{'PPO' if cfg.ppo.algorithm == 'ppo' else 'GRPO'} on evolved instructions with the reward "
-                 f"`{cfg.ppo.reward_formula}`, rI from the instruction reward model and rA from {answer}, and a "
-                 f"per-token KL penalty against the SFT policy (`{sft}`). Standalone weights: the PPO adapter is "
-                 "merged in, so no base is needed."),
+                 f"`{cfg.ppo.reward_formula}`, {', '.join(sources[t] for t in terms)}, and a per-token KL penalty "
+                 f"against the SFT policy (`{sft}`). Standalone weights: the PPO adapter is merged in, so no base is "
+                 "needed."),
         metadata={"base_model": root, "base_model_relation": "finetune" if root else None,
                   "tags": [*TAGS, "ppo" if cfg.ppo.algorithm == "ppo" else "grpo", "rlhf"],
                   "library_name": "transformers", "pipeline_tag": "text-generation"},
         usage=generation_usage(template, instruction or EXAMPLE, cfg.eval.max_new_tokens),
-        prompt=(f"The SFT model's prompt, which PPO's rollouts used too: the WizardMath / Alpaca template{opener}, "
-                "the instruction as `{instruction}`; the model answers in steps ending `The answer is: X`.\n\n"
-                f"```text\n{template}\n```"),
+        prompt=(f"The SFT model's prompt, which PPO's rollouts used too: the {world.name} world's training "
+                f"template{opener}, the instruction as `{{instruction}}`; the model answers as "
+                f"{world.format_name}.\n\n```text\n{template}\n```"),
         training=_training(cfg, result.steps),
         results={"last step: mean reward": last.get("reward_mean"), "last step: KL": last.get("kl"),
-                 "last step: mean rI / rA": None if not last else f"{last.get('rI_mean', float('nan')):.3f} / "
-                                                                   f"{last.get('rA_mean', float('nan')):.3f}",
+                 f"last step: mean {' / '.join(terms)}": means if last else None,
                  "runtime (s)": round(result.runtime_s)},
-        data=(f"Rollouts on the run's evolved instructions; the per-step log (`{log}`) has reward, rI, rA, KL, "
-              f"entropy and the losses of every step.{rollouts}"),
+        data=(f"Rollouts on the run's evolved instructions; the per-step log (`{log}`) has the reward, the mean of "
+              f"each term, KL, entropy and the losses of every step.{rollouts}"),
         figures=save_figures(folder, figures),
         files={PPO_INFO: "steps trained, why training stopped early (empty when it did not), the algorithm and the "
                          "SFT policy it started from (relative to this folder)",
