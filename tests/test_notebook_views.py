@@ -343,6 +343,19 @@ def test_rollouts_carry_every_term_and_the_view_shows_those_of_the_formula(tmp_p
     assert table[1]["response"] == "b"  # flagged, but rA is no term of this reward
 
 
+def test_the_cards_example_is_an_instruction_the_trained_policy_got_right(tmp_path):
+    from rleif_kit.ppo.stage import card_example
+
+    paths = RunPaths(tmp_path)
+    assert card_example(paths) is None  # nothing yet: the card's own example
+    right_first = {**SCORES, "correct": [True, False]}
+    save_rollout_samples(paths.ppo_rollouts, 0, 2, False, BATCH, rollout(["a", "b"]), right_first)
+    right_second = {**SCORES, "correct": [False, True]}
+    save_rollout_samples(paths.ppo_rollouts, 2, 2, False, BATCH, rollout(["a", "b"]), right_second)
+    assert [r["correct"] for r in read_jsonl(paths.ppo_rollouts)] == [True, False, False, True]
+    assert card_example(paths) == "Bo has 3 pears."  # the last step's right one, not the first step's
+
+
 def test_rollout_view_without_rollouts_says_so(tmp_path):
     paths = RunPaths(tmp_path)
     assert rollout_table(paths) == "No rollouts to show: 05_ppo/rollouts.jsonl does not exist yet (written by 05_ppo)."

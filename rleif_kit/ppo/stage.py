@@ -114,9 +114,7 @@ def export(cfg: RunConfig, paths: RunPaths, policy: Policy, result: PPOResult) -
     out = paths.ppo_model
     if not dist.is_main():
         return out
-    kept = paths.kept_instructions  # the card's example: the first instruction of the run's pool
-    first = next(iter(read_jsonl(kept)), None) if kept is not None else None
-    card = render(build_card(cfg, paths, result, first["text"] if first else None))
+    card = render(build_card(cfg, paths, result, card_example(paths)))
     export_policy(policy, out, card)
     info = {"steps": result.steps, "stopped": result.stopped, "algorithm": cfg.ppo.algorithm,
             "sft_model": model_ref(paths.sft_model, out, paths.output_dir)}
@@ -329,6 +327,20 @@ def _training(cfg: RunConfig, steps: int) -> dict[str, Any]:
     if ppo.algorithm == "grpo":
         rows["responses per prompt"] = ppo.num_generations
     return rows
+
+
+def card_example(paths: RunPaths) -> str | None:
+    """The card's usage example: an instruction the trained policy answered right in its last kept rollouts (the
+    world's truth), else the first instruction of the run's pool, else None (the card's own example)."""
+    if paths.ppo_rollouts.exists():
+        rows = list(read_jsonl(paths.ppo_rollouts))
+        last = max((r["step"] for r in rows), default=None)
+        right = [r for r in rows if r["step"] == last and r.get("correct") is True]
+        if right:
+            return right[0]["question"]
+    kept = paths.kept_instructions
+    first = next(iter(read_jsonl(kept)), None) if kept is not None and kept.exists() else None
+    return first["text"] if first else None
 
 
 def build_card(cfg: RunConfig, paths: RunPaths, result: Any, instruction: str | None) -> ModelCard:

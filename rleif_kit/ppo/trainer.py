@@ -321,11 +321,13 @@ TERMS = ("rI", "rA", "rV", "rF")  # a rollout record carries each: None where th
 def sample_rows(step: int, batch: Sequence[dict], responses: Sequence[str], scores: dict, kl: Sequence[float],
                 n: int = SAMPLES, terms: Iterable[str] = ("rI", "rA")) -> list[dict]:
     """The first ``n`` rollouts of one step as records (``instruction_id``: the instruction's own id), every term
-    of :data:`TERMS` (None where ``terms``, the formula's, leaves it out) and r, the same keys for every world."""
+    of :data:`TERMS` (None where ``terms``, the formula's, leaves it out), r, and ``correct`` (the world's truth;
+    None where it has none), the same keys for every world."""
     used = set(terms)
     return [{"step": step, "instruction_id": r["id"], "question": r["text"], "response": responses[i],
              **{t: scores[t][i] if t in used and t in scores else None for t in TERMS}, "r": scores["reward"][i],
-             "kl": kl[i], "flagged": scores["flagged"][i]} for i, r in enumerate(batch[:n])]
+             "kl": kl[i], "flagged": scores["flagged"][i], "correct": (scores.get("correct") or [None] * n)[i]}
+            for i, r in enumerate(batch[:n])]
 
 
 def save_rollout_samples(path: Path, step: int, last_step: int, stopped: bool, batch: Sequence[dict], roll: Any,
