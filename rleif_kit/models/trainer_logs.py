@@ -134,7 +134,8 @@ def line_terms(formula: str) -> list[tuple[str, str]]:
 
 class StepLog:
     """Per step of our own loop: every numeric column of its log row as a TensorBoard scalar (when asked for) and a
-    progress line (reward, KL, the mean of each term of the reward formula); nothing on ranks other than the main one (``enabled=False``)."""
+    progress line (reward, KL, the mean of each term of the reward formula); nothing on ranks other than the main
+    one (``enabled=False``)."""
 
     def __init__(self, cfg: RunConfig, paths: RunPaths, model: str, total: int, start: int = 0,
                  enabled: bool = True):
