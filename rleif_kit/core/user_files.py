@@ -121,9 +121,10 @@ def depth(value: Any) -> int:
     return deepest
 
 
-def unsendable(value: Any) -> str | None:
-    """Where in ``value`` a string (or key) holds a lone surrogate — "field 'turns[1].content' (character 4)" —
-    else None."""
+def first_unsendable(value: Any) -> tuple[str, int, str] | None:
+    """The first string (or key) in ``value`` UTF-8 cannot encode (a lone surrogate): (where it is, e.g.
+    ``turns[1].content`` or ``"a.b (a key)"``; the character's 0-based index; the character, escaped), else None.
+    Iterative, so any depth is walked. The one check every reader of user text and the chat client share."""
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         item, at = stack.pop()
@@ -131,13 +132,25 @@ def unsendable(value: Any) -> str | None:
             try:
                 item.encode("utf-8")
             except UnicodeEncodeError as exc:
-                return (f"field '{at}'" if at else "a value") + f" (character {exc.start + 1})"
+                return at, exc.start, item[exc.start:exc.end].encode("unicode_escape").decode("ascii")
         elif isinstance(item, dict):
-            for k, v in item.items():
+            for k, v in reversed(list(item.items())):
                 name = f"{at}.{k}" if at else str(k)
-                if isinstance(k, str) and unsendable(k):
-                    return f"a key in '{at or '(top)'}'" + unsendable(k).removeprefix("a value")
                 stack.append((v, name))
-        elif isinstance(item, list):
-            stack.extend((v, f"{at}[{i}]") for i, v in enumerate(item))
+                stack.append((k, f"{name} (a key)"))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, f"{at}[{i}]") for i, v in reversed(list(enumerate(item))))
     return None
+
+
+def unsendable(value: Any) -> str | None:
+    """Where in ``value`` a string (or key) holds a lone surrogate — "field 'turns[1].content' (character 4)" —
+    else None."""
+    found = first_unsendable(value)
+    if found is None:
+        return None
+    at, index, _ = found
+    if at.endswith(" (a key)"):
+        parent = at[:-len(" (a key)")].rpartition(".")[0]
+        return f"a key in '{parent or '(top)'}' (character {index + 1})"
+    return (f"field '{at}'" if at else "a value") + f" (character {index + 1})"

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Iterable
 from rleif_kit.core.api_keys import make_async_client, read_api_key, redact
 from rleif_kit.core.settings import Endpoint, Price, SettingsError
 from rleif_kit.core.exits import BUDGET_PREFIX, REJECTED_PREFIX
+from rleif_kit.core.user_files import first_unsendable
 from rleif_kit.llm.base import (
     ChatRequest,
     ChatResult,
@@ -273,10 +274,10 @@ class OpenAIBackend:
         text = choice.message.content if choice is not None else None
         usage = response.usage
         error = None if text is not None else "empty response (no message content)"
-        bad = _lone_surrogate(text) if text else None
+        bad = first_unsendable(text) if text else None
         if bad is not None:  # JSON lets a server send "\ud800"; no file, cache or later request could hold it
-            text, error = None, (f"unencodable text in the reply: {bad}, which UTF-8 cannot encode (a lone "
-                                 "surrogate); not kept")
+            text, error = None, (f"unencodable text in the reply: {bad[2]} at character {bad[1]}, which UTF-8 "
+                                 "cannot encode (a lone surrogate); not kept")
         return ChatResult(
             key=request.key, text=redact(text, self._secrets()) if text else text,  # a reply may quote the key
             error=error,
@@ -319,38 +320,14 @@ class OpenAIBackend:
 
 def _unsendable(request: ChatRequest, model: str) -> ChatResult | None:
     """The failed result of a request whose text cannot be sent (UTF-8 cannot encode it: a lone surrogate such as
-    ``"\\ud800"``), naming where; None when it can be. Checked before the cache, the ledger and the send, so a
-    request that never left is never counted as sent."""
-    for where, text in _texts({"messages": list(request.messages), "stop": list(request.stop)}):
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            bad = text[exc.start:exc.end].encode("unicode_escape").decode("ascii")
-            return _unsent(request, model, f"unencodable text: {where} has {bad} at character {exc.start}, which "
-                                           "UTF-8 cannot encode (a lone surrogate); not sent")
-    return None
-
-
-def _lone_surrogate(text: str) -> str | None:
-    """Where ``text`` holds a character UTF-8 cannot encode ("\\ud800 at character 4"), else None."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return f"{text[exc.start:exc.end].encode('unicode_escape').decode('ascii')} at character {exc.start}"
-    return None
-
-
-def _texts(value: Any, where: str = "") -> Iterable[tuple[str, str]]:
-    """Every string in a request's body with where it is (``messages[0].content``), dict keys included."""
-    if isinstance(value, str):
-        yield where, value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _texts(key, f"{where}.{key}".lstrip(".") + " (a key)")
-            yield from _texts(item, f"{where}.{key}".lstrip("."))
-    elif isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            yield from _texts(item, f"{where}[{i}]")
+    ``"\\ud800"``), naming where (``core/user_files.first_unsendable``); None when it can be. Checked before the
+    cache, the ledger and the send, so a request that never left is never counted as sent."""
+    found = first_unsendable({"messages": list(request.messages), "stop": list(request.stop)})
+    if found is None:
+        return None
+    where, index, char = found
+    return _unsent(request, model, f"unencodable text: {where} has {char} at character {index}, which UTF-8 cannot "
+                                   "encode (a lone surrogate); not sent")
 
 
 def _unsent(request: ChatRequest, model: str, reason: str | None) -> ChatResult:

@@ -359,6 +359,7 @@ class StepBook:
         from tqdm.auto import tqdm  # heavy: loaded on first use
 
         self.cfg, self.paths, self.saved_s = cfg, paths, 0.0  # saved_s: the last checkpoint's, in the next row
+        self.terms = parse_reward_formula(cfg.ppo.reward_formula).terms  # what the kept rollouts carry
         main, total = dist.is_main(), cfg.ppo.total_steps
         if main:  # the steps after the checkpoint resumed from are redone
             write_jsonl(paths.ppo_log, log)
@@ -386,7 +387,7 @@ class StepBook:
                 row[k] = None
         stopped = guard(row, ppo.kl_limit)
         save_rollout_samples(self.paths.ppo_rollouts, step, ppo.total_steps - 1, bool(stopped), batch, roll, scores,
-                             terms=parse_reward_formula(ppo.reward_formula).terms)
+                             terms=self.terms)
         row.update(self.timer.fields(), checkpoint_s=round(self.saved_s, 3))  # saved after the previous step
         row["step_s"] = round(time.perf_counter() - self.step_t0 + self.saved_s, 3)  # phases and the bookkeeping
         self.saved_s = 0.0
