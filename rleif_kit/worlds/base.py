@@ -138,6 +138,14 @@ class World:
     format_name = "'Step 1: ... The answer is: X'"
     builds_from = ""  # the keys whose files build a missing [sft] dataset and seeds (math: GSM8k / MATH train)
     data_format = "JSONL records with 'instruction' and 'response' (or 'output'), and 'id'"
+    # the words a view of the run uses (``worlds/words.py``): never the arithmetic world's unless it is the run's
+    task_noun = "problem"  # what one item is: "problem", "task"
+    task_noun_plural = ""  # default: task_noun + "s"
+    score_name = "accuracy"  # the held-out figure SFT and PPO are compared on: "accuracy", "pass@1"
+    right_word = "right"  # an answer the world counts as correct: "right", "passed"
+    judge_about = "the world's programmatic judge"  # who ranks evolved siblings offline (programmatic worlds)
+    verifier_about = ""  # what computes rV, for the views (default: "the world's verifier")
+    code_language = ""  # "python" where responses are programs: views render them as code, whitespace kept
 
     # ------------------------------------------------------------------ prompts
 
@@ -219,6 +227,17 @@ class World:
     def step_labels_batch(self, records: Sequence[Mapping[str, Any]], solutions: Sequence[str]) -> list[list[bool] | None]:
         """:meth:`step_labels` of many solutions (the tiny code world runs them in the sandbox at once)."""
         return [self.step_labels(r, s) for r, s in zip(records, solutions)]
+
+    def family(self, item: Mapping[str, Any]) -> str | None:
+        """The task family an item (a held-out or benchmark item, or its record) belongs to, for the SFT-vs-PPO
+        breakdown; None where the world has none (the breakdown then uses the benchmark's own category)."""
+        problem = item.get("problem") if isinstance(item.get("problem"), Mapping) else {}
+        return problem.get("family") or item.get("family") or None
+
+    def failure_class(self, result: Mapping[str, Any]) -> str | None:
+        """Why a wrong answer is wrong, from its scored row (code: "syntax error", "wrong value", "timeout",
+        "exception"); None where the world does not classify its failures."""
+        return None
 
     def normalise_answer(self, answer: str) -> str:
         """An evolved answer in the world's training format; raise :class:`AnswerRejected` when it cannot be."""

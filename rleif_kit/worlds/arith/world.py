@@ -37,6 +37,9 @@ class ArithWorld(World):
     operators: tuple[Operator, ...] = MATH_OPERATORS
     heldout_benchmark = "arith"
     programmatic = True
+    judge_about = ("the arithmetic judge (quality = well formed 8 + no leaked template 4 + solvable 2 + steps in "
+                   "range 1)")
+    verifier_about = "the step verifier (every step's arithmetic and the answer right)"
     spec_prefix = "arith"  # [sft] dataset / [evol_instruct] seeds = "arith:N"
 
     def __init__(self) -> None:

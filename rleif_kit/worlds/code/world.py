@@ -93,6 +93,11 @@ class CodeWorld(World):
     solution_edits = CODE_EDITS
     shows_steps = staticmethod(CODE_STEPS.well_formed)
     format_name = "a function in a ```python block that parses"
+    task_noun = "task"
+    score_name = "pass@1"
+    right_word = "passed"
+    verifier_about = "the task's tests, run in the sandbox (the share passed)"
+    code_language = "python"
     data_format = ("JSONL as Code Alpaca and Evol-Instruct-Code have it: 'instruction', 'output' and an optional "
                    "'input'; docs/wizardcoder.md")
     prompt_note = ("WizardCoder trains under Alpaca's prompt_no_input and evaluates HumanEval / MBPP under their "

@@ -66,6 +66,7 @@ def check_math_item(item: Mapping[str, Any], response: str, ev: Any) -> dict:
 class MathWorld(World):
     name = "math"
     about = "GSM8k and MATH: WizardMath's prompt, its step format and strict answer checkers"
+    verifier_about = "the answer checker against the gold answer"
     operators = MATH_OPERATORS + BREADTH_OPERATORS
     builds_from = "[sft] gsm8k_train / math_train"
 

@@ -46,6 +46,7 @@ class TinyCodeWorld(CodeWorld):
     operators = OPERATORS
     heldout_benchmark = "tiny_code"
     programmatic = True
+    judge_about = "the tiny-code judge (quality = well formed 8 + solvable 4 + tests right 2 + ops in range 1)"
     prompt_note = ""  # one prompt for training and evaluation
     spec_prefix = "tiny_code"  # [sft] dataset / [evol_instruct] seeds = "tiny_code:N"
 
