@@ -42,11 +42,12 @@ from rleif_kit.dedup.near_duplicates import dedup
 from rleif_kit.dedup.sft_data import build_sft_file
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import load_seeds
+from rleif_kit.worlds.intros import stage_intro
 
 # The stage's public face: what its notebook and ``python -m rleif_kit.dedup`` use. The near-duplicate groups
 # (dedup/groups.py), the per-operator counts (core/tables.py), the plots (core/plots.py) and the verdicts' text
 # (checks/verdicts.py) are defined there and offered here, so that the notebook reads one stage module.
-__all__ = ["DedupStageResult", "run_dedup", "load_pool", "count_table", "duplicate_groups",
+__all__ = ["stage_intro", "DedupStageResult", "run_dedup", "load_pool", "count_table", "duplicate_groups",
            "plot_similarity_histogram", "plot_counts", "save_figure", "format_verdicts"]
 
 

@@ -61,11 +61,12 @@ from rleif_kit.rewards.rm_datasets import split_by_question
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.benchmarks import benchmark as get_benchmark
 from rleif_kit.worlds.benchmarks import benchmark_names
+from rleif_kit.worlds.intros import stage_intro
 
 # The stage's public face: what its notebook and ``python -m rleif_kit.diagnostics`` use (``rleif doctor`` runs
 # check_artifacts). The verdict table (checks/verdict_table.py) and the plots (core/plots.py) are defined there and
 # offered here, so that the notebook reads one stage module.
-__all__ = ["Health", "run_diagnostics", "check_artifacts", "verdict_table", "plot_probes", "plot_score_histograms",
+__all__ = ["stage_intro", "Health", "run_diagnostics", "check_artifacts", "verdict_table", "plot_probes", "plot_score_histograms",
            "plot_reward_health_curves", "plot_gain", "plot_counts", "save_figure"]
 
 

@@ -49,10 +49,11 @@ from rleif_kit.rewards.reward import RewardScorer
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import heldout_problems, instruction_pool
 from rleif_kit.worlds.heldout_eval import evaluate_heldout
+from rleif_kit.worlds.intros import stage_intro
 
 # The stage's public face: what the notebook uses besides setup and record, the looks defined elsewhere (the plots,
 # the verdict table) included.
-__all__ = ["run_ppo", "PPOStage", "fifth_means", "truth_fifths", "step_timing", "rollout_table", "format_verdicts",
+__all__ = ["stage_intro", "run_ppo", "PPOStage", "fifth_means", "truth_fifths", "step_timing", "rollout_table", "format_verdicts",
            "plot_ppo_curves", "plot_update_diagnostics", "plot_ppo_phases", "plot_gain", "save_figure"]
 
 

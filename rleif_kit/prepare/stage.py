@@ -45,10 +45,11 @@ from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import DataError, generated_size, load_instructions, load_seeds
 from rleif_kit.worlds.tiny_corpus import ensure_base_model
 from rleif_kit.core.overlap import NgramIndex
+from rleif_kit.worlds.intros import stage_intro
 
 # The stage's public face: what its notebook, ``python -m rleif_kit.prepare`` and ``rleif data`` use; the resolved
 # config's text (core/config.py) is defined there and offered here, so that the notebook reads one stage module.
-__all__ = ["PrepareResult", "run_prepare", "DataReport", "build_data", "data_command", "to_toml"]
+__all__ = ["stage_intro", "PrepareResult", "run_prepare", "DataReport", "build_data", "data_command", "to_toml"]
 
 RAW_HINT = ("set [sft] gsm8k_train / math_train to GSM8k / MATH training data (JSONL, parquet, the MATH folder, or "
             "'hub'), or point the key at a file you have (docs/your-own-7b-run.md)")

@@ -45,11 +45,12 @@ from rleif_kit.rewards.reward import answer_scores, irm_score, solution_step_end
 from rleif_kit.rewards.rm_datasets import split_by_question
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import instruction_pool
+from rleif_kit.worlds.intros import stage_intro
 
 # The stage's public face: what its notebook and ``python -m rleif_kit.rewards`` use. The views are defined in
 # rewards/examples.py, fmt_score in rewards/prm.py, the plots in core/plots.py and the verdicts' text in
 # checks/verdicts.py; they are offered here so that the notebook reads one stage module.
-__all__ = ["run_rewards", "RewardModels", "IRMData", "PRMData", "ScoreSample", "build_irm_pairs",
+__all__ = ["stage_intro", "run_rewards", "RewardModels", "IRMData", "PRMData", "ScoreSample", "build_irm_pairs",
            "build_prm_examples", "score_sample", "ranked_siblings", "labelled_steps", "prm_step_table", "fmt_score",
            "plot_loss_curve", "plot_score_histograms", "plot_split_histogram", "save_figure", "format_verdicts"]
 

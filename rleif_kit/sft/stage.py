@@ -49,10 +49,11 @@ from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import heldout_problems
 from rleif_kit.worlds.heldout_eval import evaluate_heldout
 from rleif_kit.worlds.tiny_corpus import ensure_base_model
+from rleif_kit.worlds.intros import stage_intro
 
 # The stage's public face: what its notebook and ``python -m rleif_kit.sft`` use; the plots and the verdicts' text
 # are defined in core/plots.py and checks/verdicts.py and offered here, so the notebook reads one stage module.
-__all__ = ["SFTResult", "run_sft", "plot_loss_curve", "plot_accuracy_bars", "save_figure", "format_verdicts"]
+__all__ = ["stage_intro", "SFTResult", "run_sft", "plot_loss_curve", "plot_accuracy_bars", "save_figure", "format_verdicts"]
 
 
 @dataclass
