@@ -213,3 +213,36 @@ def test_a_wrong_model_name_fails_01_as_rejected_and_a_plain_rerun_finishes_once
         runs = run_pipeline(*args, named("fake-evolver"), report_dir=str(tmp_path / "r"))
     assert [r.stage for r in runs] == ["01_evolve", "02_dedup"]
     assert (tmp_path / "run" / "01_evolve" / ".done.json").exists()
+
+
+def test_a_finished_notebooks_kernel_is_shut_down_without_an_interrupt(monkeypatch):
+    """jupyter_client interrupts a kernel before shutting it down; after the last cell that SIGINT made a successful
+    stage print "KeyboardInterrupt caught in kernel." in the terminal. While the notebook runs, interrupts pass."""
+    import asyncio
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    from rleif_kit.pipeline.runner import _kernel_manager_class
+
+    sent = []
+
+    async def interrupt(self):
+        sent.append(self.shutting_down)
+
+    monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", interrupt)
+    km = _kernel_manager_class()()
+    asyncio.run(km._async_interrupt_kernel())  # a run asking for an interrupt: sent
+    km.shutting_down = True
+    asyncio.run(km._async_interrupt_kernel())  # what shutdown_kernel calls first: not sent
+    assert sent == [False]
+
+
+def test_papermill_runs_a_notebook_with_that_kernel_manager(tmp_path, monkeypatch):
+    import papermill as pm
+
+    from rleif_kit.pipeline import runner
+
+    seen = {}
+    monkeypatch.setattr(pm, "execute_notebook", lambda *a, **kw: seen.update(kw))
+    runner.run_stage("00_setup", runner.RunContext(str(TINY_PARAMS)), tmp_path)
+    assert seen["kernel_manager_class"].__name__ == "FinishedNotebookKernelManager"

@@ -131,6 +131,22 @@ def _kernel_config():
     return Config({"KernelManager": {"transport_encryption": "required"}}) if zmq.has("curve") else Config()
 
 
+def _kernel_manager_class() -> type:
+    """The kernel manager papermill runs each notebook with: jupyter_client's, except that shutting down does not
+    interrupt the kernel first. jupyter_client sends SIGINT before its shutdown request (for a kernel still running
+    code); papermill shuts down only after the last cell, and a kernel still finishing that cell's messages then
+    logged "KeyboardInterrupt caught in kernel." to the terminal of a stage that succeeded. The shutdown request
+    alone ends an idle kernel (and jupyter_client's SIGTERM, then SIGKILL, one that does not answer)."""
+    from jupyter_client.manager import AsyncKernelManager  # heavy: loaded on first use (papermill brings it)
+
+    class FinishedNotebookKernelManager(AsyncKernelManager):
+        async def _async_interrupt_kernel(self) -> None:
+            if not self.shutting_down:  # an interrupt asked for while the notebook runs still interrupts
+                await super()._async_interrupt_kernel()
+
+    return FinishedNotebookKernelManager
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What every stage of one ``rleif run`` is run with: the params file and its overrides (an iteration of the
@@ -162,7 +178,7 @@ def run_stage(stage: str, ctx: RunContext, report_dir: Path) -> StageRun:
     try:
         pm.execute_notebook(str(source), str(output), parameters=parameters, cwd=str(ctx.workdir), progress_bar=False,
                             kernel_name="python3", log_output=False, stdout_file=stream, stderr_file=stream,
-                            config=_kernel_config())
+                            config=_kernel_config(), kernel_manager_class=_kernel_manager_class())
     except Exception as err:  # papermill's PapermillExecutionError and kernel deaths alike
         ename = getattr(err, "ename", None)
         if ename == StageIncomplete.__name__:  # work left that a rerun continues: stopped, not failed
