@@ -25,6 +25,7 @@ from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import KIT_ROOT, ConfigError, RunConfig, load_config, parse_override, to_toml
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core import numerics, run_lock
+from rleif_kit.core.library_output import plain_library_output
 from rleif_kit.core.records import record, set_target, write_json_atomic
 from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import EVOLVE, SETUP
@@ -109,6 +110,7 @@ def quiet_harmless_noise() -> None:
     # bitsandbytes on a CPU with AVX512-BF16 tries an optional hub kernel ("kernels-community") at import and warns
     # when it is not installed (or there is no network); it then uses its own CPU kernel, which the kit's tests use
     logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+    plain_library_output()  # what libraries warn of: plain lines, not a notebook's error-coloured stderr
 
 
 def check_prompts_root(cfg: RunConfig, stage: str) -> None:

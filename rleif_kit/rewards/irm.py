@@ -60,7 +60,9 @@ def train_irm(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict], heldout_sh
     save_rows(paths, "irm", pair_rows(train, heldout))  # the dataset beside the model (rm_datasets.py)
     base, bf16, model, tokenizer = start_training(cfg, paths, rm.irm_base, "[reward_model] irm_base", "sequence")
     tokenizer.padding_side = "right"
-    args = RewardConfig(**trainer_kwargs(cfg, out_dir, len(train), bf16), max_length=rm.rm_max_len)
+    # TRL's default (checkpointing on), under transformers' current name: the old one warns of its removal
+    args = RewardConfig(**trainer_kwargs(cfg, out_dir, len(train), bf16), max_length=rm.rm_max_len,
+                        activation_checkpointing=True)
     data = Dataset.from_list([{"chosen": p["chosen_text"], "rejected": p["rejected_text"]} for p in train])
     trainer = RewardTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer,
                             callbacks=trainer_logs.callbacks(cfg, paths, "irm"))
