@@ -36,11 +36,13 @@ def missing(path: Any, stage: str, what: str) -> Note:
 
 def text_table(rows: Sequence[dict], wrap: Sequence[str] = (), digits: int = 3, caption: str = "",
                cell_colour: Callable[[Any], str] | None = None, colour_columns: Sequence[str] = (),
-               gradient: Sequence[str] = ()) -> Any:
+               gradient: Sequence[str] = (), code: Sequence[str] = ()) -> Any:
     """A Styler of ``rows`` (one dict per row, the keys in column order): index hidden, ``wrap`` columns
     left-aligned and wrapped at :data:`WRAP_WIDTH` (their line breaks kept), floats to ``digits`` places,
-    None shown as a dash. ``cell_colour(value) -> CSS`` colours ``colour_columns`` (a status, say);
-    ``gradient`` columns get a red-to-green background over [0, 1] (a score)."""
+    None shown as a dash, every text HTML-escaped. ``cell_colour(value) -> CSS`` colours ``colour_columns`` (a
+    status, say); ``gradient`` columns get a red-to-green background over [0, 1] (a score); ``code`` columns (a
+    program: ``RunWords.code_language`` is set) are shown as code, monospace with every space and line break kept,
+    never cut."""
     import pandas as pd  # heavy: loaded on first use (the trainer imports the rollout writer beside its view)
 
     frame = pd.DataFrame(list(rows))
@@ -53,6 +55,10 @@ def text_table(rows: Sequence[dict], wrap: Sequence[str] = (), digits: int = 3, 
     if texts:
         style = style.set_properties(subset=texts, **{"white-space": "pre-wrap", "min-width": "18em",
                                                       "max-width": WRAP_WIDTH})
+    programs = [c for c in code if c in frame.columns]
+    if programs:  # indentation is a program's syntax: kept, in a monospace font; long lines wrap, nothing is cut
+        style = style.set_properties(subset=programs, **{"white-space": "pre-wrap", "font-family": "monospace",
+                                                         "min-width": "18em", "max-width": WRAP_WIDTH})
     if cell_colour is not None and colour_columns:
         style = style.map(cell_colour, subset=list(colour_columns))
     if gradient:

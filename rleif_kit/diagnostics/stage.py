@@ -66,8 +66,8 @@ from rleif_kit.worlds.intros import stage_intro
 # The stage's public face: what its notebook and ``python -m rleif_kit.diagnostics`` use (``rleif doctor`` runs
 # check_artifacts). The verdict table (checks/verdict_table.py) and the plots (core/plots.py) are defined there and
 # offered here, so that the notebook reads one stage module.
-__all__ = ["stage_intro", "Health", "run_diagnostics", "check_artifacts", "verdict_table", "plot_probes", "plot_score_histograms",
-           "plot_reward_health_curves", "plot_gain", "plot_counts", "save_figure"]
+__all__ = ["stage_intro", "Health", "run_diagnostics", "check_artifacts", "verdict_table", "plot_probes",
+           "plot_score_histograms", "plot_reward_health_curves", "plot_gain", "plot_counts", "save_figure"]
 
 
 @dataclass

@@ -51,8 +51,8 @@ from rleif_kit.worlds.intros import stage_intro
 # The stage's public face: what its notebook, ``python -m rleif_kit.evolve`` and ``rleif evolve`` use. The lineage
 # views (evolve/lineages.py), the seeds they start from (worlds/data.py), the counts table (core/tables.py) and the
 # plots (core/plots.py) are defined there and offered here, so that the notebook reads one stage module.
-__all__ = ["stage_intro", "EvolveResult", "run_evolve", "evolve_command", "estimate_evolve", "count_table", "plot_counts",
-           "plot_reasons", "save_figure", "load_seeds", "lineage_table", "elimination_table"]
+__all__ = ["stage_intro", "EvolveResult", "run_evolve", "evolve_command", "estimate_evolve", "count_table",
+           "plot_counts", "plot_reasons", "save_figure", "load_seeds", "lineage_table", "elimination_table"]
 
 
 @dataclass

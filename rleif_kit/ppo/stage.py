@@ -49,12 +49,15 @@ from rleif_kit.rewards.reward import RewardScorer
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import heldout_problems, instruction_pool
 from rleif_kit.worlds.heldout_eval import evaluate_heldout
+from rleif_kit.worlds.before_after import before_after_table
 from rleif_kit.worlds.intros import stage_intro
+from rleif_kit.worlds.words import run_words
 
 # The stage's public face: what the notebook uses besides setup and record, the looks defined elsewhere (the plots,
 # the verdict table) included.
-__all__ = ["stage_intro", "run_ppo", "PPOStage", "fifth_means", "truth_fifths", "step_timing", "rollout_table", "format_verdicts",
-           "plot_ppo_curves", "plot_update_diagnostics", "plot_ppo_phases", "plot_gain", "save_figure"]
+__all__ = ["stage_intro", "run_ppo", "ab_summary", "before_after", "PPOStage", "fifth_means", "truth_fifths",
+           "step_timing", "rollout_table", "format_verdicts", "plot_ppo_curves", "plot_update_diagnostics",
+           "plot_ppo_phases", "plot_gain", "save_figure"]
 
 
 @dataclass
@@ -266,8 +269,8 @@ def checked_gate(cfg: RunConfig, paths: RunPaths, policy: Policy, scorer: Reward
 
 
 def heldout_ab(cfg: RunConfig, paths: RunPaths, policy: Policy) -> dict[str, Any]:
-    """SFT (adapter off) and PPO policy, greedy, on the first ``[ppo].eval_samples`` held-out arithmetic
-    problems: per-item correctness of each, and the A/B verdict (paired bootstrap)."""
+    """SFT (adapter off) and PPO policy, greedy, on the first ``[ppo].eval_samples`` held-out items of the world
+    (a world with its own held-out split): per-item correctness of each, and the A/B verdict (paired bootstrap)."""
     problems = heldout_problems(cfg, paths)[: cfg.ppo.eval_samples]
     world = world_for(cfg)
     with policy.model.disable_adapter():
@@ -404,10 +407,10 @@ def _response(row: dict) -> str:
     return row["response"] + flag
 
 
-def rollout_table(paths: RunPaths) -> Any:
+def rollout_table(paths: RunPaths, cfg: RunConfig | None = None) -> Any:
     """The saved rollouts, first step then last: when (which policy sampled them), question, response, each term
     the reward formula uses (rI, rA, rV, rF: a term it leaves out is not shown), r, and the response's KL to the
-    reference (the sum over its tokens)."""
+    reference (the sum over its tokens). With ``cfg``, a world whose responses are programs shows them as code."""
     if not paths.ppo_rollouts.exists():
         return missing(paths.rel(paths.ppo_rollouts), PPO, "rollouts")
     rows = list(read_jsonl(paths.ppo_rollouts))
@@ -416,4 +419,18 @@ def rollout_table(paths: RunPaths) -> Any:
     terms = [t for t in TERMS if any(r.get(t) is not None for r in rows)]
     table = [{"when": _when(r["step"]), "question": r["question"], "response": _response(r),
               **{t: r[t] for t in terms}, "r": r["r"], "KL": r["kl"]} for r in rows]
-    return text_table(table, wrap=("question", "response"), gradient=terms)
+    code = ("response",) if cfg is not None and run_words(cfg).code_language else ()
+    return text_table(table, wrap=("question", "response"), gradient=terms, code=code)
+
+
+def before_after(cfg: RunConfig, paths: RunPaths) -> Any:
+    """One held-out item with the SFT policy's answer and the PPO policy's (the A/B's ``eval_sft/ppo.jsonl``)."""
+    return before_after_table(lambda: heldout_problems(cfg, paths), paths.ppo_heldout("sft"), paths.ppo_heldout("ppo"),
+                              ("SFT policy", "PPO policy"), run_words(cfg), PPO)
+
+
+def ab_summary(cfg: RunConfig, ab: dict[str, Any]) -> str:
+    """The A/B in one line, in the run's words: ``SFT 40.0%, PPO 45.0% pass@1 on 300 held-out tasks (greedy)``."""
+    w = run_words(cfg)
+    return (f"SFT {ab['sft_accuracy']:.1%}, PPO {ab['ppo_accuracy']:.1%} {w.score} on {ab['n']} held-out {w.tasks} "
+            "(greedy)")

@@ -2,13 +2,14 @@
 pairs the ranking became (IRM), and solutions with the trained PRM's score of each step (PRM).
 
 The IRM side reads the fan-out (``irm_fanout.jsonl``: every sibling with its operator and outcome) and the
-ranking behind it: the judge's (``irm_rankings.jsonl``) or, on the arithmetic world, the programmatic judge's
-quality score (``World.sibling_quality``). The pairs actually kept — after deduplication and the operator
-balance — come from ``irm_pairs.jsonl`` where the stage saved them, else from the pairs the notebook holds.
+ranking behind it: the judge's (``irm_rankings.jsonl``) or, on a programmatic world (arith, tiny_code), the
+world's judge's quality score (``World.sibling_quality``). The pairs actually kept — after deduplication and the
+operator balance — come from ``irm_pairs.jsonl`` where the stage saved them, else from the pairs the notebook holds.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 from rleif_kit.core.config import RunConfig
@@ -22,8 +23,10 @@ from rleif_kit.rewards.reward import aggregate_steps, solution_step_ends, step_s
 from rleif_kit.rewards.rm_datasets import split_by_group, split_by_question
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import instruction_pool
+from rleif_kit.worlds.words import run_words
 
 SOLUTIONS = 2  # one with a wrong step, one right throughout: the contrast the PRM must draw
+FENCE_ONLY = re.compile(r"^```[\w+-]*$")  # "```python" or "```" alone: a code block's fence, not a step
 
 
 # ------------------------------------------------------------------ IRM: a ranked sibling set
@@ -110,7 +113,7 @@ def ranked_siblings(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict] | Non
               **({"quality": score[r["id"]]} if score else {}), "text": r["text"]} for r in siblings]
     kept, split = _balanced(cfg, paths, pairs)
     pair_rows = _pair_rows(produced, rank, {r["id"]: r["operator"] for r in siblings}, kept)
-    who = "the arithmetic judge (quality = formed 8 + no leak 4 + solvable 2 + in range 1)" if score else "the judge"
+    who = run_words(cfg).judge  # the world's programmatic judge (its quality formula) or the judge model
     caption = (f"{len(siblings)} siblings of {gid}, ranked by {who}: {len(produced)} preference pairs"
                + ("" if kept is None else f", {sum(r['kept'] == 'yes' for r in pair_rows)} kept by the operator "
                                           "balance")
@@ -126,17 +129,20 @@ def labelled_steps(examples: Sequence[dict]) -> tuple[int, float]:
     return len(labels), sum(labels) / max(1, len(labels))
 
 
-def step_rows(example: dict, scores: Sequence[float], how: str) -> list[dict]:
-    """One row per step of ``example`` (question, solution, labels): its text, its label and the PRM score,
-    after a first row with the question and rA, the aggregate of the scores by ``how``."""
+def step_rows(example: dict, scores: Sequence[float], how: str, world: Any = None) -> list[dict]:
+    """One row per step of ``example`` (question, solution, labels) as ``world`` splits it (a math world: its
+    sentences; a code world: statement blocks): its text, its label and the PRM score, after a first row with the
+    question and rA, the aggregate of the scores by ``how``. A step that is only a code fence line is no step to
+    show (its score is still in rA)."""
     text = example["solution"]
-    ends = solution_step_ends(text)
+    ends = solution_step_ends(text) if world is None else solution_step_ends(text, world)
     starts = [0] + ends[:-1]
     head = {"solution": example["id"], "step": "question", "text": example["question"],
             "label": f"rA = {how} of the steps", "PRM score": aggregate_steps(scores, how)}
     return [head] + [{"solution": example["id"], "step": str(i), "text": text[a:b].strip(),
                       "label": "correct" if ok else "wrong", "PRM score": s}
-                     for i, (a, b, ok, s) in enumerate(zip(starts, ends, example["labels"], scores), 1)]
+                     for i, (a, b, ok, s) in enumerate(zip(starts, ends, example["labels"], scores), 1)
+                     if not FENCE_ONLY.match(text[a:b].strip())]
 
 
 def _pick(examples: Sequence[dict], n: int) -> list[dict]:
@@ -162,8 +168,9 @@ def prm_step_table(cfg: RunConfig, model: Any, tokenizer: Any, examples: Sequenc
     picked = _pick(usable, n)
     scores = step_scores(model, tokenizer, [(e["question"], e["solution"]) for e in picked], max_len=rm.rm_max_len,
                          world=world)
-    rows = [row for e, s in zip(picked, scores) if s is not None for row in step_rows(e, s, rm.prm_aggregate)]
+    rows = [row for e, s in zip(picked, scores) if s is not None
+            for row in step_rows(e, s, rm.prm_aggregate, world)]
     if not rows:
         return Note(f"The PRM could not score the picked solutions (cut at rm_max_len = {rm.rm_max_len}).")
-    return text_table(rows, wrap=("text",), gradient=("PRM score",),
+    return text_table(rows, wrap=("text",), gradient=("PRM score",), code=("text",) if world.code_language else (),
                       caption=f"P(step correct) at the last token of each step; rA = {rm.prm_aggregate} over the steps")

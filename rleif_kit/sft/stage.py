@@ -28,6 +28,7 @@ from rleif_kit.core.jsonl import read_jsonl
 from rleif_kit.core.launch import load_result, maybe_launch
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.plots import plot_accuracy_bars, plot_loss_curve, save_figure
+from rleif_kit.core.stages import SFT
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.models import trainer_logs
 from rleif_kit.models.checkpoints import needed_bytes, resume_checkpoint
@@ -49,11 +50,14 @@ from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import heldout_problems
 from rleif_kit.worlds.heldout_eval import evaluate_heldout
 from rleif_kit.worlds.tiny_corpus import ensure_base_model
+from rleif_kit.worlds.before_after import before_after_table
 from rleif_kit.worlds.intros import stage_intro
+from rleif_kit.worlds.words import run_words
 
 # The stage's public face: what its notebook and ``python -m rleif_kit.sft`` use; the plots and the verdicts' text
 # are defined in core/plots.py and checks/verdicts.py and offered here, so the notebook reads one stage module.
-__all__ = ["stage_intro", "SFTResult", "run_sft", "plot_loss_curve", "plot_accuracy_bars", "save_figure", "format_verdicts"]
+__all__ = ["stage_intro", "SFTResult", "run_sft", "before_after", "heldout_title", "plot_loss_curve",
+           "plot_accuracy_bars", "save_figure", "format_verdicts"]
 
 
 @dataclass
@@ -208,3 +212,17 @@ def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
     if dist.is_main():  # last, so that the card has the accuracy after training
         write_sft_card(cfg, paths, result, base_ref, base_path, examples)
     return result
+
+
+# ------------------------------------------------------------------ the looks at the run
+
+def heldout_title(cfg: RunConfig) -> str:
+    """The held-out bars' title in the run's words: ``Held-out pass@1 on tiny_code tasks (greedy)``."""
+    w = run_words(cfg)
+    return f"Held-out {w.score} on {w.world} {w.tasks} (greedy)"
+
+
+def before_after(cfg: RunConfig, paths: RunPaths) -> Any:
+    """One held-out item with the untrained model's answer and the SFT model's (``eval_before/after.jsonl``)."""
+    return before_after_table(lambda: heldout_problems(cfg, paths), paths.sft_heldout("before"),
+                              paths.sft_heldout("after"), ("untrained", "after SFT"), run_words(cfg), SFT)
