@@ -122,15 +122,19 @@ def plot_similarity_histogram(similarities: Sequence[float], threshold: float,
 
 
 def plot_score_histograms(series: dict[str, Sequence[float]], healthy: tuple[float, float],
-                          title: str = "Reward-model scores on held-out samples") -> Figure:
-    """One histogram per named score list on [0, 1], with the healthy mean band shaded and each mean marked."""
+                          title: str = "Reward-model scores on held-out samples",
+                          banded: Sequence[str] | None = None) -> Figure:
+    """One histogram per named score list on [0, 1], each mean marked, and the healthy mean band shaded on the
+    panels a check holds to it (``banded``; None: every panel) — not on a verifier's rV, whose mean is the share of
+    tests passed, not a reward model's calibration."""
     cols = min(2, max(1, len(series)))  # two panels a row: readable at a page's width (the report's, a notebook's)
     rows = -(-max(1, len(series)) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.3 * rows), squeeze=False)
     for ax in axes.flat[len(series):]:
         ax.set_visible(False)
     for ax, (name, values) in zip(axes.flat, series.items()):
-        ax.axvspan(*healthy, color="#2e7d32", alpha=0.12, label=f"healthy mean {healthy[0]:g}–{healthy[1]:g}")
+        if banded is None or name in banded:
+            ax.axvspan(*healthy, color="#2e7d32", alpha=0.12, label=f"healthy mean {healthy[0]:g}–{healthy[1]:g}")
         ax.hist(list(values), bins=20, range=(0, 1), color="#1f77b4")
         if values:
             mean = sum(values) / len(values)

@@ -43,3 +43,23 @@ def duplicate_groups(paths: RunPaths, pool: Iterable[dict], n: int = GROUPS) -> 
 def _row(group: str, record: dict, role: str, layer: str, similarity: float | None, rid: str | None = None) -> dict:
     return {"group": group, "role": role, "id": rid or group, "operator": record.get("operator", "—"),
             "layer": layer, "similarity": similarity, "text": record.get("text", "(text not found)")}
+
+
+def dedup_example(paths: RunPaths, pool: Iterable[dict]) -> Any:
+    """One item kept and one removed as its duplicate, with why: the removed one the embedding layer caught
+    closest under an exact copy (the most instructive: a different text, the same instruction), else any."""
+    if not paths.dedup_removed.exists():
+        return missing(paths.rel(paths.dedup_removed), DEDUP, "near-duplicates")
+    removed = [r for r in read_jsonl(paths.dedup_removed) if not r["layer"].startswith("decontam")]
+    if not removed:
+        return Note(f"No near-duplicates: {paths.rel(paths.dedup_removed)} removes nothing in the name of a kept "
+                    "instruction.")
+    pick = min(removed, key=lambda r: (r["similarity"] >= 1.0, -r["similarity"], r["id"]))
+    by_id = {r["id"]: r for r in pool}
+    why = ("an exact copy of the kept one" if pick["similarity"] >= 1.0 else
+           f"{pick['layer']} layer: cosine similarity {pick['similarity']:.3f} to the kept one, at or above τ")
+    rows = [{"": "kept", "id": pick["duplicate_of"], "why": "first of its group (seeds, then round by round)",
+             "text": by_id.get(pick["duplicate_of"], {}).get("text", "(text not found)")},
+            {"": "removed", "id": pick["id"], "why": why,
+             "text": by_id.get(pick["id"], {}).get("text", "(text not found)")}]
+    return text_table(rows, wrap=("text",))

@@ -37,7 +37,7 @@ from rleif_kit.core.stages import DEDUP, EVOLVE
 from rleif_kit.core.tables import count_table
 from rleif_kit.dedup.decontam import NgramIndex, decontaminate
 from rleif_kit.dedup.embeddings import Embedder
-from rleif_kit.dedup.groups import duplicate_groups
+from rleif_kit.dedup.groups import dedup_example, duplicate_groups
 from rleif_kit.dedup.near_duplicates import dedup
 from rleif_kit.dedup.sft_data import build_sft_file
 from rleif_kit.worlds import world_for
@@ -48,7 +48,7 @@ from rleif_kit.worlds.intros import stage_intro
 # (dedup/groups.py), the per-operator counts (core/tables.py), the plots (core/plots.py) and the verdicts' text
 # (checks/verdicts.py) are defined there and offered here, so that the notebook reads one stage module.
 __all__ = ["stage_intro", "DedupStageResult", "run_dedup", "load_pool", "count_table", "duplicate_groups",
-           "plot_similarity_histogram", "plot_counts", "save_figure", "format_verdicts"]
+           "plot_similarity_histogram", "plot_counts", "save_figure", "format_verdicts", "dedup_example"]
 
 
 @dataclass

@@ -26,7 +26,7 @@ import random
 from dataclasses import dataclass, field, replace
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from rleif_kit.checks import verdicts as dg
 from rleif_kit.checks.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
@@ -46,6 +46,7 @@ from rleif_kit.core.plots import (
 )
 from rleif_kit.core.reward_formula import parse_reward_formula
 from rleif_kit.core.stages import DEDUP, EVAL, EVOLVE, PPO, REWARD_MODELS, SFT
+from rleif_kit.core.tables import Note, text_table
 from rleif_kit.core.verdict import STATUS_COLORS, STATUSES, Verdict, fmt_number
 from rleif_kit.rewards.reward import (
     RM_INFO,
@@ -56,6 +57,7 @@ from rleif_kit.rewards.reward import (
     prm_scorer,
     step_verifier_scorer,
     verifiable_terms,
+    verifier_scorer,
 )
 from rleif_kit.rewards.rm_datasets import split_by_question
 from rleif_kit.worlds import world_for
@@ -66,8 +68,9 @@ from rleif_kit.worlds.intros import stage_intro
 # The stage's public face: what its notebook and ``python -m rleif_kit.diagnostics`` use (``rleif doctor`` runs
 # check_artifacts). The verdict table (checks/verdict_table.py) and the plots (core/plots.py) are defined there and
 # offered here, so that the notebook reads one stage module.
-__all__ = ["stage_intro", "Health", "run_diagnostics", "check_artifacts", "verdict_table", "plot_probes",
-           "plot_score_histograms", "plot_reward_health_curves", "plot_gain", "plot_counts", "save_figure"]
+__all__ = ["stage_intro", "Health", "run_diagnostics", "check_artifacts", "verdict_table", "probe_example",
+           "plot_probes", "plot_score_histograms", "plot_reward_health_curves", "plot_gain", "plot_counts",
+           "save_figure"]
 
 
 @dataclass
@@ -78,6 +81,8 @@ class Health:
     verdicts: list[Verdict] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     scores: dict[str, list[float]] = field(default_factory=dict)  # histogram title -> scores in [0, 1]
+    banded: list[str] = field(default_factory=list)  # the titles check 1 holds to the healthy mean band (IRM, PRM)
+    example: dict[str, Any] | None = None  # one probe edit and how the run's answer term moved (probe_example)
     ppo_log: list[dict] = field(default_factory=list)
     accuracy: dict[str, float] = field(default_factory=dict)  # "SFT" / "PPO" (per benchmark when several)
     per_operator: dict[str, dict[str, int]] = field(default_factory=dict)  # dedup: operator -> in/kept/removed
@@ -266,6 +271,7 @@ def check_reward_models(cfg: RunConfig, paths: RunPaths, health: Health, score: 
         scored.irm = irm_scorer(*_load_rm(cfg, paths, "irm"), max_length=rm.rm_max_len)
         scores, source = score_instructions(cfg, paths, scored.irm)
         health.scores["IRM rI (evolved instructions)"] = scores
+        health.banded.append("IRM rI (evolved instructions)")
         health.verdicts.append(dg.check_score_distribution("IRM", scores, d, source))
         health.verdicts += irm_probes(scored.irm, pairs, d, f"{paths.rel(paths.irm_model)} on {probe_src}", seed)
     else:
@@ -276,6 +282,7 @@ def check_reward_models(cfg: RunConfig, paths: RunPaths, health: Health, score: 
         scored.heldout = score_solutions(cfg, paths, prm)
         answer = [a for a in scored.heldout.ra if a is not None]
         health.scores["PRM rA (sampled solutions)"] = answer
+        health.banded.append("PRM rA (sampled solutions)")
         health.verdicts.append(dg.check_score_distribution("PRM", answer, d, scored.heldout.source))
         _reward_terms(cfg, scored.heldout, health)
         reads_ra = "rA" in parse_reward_formula(cfg.ppo.reward_formula).terms
@@ -284,6 +291,8 @@ def check_reward_models(cfg: RunConfig, paths: RunPaths, health: Health, score: 
         health.verdicts += prm_probes(prm, solutions, d, f"{paths.rel(paths.prm_model)} on {probe_src}"
                                       + ("" if in_use else unused), seed, cap=None if in_use else "warn",
                                       edits=world_for(cfg).solution_edits)
+        if in_use:
+            health.example = one_probe(prm, "rA (the PRM)", solutions, world_for(cfg).solution_edits)
     else:
         health.skipped.append(f"prm_distribution, prm probes: {paths.rel(paths.prm_model)} or "
                               f"{paths.prm_samples.name} not found (run {REWARD_MODELS})")
@@ -293,7 +302,45 @@ def check_reward_models(cfg: RunConfig, paths: RunPaths, health: Health, score: 
                                       model="verifier", edits=world_for(cfg).solution_edits)
     if not solutions:
         health.skipped.append(f"probes: {NO_PROBE_SET}")
+    terms, world = parse_reward_formula(cfg.ppo.reward_formula).terms, world_for(cfg)
+    if "rV" in terms:  # the run's answer term is the verifier's: the example shows it (cheap, no model)
+        health.example = one_probe(verifier_scorer(world), "rV (the verifier)", solutions, world.solution_edits)
+    elif rm.answer_reward == "verifier" and "rA" in terms:
+        health.example = one_probe(step_verifier_scorer(world), "rA (the step verifier)", solutions,
+                                   world.solution_edits)
+    if health.example is not None:
+        health.example["code"] = bool(world.code_language)
     return scored
+
+
+def one_probe(score: AnswerScorer, term: str, solutions: Sequence[dict], edits: dict) -> dict[str, Any] | None:
+    """One counterfactual probe worked through: the first right solution the first applicable edit changes, both
+    scored by ``score`` (the run's answer term): ``{edit, direction, term, question, solution, edited, before,
+    after}``. None without a solution or an edit that applies."""
+    for name, (edit, direction) in edits.items():
+        for record in solutions:
+            edited = edit(record["solution"])
+            if edited is not None and edited != record["solution"]:
+                before, after = score([record, record], [record["solution"], edited])
+                return {"edit": name, "direction": direction, "term": term, "question": record["text"],
+                        "solution": record["solution"], "edited": edited, "before": before, "after": after}
+    return None
+
+
+def probe_example(health: Health) -> Any:
+    """The worked probe of :func:`one_probe` as a table: the right solution and its edit with the term's score,
+    and whether the score moved the way the edit must move it (down; ``same`` for an edit that must not matter)."""
+    e = health.example
+    if e is None:
+        return Note("No probe example: no right solution to edit, or the run's answer term was not scored.")
+    before, after = e["before"], e["after"]
+    moved = None if before is None or after is None else after - before
+    must = {"down": "must go down", "same": "must stay the same"}.get(e["direction"], f"must go {e['direction']}")
+    rows = [{"": "right solution", "text": e["solution"], e["term"]: before},
+            {"": f"edited: {e['edit']} ({must})", "text": e["edited"], e["term"]: after}]
+    change = "not scored" if moved is None else f"{moved:+.3f}"
+    return text_table(rows, wrap=("text",), code=("text",) if e.get("code") else (), gradient=(e["term"],),
+                      caption=f"{e['question']} — {e['term']} moved {change}")
 
 
 def _reward_terms(cfg: RunConfig, held: HeldOut, health: Health) -> None:

@@ -91,3 +91,20 @@ def elimination_table(paths: RunPaths, seeds: Iterable[dict]) -> Any:
              "evolved (eliminated)": _clip(first[reason]["text"])}
             for reason, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
     return text_table(rows, wrap=("parent", "evolved (eliminated)"))
+
+
+def evolve_example(paths: RunPaths, seeds: Iterable[dict]) -> Any:
+    """One seed going in and its first kept evolution coming out (the lowest round, then id), with the operator
+    that rewrote it and its direction."""
+    if not paths.evolved.exists():
+        return missing(paths.rel(paths.evolved), EVOLVE, "evolved instructions")
+    seed_of = {s["id"]: s for s in seeds}
+    child = next((r for r in sorted(read_jsonl(paths.evolved), key=lambda r: (r["round"], r["id"]))
+                  if r.get("parent_id") in seed_of), None)
+    if child is None:
+        return Note(f"{paths.rel(paths.evolved)} holds no evolution of a seed: nothing to show.")
+    parent = seed_of[child["parent_id"]]
+    rows = [{"": "seed (in)", "id": parent["id"], "operator": "—", "text": parent["text"]},
+            {"": "evolved (out)", "id": child["id"], "operator": f"{child['operator']} ({child['direction']})",
+             "text": child["text"]}]
+    return text_table(rows, wrap=("text",))

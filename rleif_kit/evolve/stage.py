@@ -37,7 +37,7 @@ from rleif_kit.core.stages import EVOLVE
 from rleif_kit.core.tables import count_table
 from rleif_kit.core.user_files import read_user_text
 from rleif_kit.evolve.evolvers import Outcome, Task, WorldEvolver, child_record, make_evolver
-from rleif_kit.evolve.lineages import elimination_table, lineage_table
+from rleif_kit.evolve.lineages import elimination_table, evolve_example, lineage_table
 from rleif_kit.evolve.operators import child_id, choose_operator, reweighted
 from rleif_kit.llm.base import ChatRequest, merge_usage, run_sync
 from rleif_kit.llm.openai_backend import estimate
@@ -52,7 +52,8 @@ from rleif_kit.worlds.intros import stage_intro
 # views (evolve/lineages.py), the seeds they start from (worlds/data.py), the counts table (core/tables.py) and the
 # plots (core/plots.py) are defined there and offered here, so that the notebook reads one stage module.
 __all__ = ["stage_intro", "EvolveResult", "run_evolve", "evolve_command", "estimate_evolve", "count_table",
-           "plot_counts", "plot_reasons", "save_figure", "load_seeds", "lineage_table", "elimination_table"]
+           "plot_counts", "plot_reasons", "save_figure", "load_seeds", "lineage_table", "elimination_table",
+           "evolve_example"]
 
 
 @dataclass

@@ -46,10 +46,13 @@ from rleif_kit.worlds.data import DataError, generated_size, load_instructions, 
 from rleif_kit.worlds.tiny_corpus import ensure_base_model
 from rleif_kit.core.overlap import NgramIndex
 from rleif_kit.worlds.intros import stage_intro
+from rleif_kit.worlds.words import run_words
+from rleif_kit.core.tables import Note, text_table
 
 # The stage's public face: what its notebook, ``python -m rleif_kit.prepare`` and ``rleif data`` use; the resolved
 # config's text (core/config.py) is defined there and offered here, so that the notebook reads one stage module.
-__all__ = ["stage_intro", "PrepareResult", "run_prepare", "DataReport", "build_data", "data_command", "to_toml"]
+__all__ = ["stage_intro", "PrepareResult", "run_prepare", "DataReport", "build_data", "data_command", "to_toml",
+           "setup_example"]
 
 RAW_HINT = ("set [sft] gsm8k_train / math_train to GSM8k / MATH training data (JSONL, parquet, the MATH folder, or "
             "'hub'), or point the key at a file you have (docs/your-own-7b-run.md)")
@@ -318,3 +321,23 @@ def data_command(params_path: str, overrides: list[str], settings_path: str | No
     print(build_data(cfg, paths, settings).table())
     print(f"report: {Path(paths.data_report)}")
     return 0
+
+
+def setup_example(cfg: RunConfig, paths: RunPaths) -> Any:
+    """One seed going in and the prompt it becomes: what 01 evolves, and the text the model is trained and asked
+    under (the world's prompt), with the seed's reference answer where the world has one."""
+    world = world_for(cfg)
+    try:
+        seed = next(iter(load_seeds(cfg, paths)), None)
+    except (FileNotFoundError, DataError) as e:
+        return Note(f"No seed to show yet: {e}")
+    if seed is None:
+        return Note(f"[evol_instruct] seeds = {cfg.evol_instruct.seeds!r} holds no seed: nothing to show.")
+    w = run_words(cfg, world)
+    rows = [{"": f"a seed {w.task} (in)", "text": seed["text"]},
+            {"": "the prompt the model reads (out)", "text": world.prompt_for(seed)}]
+    answer = seed.get("answer") or seed.get("solution")
+    if isinstance(answer, str) and answer:
+        rows.append({"": "its reference answer", "text": answer})
+    return text_table(rows, wrap=("text",), code=("text",) if w.code_language else (),
+                      caption=f"{seed.get('id', 'the first seed')}: one {w.task} of the {w.world} world")

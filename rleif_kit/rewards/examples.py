@@ -174,3 +174,43 @@ def prm_step_table(cfg: RunConfig, model: Any, tokenizer: Any, examples: Sequenc
         return Note(f"The PRM could not score the picked solutions (cut at rm_max_len = {rm.rm_max_len}).")
     return text_table(rows, wrap=("text",), gradient=("PRM score",), code=("text",) if world.code_language else (),
                       caption=f"P(step correct) at the last token of each step; rA = {rm.prm_aggregate} over the steps")
+
+
+# ------------------------------------------------------------------ one example of each training set
+
+def reward_example(cfg: RunConfig, paths: RunPaths) -> tuple[Any, Any]:
+    """What each reward model learns from, one example each: a preference pair the IRM trains on (its first train
+    pair in ``irm_pairs.jsonl``) and one labelled solution the PRM trains on (the first with a wrong step in
+    ``prm_steps.jsonl``, else the first), step by step as the world splits it."""
+    words = run_words(cfg)
+    return _pair_example(paths, words), _steps_example(paths, words)
+
+
+def _pair_example(paths: RunPaths, words: Any) -> Any:
+    path = paths.rm_rows("irm")
+    if not path.exists():
+        return missing(paths.rel(path), REWARD_MODELS, "preference pairs")
+    pairs = list(read_jsonl(path))
+    pair = next((p for p in pairs if p.get("split") == "train"), pairs[0] if pairs else None)
+    if pair is None:
+        return Note(f"{paths.rel(path)} is empty: no preference pair to show.")
+    rows = [{"": "preferred (chosen)", "instruction": pair["chosen_text"]},
+            {"": "rejected", "instruction": pair["rejected_text"]}]
+    return text_table(rows, wrap=("instruction",),
+                      caption=f"IRM: rI(chosen) should come out above rI(rejected); ranked by {words.judge}")
+
+
+def _steps_example(paths: RunPaths, words: Any) -> Any:
+    path = paths.rm_rows("prm")
+    if not path.exists():
+        return missing(paths.rel(path), REWARD_MODELS, "labelled steps")
+    examples = [e for e in read_jsonl(path) if len(e.get("steps") or []) == len(e.get("labels") or [None])]
+    example = next((e for e in examples if not all(e["labels"])), examples[0] if examples else None)
+    if example is None:
+        return Note(f"{paths.rel(path)} holds no solution whose steps match its labels: nothing to show.")
+    rows = [{"step": "question", "text": example["question"], "label": "—"}]
+    rows += [{"step": str(i), "text": step, "label": "correct" if ok else "wrong"}
+             for i, (step, ok) in enumerate(zip(example["steps"], example["labels"]), 1)
+             if not FENCE_ONLY.match(step.strip())]
+    return text_table(rows, wrap=("text",), code=("text",) if words.code_language else (),
+                      caption=f"PRM: one solution's steps with the labels it trains on ({example.get('source')})")

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.jsonl import write_jsonl
@@ -68,16 +68,17 @@ def pair_rows(train: Sequence[dict], heldout: Sequence[dict]) -> list[dict]:
             for split, rows in (("train", train), ("heldout", heldout)) for p in rows]
 
 
-def solution_steps(solution: str) -> list[str]:
-    """The solution cut where the PRM reads each step's label (:func:`solution_step_ends`)."""
-    ends = solution_step_ends(solution)
+def solution_steps(solution: str, world: Any = None) -> list[str]:
+    """The solution cut where the PRM reads each step's label (:func:`solution_step_ends`), as ``world`` splits it
+    (None: the step-by-step format); a code world's steps are statement blocks, one label each."""
+    ends = solution_step_ends(solution) if world is None else solution_step_ends(solution, world)
     return [solution[a:b].strip() for a, b in zip([0] + ends[:-1], ends)]
 
 
-def step_rows(train: Sequence[dict], heldout: Sequence[dict]) -> list[dict]:
-    """The PRM's examples as dataset rows (fields of ``STEP_FIELDS``)."""
+def step_rows(train: Sequence[dict], heldout: Sequence[dict], world: Any = None) -> list[dict]:
+    """The PRM's examples as dataset rows (fields of ``STEP_FIELDS``; the steps as ``world`` splits them)."""
     return [{"id": str(e.get("id", "")), "instruction_id": e.get("instruction_id"), "question": e["question"],
-             "solution": e["solution"], "steps": solution_steps(e["solution"]),
+             "solution": e["solution"], "steps": solution_steps(e["solution"], world),
              "labels": [bool(x) for x in e["labels"]], "source": e.get("source"), "split": split}
             for split, rows in (("train", train), ("heldout", heldout)) for e in rows]
 

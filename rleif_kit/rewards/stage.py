@@ -35,7 +35,7 @@ from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.evolve.fanout import run_fanout
 from rleif_kit.rewards import prm
-from rleif_kit.rewards.examples import labelled_steps, prm_step_table, ranked_siblings
+from rleif_kit.rewards.examples import labelled_steps, prm_step_table, ranked_siblings, reward_example
 from rleif_kit.rewards.hard_negatives import hard_negative_examples
 from rleif_kit.rewards.irm import IRMResult, train_irm
 from rleif_kit.rewards.irm_data import programmatic_judge, quality_pairs
@@ -52,7 +52,8 @@ from rleif_kit.worlds.intros import stage_intro
 # checks/verdicts.py; they are offered here so that the notebook reads one stage module.
 __all__ = ["stage_intro", "run_rewards", "RewardModels", "IRMData", "PRMData", "ScoreSample", "build_irm_pairs",
            "build_prm_examples", "score_sample", "ranked_siblings", "labelled_steps", "prm_step_table", "fmt_score",
-           "plot_loss_curve", "plot_score_histograms", "plot_split_histogram", "save_figure", "format_verdicts"]
+           "plot_loss_curve", "plot_score_histograms", "plot_split_histogram", "save_figure", "format_verdicts",
+           "reward_example"]
 
 SCORE_SAMPLE = 100  # instructions and solutions scored for the distribution checks (reward-health check 1)
 
