@@ -75,3 +75,37 @@ def test_a_notebook_calls_two_kit_modules_at_most(path):
                 elif isinstance(node, ast.Import):
                     modules.update(a.name for a in node.names if a.name.startswith("rleif_kit"))
     assert "rleif_kit.core.run_setup" in modules and len(modules) <= 2, sorted(modules)
+
+
+# Issue 43: a stage's notebook speaks the run's world. Its static text explains the recipe for every world; the
+# run's words (world, formula, judge, score) come from the header cell right after setup (worlds/intros.py).
+OWN_WORDS = [p for p in NOTEBOOKS if p.stem != "06_eval"]  # 06's views are another module's
+WORLD_CLAIMS = [r"arithmetic", r"The answer is", r"WizardMath", r"r_?I\s*·\s*r_?A"]
+
+
+@pytest.mark.parametrize("path", OWN_WORDS, ids=lambda p: p.stem)
+def test_the_runs_header_comes_right_after_setup(path):
+    cell = nbformat.read(path, as_version=4).cells[3]
+    assert cell.cell_type == "code" and f'stage_intro(cfg, "{path.stem}")' in cell.source
+
+
+@pytest.mark.parametrize("path", OWN_WORDS, ids=lambda p: p.stem)
+def test_the_static_markdown_makes_no_claim_about_the_runs_world(path):
+    import re
+
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type == "markdown":
+            found = [w for w in WORLD_CLAIMS if re.search(w, cell.source, re.I)]
+            assert not found, (found, cell.source[:200])
+
+
+EXAMPLES = {"00_setup": "setup_example(", "01_evolve": "evolve_example(", "02_dedup": "dedup_example(",
+            "03_sft": "before_after(", "04_reward_models": "reward_example(", "05_ppo": "before_after(",
+            "07_reward_diagnostics": "probe_example("}
+
+
+@pytest.mark.parametrize("stage", sorted(EXAMPLES))
+def test_each_stage_shows_one_example_in_and_out_in_one_small_cell(stage):
+    cells = [c.source for c in nbformat.read(ROOT / "notebooks" / f"{stage}.ipynb", as_version=4).cells
+             if c.cell_type == "code" and EXAMPLES[stage] in c.source]
+    assert len(cells) == 1 and len(cells[0].splitlines()) <= 3, cells

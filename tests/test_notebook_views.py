@@ -381,3 +381,217 @@ def test_verdicts_as_a_table_of_named_values_with_the_status_coloured():
     assert named_values({}) == "—" and named_values({"band": {"low": 0.2, "high": 0.4}}) == "band = low 0.2, high 0.4"
     assert named_values({"failed": 0, "by_cause": {}}) == "failed = 0\nby_cause = none"
     assert verdict_table([]) == "No check ran: none of the artifacts the checks read exists yet."
+
+
+# ------------------------------------------------------------------ every view speaks the run's world (issue 43)
+
+CODE_PARAMS = ROOT / "params" / "tiny-code.toml"
+PROGRAM = "```python\ndef f(x):\n    y = x + 1\n    return y < 2\n```"
+
+
+@pytest.fixture
+def code_cfg_paths(tmp_path):
+    cfg = load_config(str(CODE_PARAMS), tiny_overrides(tmp_path / "run"), workdir=ROOT)
+    return cfg, RunPaths(cfg.output_dir)
+
+
+def test_a_code_runs_headers_give_its_formula_and_words_never_arithmetic(code_cfg_paths, cfg_paths):
+    from rleif_kit.worlds.intros import STAGE_LINES, stage_intro
+
+    code, math = code_cfg_paths[0], cfg_paths[0]
+    for stage in STAGE_LINES:
+        text = stage_intro(code, stage)
+        assert "arithmetic" not in text.lower() and "rI · rA" not in text and "The answer is" not in text, stage
+        assert text.startswith(f"### {stage[:2]} · ") and "`tiny_code`" in text
+    ppo = stage_intro(code, "05_ppo")
+    assert "**This run's reward:** `r = rI · rV`" in ppo
+    assert "- **rV** (verifier reward): the task's tests, run in the sandbox (the share passed)" in ppo
+    assert "held-out tasks by pass@1" in ppo
+    assert "does not use the PRM (no rA in `r = rI · rV`)" in stage_intro(code, "04_reward_models")
+    assert "tiny-code judge" in stage_intro(code, "04_reward_models")
+    # the arithmetic preset keeps its words: they come from its world and its formula
+    assert "`r = rI · rA`" in stage_intro(math, "05_ppo") and "held-out problems by accuracy" in stage_intro(
+        math, "05_ppo")
+    assert "the arithmetic judge" in stage_intro(math, "04_reward_models")
+    assert "does not use the PRM" not in stage_intro(math, "04_reward_models")
+
+
+def test_a_code_column_keeps_every_space_escapes_html_and_is_monospace():
+    html = text_table([{"program": PROGRAM, "note": "a < b"}], code=("program",)).to_html()
+    assert "    y = x + 1" in html and "y &lt; 2" in html and "a &lt; b" in html  # nothing unescaped, no space lost
+    assert "monospace" in html and "pre-wrap" in html
+    assert "monospace" not in text_table([{"program": PROGRAM}], wrap=("program",)).to_html()
+
+
+def test_a_code_solutions_steps_are_its_statement_blocks_and_a_fence_line_is_no_step(code_cfg_paths):
+    from rleif_kit.worlds import world_for
+
+    world = world_for(code_cfg_paths[0])
+    example = {"id": "t1-s0", "question": "Write f.", "solution": PROGRAM, "labels": [True, False]}
+    got = step_rows(example, [0.9, 0.3], "min", world)
+    # two statements in the body: the def line (and the fence before it) belong to the first, the closing fence
+    # to the last; the old split (one step per line) showed "```python" as step 1
+    assert [r["step"] for r in got] == ["question", "1", "2"]
+    assert got[1]["text"] == "```python\ndef f(x):\n    y = x + 1" and got[2]["text"] == "return y < 2\n```"
+    lines = {**example, "solution": "```python\nprint(1)\n```", "labels": [True, True, True]}
+    assert [r["text"] for r in step_rows(lines, [0.5, 0.6, 0.7], "min")][1:] == ["print(1)"]  # the fences dropped
+
+
+def test_the_prm_dataset_cuts_steps_as_the_world_does(code_cfg_paths):
+    from rleif_kit.rewards.rm_datasets import step_rows as dataset_rows
+    from rleif_kit.worlds import world_for
+
+    example = {"id": "t1-s0", "question": "Write f.", "solution": PROGRAM, "labels": [True, False]}
+    row = dataset_rows([example], [], world_for(code_cfg_paths[0]))[0]
+    assert row["steps"] == ["```python\ndef f(x):\n    y = x + 1", "return y < 2\n```"]  # one per label
+
+
+def test_before_and_after_picks_the_item_training_turned_right():
+    from rleif_kit.worlds.before_after import pick_before_after
+
+    before = [{"id": "a", "correct": False}, {"id": "b", "correct": False}, {"id": "c", "correct": True}]
+    after = [{"id": "c", "correct": True}, {"id": "a", "correct": False}, {"id": "b", "correct": True}]
+    assert pick_before_after(before, after) == (before[1], after[2])  # b: wrong before, right after
+    assert pick_before_after(before[2:], after[:1]) == (before[2], after[0])  # none turned: the first right after
+    assert pick_before_after(before[:1], after[1:2]) == (before[0], after[1])  # nothing right: the first
+    assert pick_before_after(before[:1], after[:1]) is None  # no item in both
+
+
+def test_sft_before_and_after_is_one_row_with_both_answers_as_code(code_cfg_paths):
+    from rleif_kit.sft.stage import before_after
+
+    cfg, paths = code_cfg_paths
+    assert "eval_before.jsonl does not exist" in before_after(cfg, paths)
+    write_jsonl(paths.sft_heldout("before"), [{"id": "tiny_code-heldout-00000", "response": "??", "correct": False}])
+    write_jsonl(paths.sft_heldout("after"), [{"id": "tiny_code-heldout-00000", "response": PROGRAM,
+                                             "correct": True}])
+    view = before_after(cfg, paths)
+    got = rows(view)
+    assert len(got) == 1 and list(got[0]) == ["task", "untrained", "untrained: passed?", "after SFT",
+                                              "after SFT: passed?"]
+    assert got[0]["task"].startswith("Write a Python function")  # the held-out task's own text
+    assert (got[0]["untrained"], got[0]["untrained: passed?"], got[0]["after SFT: passed?"]) == (
+        "??", "not passed", "passed")
+    assert "monospace" in view.to_html() and "y &lt; 2" in view.to_html()
+
+
+def test_ppo_before_and_after_reads_the_ab_answers_and_the_ab_line_uses_the_worlds_words(code_cfg_paths):
+    from rleif_kit.ppo.stage import ab_summary, before_after
+
+    cfg, paths = code_cfg_paths
+    write_jsonl(paths.ppo_heldout("sft"), [{"id": "tiny_code-heldout-00001", "response": "x", "correct": True}])
+    write_jsonl(paths.ppo_heldout("ppo"), [{"id": "tiny_code-heldout-00001", "response": "y", "correct": True}])
+    got = rows(before_after(cfg, paths))
+    assert len(got) == 1 and (got[0]["SFT policy"], got[0]["PPO policy"]) == ("x", "y")
+    assert ab_summary(cfg, {"sft_accuracy": 0.4, "ppo_accuracy": 0.45, "n": 300}) == (
+        "SFT 40.0%, PPO 45.0% pass@1 on 300 held-out tasks (greedy)")
+
+
+def test_a_code_runs_rollouts_show_the_program_as_code(tmp_path, code_cfg_paths):
+    paths = RunPaths(tmp_path)
+    save_rollout_samples(paths.ppo_rollouts, 0, 2, False, BATCH, rollout([PROGRAM, "b"]),
+                         {**SCORES, "rV": [1.0, 0.0]}, terms=frozenset({"rI", "rV"}))
+    assert "monospace" in rollout_table(paths, code_cfg_paths[0]).to_html()
+    assert "monospace" not in rollout_table(paths).to_html()  # without the run's config: as before
+
+
+def test_the_irm_caption_names_the_runs_judge(code_cfg_paths):
+    cfg, paths = code_cfg_paths
+    write_jsonl(paths.dedup_instructions, [{"id": "g", "text": "Write f."}])
+    write_jsonl(paths.irm_fanout, [sibling("g", "add_requirement", 2, None), sibling("g", "simplify", 2, None)])
+    siblings, _ = ranked_siblings(cfg, paths)
+    assert "ranked by the tiny-code judge (quality = well formed 8" in siblings.caption
+    assert "arithmetic" not in siblings.caption
+
+
+def test_one_example_of_each_reward_models_training_set(code_cfg_paths):
+    from rleif_kit.rewards.examples import reward_example
+
+    cfg, paths = code_cfg_paths
+    assert all("does not exist yet" in v for v in reward_example(cfg, paths))
+    write_jsonl(paths.rm_rows("irm"), [{"chosen_text": "held out", "rejected_text": "-", "split": "heldout"},
+                                       {"chosen_text": "Write f(x).", "rejected_text": "Write.", "split": "train"}])
+    write_jsonl(paths.rm_rows("prm"), [
+        {"question": "q0", "steps": ["a", "b"], "labels": [True, True], "source": "verifier"},
+        {"question": "q1", "steps": ["```python\ndef f(x):\n    y = x + 1", "return y < 2\n```"],
+         "labels": [True, False], "source": "verifier"}])
+    pair, steps = reward_example(cfg, paths)
+    assert [r["instruction"] for r in rows(pair)] == ["Write f(x).", "Write."]  # the first train pair
+    assert [(r["step"], r["label"]) for r in rows(steps)] == [("question", "—"), ("1", "correct"), ("2", "wrong")]
+    assert "monospace" in steps.to_html()
+
+
+def test_one_seed_and_its_first_evolution(tmp_path):
+    from rleif_kit.evolve.lineages import evolve_example
+
+    paths = RunPaths(tmp_path)
+    assert "does not exist yet" in evolve_example(paths, SEEDS)
+    write_evolve(paths)
+    got = rows(evolve_example(paths, SEEDS))
+    assert [(r[""], r["id"], r["operator"], r["text"]) for r in got] == [
+        ("seed (in)", "s1", "—", "Ann has 2 apples."),
+        ("evolved (out)", "s1-r1-add_constraint", "add_constraint (up)", "Ann has 2 apples and 1 bag.")]
+
+
+def test_one_kept_and_one_removed_item_with_why(tmp_path):
+    from rleif_kit.dedup.groups import dedup_example
+
+    paths = RunPaths(tmp_path)
+    write_jsonl(paths.dedup_removed, [
+        {"id": "x", "duplicate_of": "k", "similarity": 1.0, "layer": "exact"},
+        {"id": "y", "duplicate_of": "k", "similarity": 0.91, "layer": "semantic"},
+        {"id": "z", "duplicate_of": "k", "similarity": 0.97, "layer": "semantic"},
+        {"id": "e", "duplicate_of": "gsm8k-1", "similarity": 1.0, "layer": "decontam_ngram"}])
+    pool = [{"id": "k", "text": "Ann has 2 apples."}, {"id": "z", "text": "Ann owns 2 apples."}]
+    got = rows(dedup_example(paths, pool))
+    # the semantic one closest under an exact copy: z (0.97)
+    assert [(r[""], r["id"], r["text"]) for r in got] == [("kept", "k", "Ann has 2 apples."),
+                                                         ("removed", "z", "Ann owns 2 apples.")]
+    assert got[1]["why"] == "semantic layer: cosine similarity 0.970 to the kept one, at or above τ"
+
+
+def test_one_probe_worked_through_with_how_the_term_moved():
+    from rleif_kit.diagnostics.stage import Health, one_probe, probe_example
+
+    edits = {"never": (lambda s: None, "down"), "wrong_answer": (lambda s: s.replace("10", "11"), "down")}
+    solutions = [{"text": "Ann has 5, twice that?", "solution": "Step 1: 5 * 2 = 10. The answer is: 10"}]
+    score = lambda records, sols: [1.0 if s.endswith("10") else 0.25 for s in sols]  # noqa: E731
+    example = one_probe(score, "rV (the verifier)", solutions, edits)
+    assert (example["edit"], example["before"], example["after"]) == ("wrong_answer", 1.0, 0.25)
+    view = probe_example(Health(example=example))
+    assert [r["rV (the verifier)"] for r in rows(view)] == [1.0, 0.25]
+    assert view.caption.endswith("rV (the verifier) moved -0.750")  # 0.25 - 1.0
+    assert isinstance(probe_example(Health()), Note)
+    assert one_probe(score, "rV", solutions, {"never": edits["never"]}) is None
+
+
+def test_the_healthy_band_only_on_the_panels_a_check_holds_to_it():
+    from rleif_kit.core.plots import plot_score_histograms
+
+    fig = plot_score_histograms({"IRM rI": [0.5, 0.6], "rV (sampled solutions)": [1.0, 0.0]}, (0.4, 0.85),
+                                banded=["IRM rI"])
+    labels = [[h for h in ax.get_legend_handles_labels()[1] if h.startswith("healthy")] for ax in fig.axes]
+    assert labels == [["healthy mean 0.4–0.85"], []]
+    fig = plot_score_histograms({"IRM rI": [0.5], "PRM rA": [0.5]}, (0.4, 0.7))  # no banded given: every panel
+    assert all(any(h.startswith("healthy") for h in ax.get_legend_handles_labels()[1]) for ax in fig.axes)
+
+
+def test_the_sft_bars_title_uses_the_runs_score_and_items(code_cfg_paths, cfg_paths):
+    from rleif_kit.sft.stage import heldout_title
+
+    assert heldout_title(code_cfg_paths[0]) == "Held-out pass@1 on tiny_code tasks (greedy)"
+    assert heldout_title(cfg_paths[0]) == "Held-out accuracy on arith problems (greedy)"
+
+
+def test_one_seed_in_and_the_prompt_it_becomes(code_cfg_paths):
+    from rleif_kit.prepare.stage import setup_example
+    from rleif_kit.worlds import world_for
+    from rleif_kit.worlds.data import load_seeds
+
+    cfg, paths = code_cfg_paths
+    seed = next(iter(load_seeds(cfg, paths)))
+    view = setup_example(cfg, paths)
+    got = rows(view)
+    assert [r[""] for r in got] == ["a seed task (in)", "the prompt the model reads (out)", "its reference answer"]
+    assert got[0]["text"] == seed["text"] and got[1]["text"] == world_for(cfg).prompt_for(seed)
+    assert got[2]["text"].startswith("```python") and "monospace" in view.to_html()
