@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from rleif_kit.core.stages import DEDUP, DIAGNOSTICS, EVAL, EVOLVE, PPO, REWARD_MODELS, SETUP, SFT
+from rleif_kit.worlds import world_for
 from rleif_kit.worlds.words import RunWords, run_words
 
-TITLES = {"00_setup": "Setup", "01_evolve": "Evol-Instruct", "02_dedup": "Dedup", "03_sft": "Supervised fine-tuning",
-          "04_reward_models": "Reward models", "05_ppo": "PPO", "06_eval": "Evaluation",
-          "07_reward_diagnostics": "Reward diagnostics"}
+TITLES = {SETUP: "Setup", EVOLVE: "Evol-Instruct", DEDUP: "Dedup", SFT: "Supervised fine-tuning",
+          REWARD_MODELS: "Reward models", PPO: "PPO", EVAL: "Evaluation", DIAGNOSTICS: "Reward diagnostics"}
 
 
 def _reward(w: RunWords) -> str:
@@ -76,16 +77,13 @@ def _diagnostics(cfg: Any, world: Any, w: RunWords) -> list[str]:
 
 
 STAGE_LINES: dict[str, Callable[[Any, Any, RunWords], list[str]]] = {
-    "00_setup": _setup, "01_evolve": _evolve, "02_dedup": _dedup, "03_sft": _sft, "04_reward_models": _rewards,
-    "05_ppo": _ppo, "07_reward_diagnostics": _diagnostics}
+    SETUP: _setup, EVOLVE: _evolve, DEDUP: _dedup, SFT: _sft, REWARD_MODELS: _rewards, PPO: _ppo,
+    DIAGNOSTICS: _diagnostics}
 
 
 def stage_intro(cfg: Any, stage: str, world: Any = None) -> str:
     """Markdown: ``### <stage title> on this run`` with the run's world, formula and what the stage does with them."""
-    if world is None:
-        from rleif_kit.worlds import world_for
-
-        world = world_for(cfg)
+    world = world_for(cfg) if world is None else world
     w = run_words(cfg, world)
     head = [f"### {stage[:2]} · {TITLES.get(stage, stage)} on run `{cfg.run_name}`", "",
             f"**World:** `{w.world}` — {w.about}.", ""]
