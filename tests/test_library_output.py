@@ -52,3 +52,19 @@ def test_after_setup_transformers_logs_and_warnings_reach_stdout_not_stderr(caps
         for h in handlers:
             root.addHandler(h)
         warnings.showwarning = shown
+
+
+def test_every_notebooks_setup_installs_it():
+    from rleif_kit.core.run_setup import quiet_harmless_noise
+
+    root = logging.getLogger("transformers")
+    handlers, shown = list(root.handlers), warnings.showwarning
+    try:
+        quiet_harmless_noise()  # what setup() runs in every stage's kernel
+        assert warnings.showwarning is show_warning and any(isinstance(h, PlainLines) for h in root.handlers)
+    finally:
+        for h in list(root.handlers):
+            root.removeHandler(h)
+        for h in handlers:
+            root.addHandler(h)
+        warnings.showwarning = shown
