@@ -583,6 +583,16 @@ def test_the_sft_bars_title_uses_the_runs_score_and_items(code_cfg_paths, cfg_pa
     assert heldout_title(cfg_paths[0]) == "Held-out accuracy on arith problems (greedy)"
 
 
+def test_the_sft_bars_are_labelled_with_the_runs_score(code_cfg_paths, cfg_paths):
+    from rleif_kit.sft.stage import SFTResult, plot_heldout
+
+    result = SFTResult(None, "lora", 0, 0, 0.0, accuracy_before=0.1, accuracy_after=0.6)
+    ax = plot_heldout(code_cfg_paths[0], result).axes[0]
+    assert (ax.get_ylabel(), ax.get_title()) == ("pass@1 (%)", "Held-out pass@1 on tiny_code tasks (greedy)")
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["untrained", "after SFT"]
+    assert plot_heldout(cfg_paths[0], result).axes[0].get_ylabel() == "accuracy (%)"
+
+
 def test_one_seed_in_and_the_prompt_it_becomes(code_cfg_paths):
     from rleif_kit.prepare.stage import setup_example
     from rleif_kit.worlds import world_for

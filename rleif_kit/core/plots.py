@@ -49,9 +49,10 @@ def plot_loss_curve(log: Sequence[dict], title: str = "SFT training loss") -> Fi
 
 
 def plot_accuracy_bars(values: dict[str, float], title: str = "Held-out accuracy",
-                       intervals: dict[str, Sequence[float]] | None = None) -> Figure:
-    """One bar per model or setting, labelled with its accuracy in percent; ``intervals`` ({name: (low, high)},
-    accuracies) draws each one's 95% interval as an error bar."""
+                       intervals: dict[str, Sequence[float]] | None = None, score: str = "accuracy") -> Figure:
+    """One bar per model or setting, labelled with its score in percent (``score``: the world's name for it,
+    "accuracy", "pass@1"); ``intervals`` ({name: (low, high)}, scores) draws each one's 95% interval as an error
+    bar."""
     fig, ax = plt.subplots(figsize=(5, 3.2))
     names, accs = list(values), [100 * float(v) for v in values.values()]
     err = None
@@ -62,7 +63,7 @@ def plot_accuracy_bars(values: dict[str, float], title: str = "Held-out accuracy
                   capsize=6, ecolor="#333")
     ax.bar_label(bars, labels=[f"{a:.1f}%" for a in accs], label_type="center", color="white")
     ax.set_ylim(0, 105)
-    ax.set_ylabel("accuracy (%)")
+    ax.set_ylabel(f"{score} (%)")
     ax.set_title(title)
     fig.tight_layout()
     return fig

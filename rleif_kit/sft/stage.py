@@ -56,7 +56,7 @@ from rleif_kit.worlds.words import run_words
 
 # The stage's public face: what its notebook and ``python -m rleif_kit.sft`` use; the plots and the verdicts' text
 # are defined in core/plots.py and checks/verdicts.py and offered here, so the notebook reads one stage module.
-__all__ = ["stage_intro", "SFTResult", "run_sft", "before_after", "heldout_title", "plot_loss_curve",
+__all__ = ["stage_intro", "SFTResult", "run_sft", "before_after", "heldout_title", "plot_heldout", "plot_loss_curve",
            "plot_accuracy_bars", "save_figure", "format_verdicts"]
 
 
@@ -220,6 +220,12 @@ def heldout_title(cfg: RunConfig) -> str:
     """The held-out bars' title in the run's words: ``Held-out pass@1 on tiny_code tasks (greedy)``."""
     w = run_words(cfg)
     return f"Held-out {w.score} on {w.world} {w.tasks} (greedy)"
+
+
+def plot_heldout(cfg: RunConfig, result: SFTResult) -> Any:
+    """The held-out score before and after SFT as two bars, titled and labelled in the run's words."""
+    return plot_accuracy_bars({"untrained": result.accuracy_before, "after SFT": result.accuracy_after},
+                              title=heldout_title(cfg), score=run_words(cfg).score)
 
 
 def before_after(cfg: RunConfig, paths: RunPaths) -> Any:
