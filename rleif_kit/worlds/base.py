@@ -98,7 +98,9 @@ class Benchmark:
     ``prompt(item, ev)`` the model input under the ``[eval]`` section ``ev``; ``check(item, response, ev)`` one
     row for an answer benchmark; a code benchmark (``runs_code``) is scored in the sandbox instead, its response
     cut by ``extract``. ``summary`` names extra row keys a summary reports as shares (``{"steps_ok": ...}``);
-    ``meta(ev)`` the ``[eval]`` values that decide a verdict besides the shared ones."""
+    ``meta(ev)`` the ``[eval]`` values that decide a verdict besides the shared ones; ``category(item)`` the
+    benchmark's own grouping of an item (MATH's subject), which 06's breakdown uses where the world has no task
+    family."""
 
     name: str
     load: Callable[[Path | None, Any, Any], list[dict]]
@@ -114,6 +116,7 @@ class Benchmark:
     missing_data: str = ""  # what to pass when there is no default source
     default_source: str = "hub"  # where items come from without a path: "hub", "run" (the run's own split), a package
     own_prompt: bool = False  # asked in a prompt of its own (HumanEval, MBPP), not in the world's training prompt
+    category: Callable[[Mapping[str, Any]], str | None] = field(default=lambda item: None)  # MATH: its subject
 
     @property
     def role(self) -> str:
