@@ -51,7 +51,7 @@ from rleif_kit.worlds.words import run_words
 # run_stage) use. The plot (core/plots.py) and the verdicts' text (checks/verdicts.py) are defined there and offered
 # here, so that the notebook reads one stage module.
 __all__ = ["EvalResult", "run_eval", "eval_intro", "wrong_answers", "wrong_answer_table", "family_table",
-           "plot_families", "plot_eval_bars", "save_figure", "format_verdicts", "verdict_table"]
+           "plot_results", "plot_families", "plot_eval_bars", "save_figure", "format_verdicts", "verdict_table"]
 
 STAGE = EVAL
 
@@ -68,9 +68,11 @@ class EvalResult:
     families: dict = field(default_factory=dict)  # benchmark -> its SFT-vs-PPO breakdown (evaluation/families.py)
 
     def metric(self, key: str) -> dict[str, dict[str, Any]]:
-        """``{model: {benchmark: value}}`` of one summary figure, where it is defined."""
-        return {m: {b: s[key] for b, s in benches.items() if s.get(key) is not None}
-                for m, benches in self.summary.items()}
+        """``{model: {benchmark: value}}`` of one summary figure, where it is defined (a model with none left out:
+        ``{}`` when no benchmark of the run has it, compat on a code run)."""
+        out = {m: {b: s[key] for b, s in benches.items() if s.get(key) is not None}
+               for m, benches in self.summary.items()}
+        return {m: v for m, v in out.items() if v}
 
     def verdicts(self) -> list[Verdict]:
         """The A/B verdicts, one per benchmark, named ``sft_vs_ppo_<benchmark>`` (what metrics.json records)."""
@@ -348,6 +350,12 @@ def eval_intro(cfg: RunConfig) -> str:
             f"World: {w.about}. The PPO model was trained on the reward `{w.shown}`:\n\n" + "\n".join(w.term_lines())
             + f"\n\nThe headline is {w.score}: the share of {w.tasks} {w.right}.{code} Where a benchmark's {w.tasks} "
             "come in families, a table below the results breaks the comparison down by family.")
+
+
+def plot_results(result: EvalResult, cfg: RunConfig) -> Any:
+    """Each model's headline figure per benchmark, named in the run's words (accuracy, pass@1)."""
+    score = run_words(cfg).score
+    return plot_eval_bars(result.metric("accuracy"), title=f"{score} per benchmark", ylabel=f"{score} (%)")
 
 
 def family_table(result: EvalResult, cfg: RunConfig) -> Any:
