@@ -10,12 +10,17 @@ This module builds the page and writes it; ``report_sections.py`` renders each s
 rules every part of the page follows (how a figure is written, where a check links, where it counts). The page,
 top to bottom, and this module in the same order:
 
-- a contents bar, the run's name, params and times, and the counts of stages and checks;
+- a contents bar, the run's name, its world and reward formula with what computes each term (``worlds/words.py``,
+  from ``run.json``'s config keys: a code run reads ``r = rI · rV`` and pass@1, never the math world's words),
+  params and times, and the counts of stages and checks;
+- the **results** at a glance: 06's score (the world's: accuracy, pass@1) per model and benchmark, and per task
+  family where a benchmark has families, with PPO's change over SFT in points;
 - the **what next** box: the one thing to look at first, in this order: a stage that failed, stopped or was
   interrupted (the first in pipeline order, the run's own folder before a loop's later iterations); else the first
   check that fails; else the first that warns. It gives the cause and the action — the verdict's own advice, and
   the likely cause and what to do from the check's row in ``docs/troubleshooting.md`` — and links that row; the
-  other problems follow in a line. A healthy run gets where to go from the demo instead;
+  other problems follow in a line. A healthy run gets where to go from the demo instead (its own arm first: a code
+  run's WizardCoder page);
 - a headline card: what went in, what came out — the SFT accuracy before and after, PPO's gain over SFT with its
   95% interval drawn — the reward's health and the wall time per stage;
 - a ``[loop]`` run's summary across iterations;
@@ -38,11 +43,12 @@ import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from rleif_kit.core.progress import fmt_duration
 from rleif_kit.core.records import read_records
-from rleif_kit.core.stages import STAGES
+from rleif_kit.core.stages import EVAL, STAGES
 from rleif_kit.core.verdict import STATUS_COLORS
 from rleif_kit.pipeline.report_sections import (
     TRUSTED,
@@ -60,6 +66,7 @@ from rleif_kit.pipeline.report_sections import (
     md_inline,
     named,
     owners,
+    results_table,
     run_paths,
     stage_anchor,
     stage_pill,
@@ -70,6 +77,8 @@ from rleif_kit.pipeline.report_sections import (
     verdict_pill,
 )
 from rleif_kit.pipeline.run_status import RUN_FILE
+from rleif_kit.worlds import UnknownWorld, get_world
+from rleif_kit.worlds.words import RunWords, run_words
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 0 auto 3em; max-width: 1180px; padding: 0 1em; color: #1f2328; }
@@ -106,8 +115,50 @@ figure { display: inline-block; margin: 0.5em; vertical-align: top; max-width: 1
 figure img { max-width: 540px; width: 100%; border: 1px solid #d0d7de; }
 figure.wide { display: block; margin: 0.5em 0; } figure.wide img { max-width: 100%; width: auto; }
 figcaption { font-size: 0.85em; color: #57606a; }
-.muted { color: #57606a; font-size: 0.9em; }
+.muted { color: #57606a; font-size: 0.9em; } p.about { color: #57606a; margin: 0 0 0.6em; }
+pre { white-space: pre-wrap; font-family: ui-monospace, monospace; font-size: 0.85em; margin: 0; }
+table.results caption, table.families caption { text-align: left; font-weight: 600; padding: 0.2em 0; }
+table.results tr.all td, table.families tr.all td { font-weight: 600; }
 """
+
+
+# ------------------------------------------------------------------ the run's words
+
+
+def _default(section: str, key: str) -> Any:
+    from rleif_kit.core.config import SECTIONS
+
+    f = SECTIONS[section].__dataclass_fields__[key]
+    return f.default
+
+
+def report_words(run: dict[str, Any]) -> RunWords | None:
+    """The run's words (``worlds/words.py``: its world, reward formula, task noun, score) from ``run.json``'s
+    config keys moved from the kit's defaults; None without run.json or for a world this kit cannot load (the
+    page then says what every run says)."""
+    if not run:
+        return None
+    changed = {c["key"]: c["value"] for c in run.get("config_changes", []) if isinstance(c, dict) and "key" in c}
+
+    def value(section: str, key: str) -> Any:
+        return changed.get(f"{section}.{key}", _default(section, key))
+
+    cfg = SimpleNamespace(ppo=SimpleNamespace(reward_formula=value("ppo", "reward_formula")),
+                          reward_model=SimpleNamespace(answer_reward=value("reward_model", "answer_reward")))
+    try:
+        return run_words(cfg, get_world(value("base", "world")))
+    except (UnknownWorld, ImportError, ValueError):
+        return None
+
+
+def world_line(words: RunWords | None) -> str:
+    """Under the title: the run's world and the reward PPO was trained on, each term with what computes it."""
+    if words is None:
+        return ""
+    terms = "; ".join(f"<b>{esc(t)}</b> {md_inline(words.sources[t])}" for t in words.terms)
+    return (f'<p class="world">World <b>{esc(words.world)}</b> — {esc(words.about)}. Reward '
+            f"<code>{esc(words.shown)}</code>: {terms}. Scored by {esc(words.score)} on held-out "
+            f"{esc(words.tasks)}.</p>")
 
 
 # ------------------------------------------------------------------ which stages ran, and the counts under the title
@@ -247,7 +298,14 @@ def _verdict_problem(prefix: str, stage: str, v: dict[str, Any], docs: str | Non
             + f'<p>{doc_link(docs, anchor, "the troubleshooting entry: " + esc(v["check"]))}</p>')
 
 
-def _healthy(scopes: list[Scope], run: dict[str, Any], docs: str | None) -> str:
+def next_steps(words: RunWords | None) -> tuple[tuple[str, str, str], ...]:
+    """Where to go from the demo, the run's own arm first: a code run's WizardCoder page before the 7B math run."""
+    if words is not None and words.code_language:
+        return tuple(sorted(NEXT_STEPS, key=lambda step: step[0] != "wizardcoder.md"))
+    return NEXT_STEPS
+
+
+def _healthy(scopes: list[Scope], run: dict[str, Any], docs: str | None, words: RunWords | None = None) -> str:
     missing = [s for s, st in scopes[0].statuses.items() if st.get("status") in ("not run", "stale")]
     lead = (f'<p class="lead">{verdict_pill("ok")} <b>No check failed or warned.</b> '
             + (f'{len(missing)} stages have not run or are stale ({esc(", ".join(missing))}): '
@@ -256,7 +314,7 @@ def _healthy(scopes: list[Scope], run: dict[str, Any], docs: str | None) -> str:
     if not docs:
         return lead
     items = "".join(f'<li><a href="{esc(posixpath.normpath(posixpath.join(docs, path)))}">{esc(title)}</a>: '
-                    f'{esc(what)}</li>' for path, title, what in NEXT_STEPS)
+                    f'{esc(what)}</li>' for path, title, what in next_steps(words))
     return lead + f"<ul>{items}</ul>"
 
 
@@ -273,7 +331,8 @@ def _failed_requests(scopes: list[Scope], order: list[str], skip: tuple[str, str
     return out
 
 
-def what_next(scopes: list[Scope], run: dict[str, Any], order: list[str], docs: str | None) -> str:
+def what_next(scopes: list[Scope], run: dict[str, Any], order: list[str], docs: str | None,
+              words: RunWords | None = None) -> str:
     """The box: the first problem (with the others listed after it), or where to go from a healthy run."""
     stages = [(sc, s, sc.statuses[s]) for sc in scopes for s in order
               if sc.statuses.get(s, {}).get("status") in PROBLEM_STAGES]
@@ -284,7 +343,7 @@ def what_next(scopes: list[Scope], run: dict[str, Any], order: list[str], docs: 
     elif bad:
         kind, body = bad[0][2]["status"], _verdict_problem(*bad[0], docs)
     else:
-        kind, body = "ok", _healthy(scopes, run, docs)
+        kind, body = "ok", _healthy(scopes, run, docs, words)
     others = [f'<a href="#{esc(sc.prefix + s)}">{esc(sc.prefix + s)}</a> {esc(st["status"])}'
               for sc, s, st in stages[1:]]
     others += [f'{check_link(docs, v["check"])} {esc(v["status"])} ({esc(p + s)})'
@@ -304,8 +363,8 @@ def fmt_pts(v: Any) -> str:
     return f"{v * 100:+.1f}" if isinstance(v, (int, float)) else "?"
 
 
-def gain_chart(gains: dict[str, dict[str, Any]], min_gain: float | None = None) -> str:
-    """PPO − SFT accuracy per benchmark as a dot with its 95% interval, a zero line and the ok line: inline SVG."""
+def gain_chart(gains: dict[str, dict[str, Any]], min_gain: float | None = None, score: str = "accuracy") -> str:
+    """PPO − SFT ``score`` (the world's: accuracy, pass@1) per benchmark as a dot with its 95% interval, a zero line and the ok line: inline SVG."""
     rows = [(b, g) for b, g in gains.items() if isinstance(g, dict) and isinstance(g.get("gain"), (int, float))]
     if not rows:
         return ""
@@ -317,7 +376,7 @@ def gain_chart(gains: dict[str, dict[str, Any]], min_gain: float | None = None) 
     width, left, right, row_h = 560, 90, 170, 34  # room for the benchmark's name and the figures' text
     x = lambda v: left + (v - lo) / (hi - lo) * (width - left - right)  # noqa: E731 - a scale, read once
     height = row_h * len(rows) + 30
-    parts = [f'<svg class="gain" width="{width}" height="{height}" role="img" aria-label="PPO minus SFT accuracy">',
+    parts = [f'<svg class="gain" width="{width}" height="{height}" role="img" aria-label="PPO minus SFT {esc(score)}">',
              f'<line x1="{x(0):.1f}" y1="4" x2="{x(0):.1f}" y2="{height - 24}" stroke="#57606a"/>']
     if min_gain is not None:
         parts.append(f'<line x1="{x(min_gain):.1f}" y1="4" x2="{x(min_gain):.1f}" y2="{height - 24}" '
@@ -337,8 +396,10 @@ def gain_chart(gains: dict[str, dict[str, Any]], min_gain: float | None = None) 
 
 
 def headline(metrics: dict[str, dict[str, Any]], statuses: dict[str, dict[str, Any]], order: list[str],
-             min_gain: float | None, scope: str = "") -> str:
-    """What went in, what came out, the reward's health and the wall time per stage, from this run's figures."""
+             min_gain: float | None, scope: str = "", words: RunWords | None = None) -> str:
+    """What went in, what came out, the reward's health and the wall time per stage, from this run's figures, named
+    in the run's words (``words``: its score, a code run's pass@1; a run without them reads "accuracy")."""
+    score = words.score if words else "accuracy"
     def trusted(stage: str) -> dict[str, Any]:
         return metrics.get(stage, {}) if statuses.get(stage, {}).get("status") in TRUSTED else {}
 
@@ -355,7 +416,7 @@ def headline(metrics: dict[str, dict[str, Any]], statuses: dict[str, dict[str, A
         went_in.append(f"{sft.get('examples', 0):,} SFT examples, {sft.get('steps', '?')} steps")
     out = []
     if sft.get("accuracy_after") is not None:
-        out.append(f"SFT: held-out accuracy {sft.get('accuracy_before', 0) * 100:.1f}% → "
+        out.append(f"SFT: held-out {esc(score)} {sft.get('accuracy_before', 0) * 100:.1f}% → "
                    f"<b>{sft['accuracy_after'] * 100:.1f}%</b>")
     gains = ev.get("ab") if isinstance(ev.get("ab"), dict) else {}
     for bench, g in gains.items():
@@ -382,9 +443,21 @@ def headline(metrics: dict[str, dict[str, Any]], statuses: dict[str, dict[str, A
     title = "Headline" + (f' <span class="muted">· {esc(scope)}</span>' if scope else "")
     return (f'<section id="headline" class="card"><h2>{title}</h2><div class="cols"><div>'
             f'<h3>What went in</h3><ul>{"".join(f"<li>{w}</li>" for w in went_in)}</ul>'
-            f'<h3>What came out</h3><ul>{"".join(f"<li>{o}</li>" for o in out)}</ul>{gain_chart(gains, min_gain)}'
+            f'<h3>What came out</h3><ul>{"".join(f"<li>{o}</li>" for o in out)}</ul>'
+            f'{gain_chart(gains, min_gain, score)}'
             f'</div><div><h3>Stages</h3><table class="timeline">{timeline}</table>'
             f'<p class="muted">wall time of the current stages: {fmt_duration(total)}</p></div></div></section>')
+
+
+def results_section(metrics: dict[str, dict[str, Any]], statuses: dict[str, dict[str, Any]],
+                    words: RunWords | None) -> str:
+    """The one-glance results at the top: 06's score per model, benchmark and task family (its latest current
+    figures); "" when 06 has none this run can trust."""
+    if statuses.get(EVAL, {}).get("status") not in TRUSTED:
+        return ""
+    table = results_table(metrics.get(EVAL, {}), words.score if words else "accuracy")
+    return (f'<section id="results"><h2>Results</h2>{table}<p class="muted">From <a href="#{EVAL}">{EVAL}</a>; '
+            f"the change is PPO minus SFT in points.</p></section>") if table else ""
 
 
 # ------------------------------------------------------------------ the loop, the stages, the config
@@ -405,13 +478,14 @@ def _iteration_folders(report_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name.split("-")[1]))
 
 
-def _folder_blocks(folder: Path, prefix: str, changed: dict[str, dict[str, Any]],
-                   docs: str | None, page: Path, output_dir: str | None = None) -> tuple[list[str], dict]:
+def _folder_blocks(folder: Path, prefix: str, changed: dict[str, dict[str, Any]], docs: str | None, page: Path,
+                   output_dir: str | None = None, words: RunWords | None = None) -> tuple[list[str], dict]:
     """One block per stage, each with its ``figures/NN_*.png``; and the statuses. ``page``: the folder of
     index.html; ``output_dir``: run.json's run directory, relative to it."""
     metrics = read_records(folder / "metrics.json")
     statuses = stage_statuses(folder, prefix)
-    links = Links(changed, docs, owners(metrics, statuses, STAGES), run_paths(page, output_dir, prefix), page)
+    links = Links(changed, docs, owners(metrics, statuses, STAGES), run_paths(page, output_dir, prefix), page,
+                  words)
     pngs = unique(sorted((folder / "figures").glob("*.png")))
     blocks, used = [], set()
     for stage in STAGES:
@@ -444,7 +518,8 @@ def write_report(report_dir: str | Path) -> Path:
     changed = {c["key"]: c for c in changes}
     min_gain = changed.get("diagnostics.ab_min_gain", {}).get("value", 0.03)
     docs = docs_href(report_dir)
-    blocks, statuses = _folder_blocks(report_dir, "", changed, docs, report_dir, run.get("output_dir"))
+    words = report_words(run)
+    blocks, statuses = _folder_blocks(report_dir, "", changed, docs, report_dir, run.get("output_dir"), words)
     iterations = _iteration_folders(report_dir)
     latest_metrics, latest = dict(metrics), dict(statuses)  # a loop's headline: each stage's latest iteration
     for folder in iterations:
@@ -452,7 +527,9 @@ def write_report(report_dir: str | Path) -> Path:
         for stage, st in theirs.items():
             if st["status"] != "not run":
                 latest[stage], latest_metrics[stage] = st, their_metrics.get(stage, {})
-    nav = ['<a href="#next">What next</a>', '<a href="#headline">Headline</a>'] + [
+    results = results_section(latest_metrics, latest, words)
+    nav = ['<a href="#results">Results</a>'] if results else []
+    nav += ['<a href="#next">What next</a>', '<a href="#headline">Headline</a>'] + [
         f'<a href="#{esc(s)}">{esc(s[:2])} {stage_pill(statuses[s]["status"])}</a>' for s in STAGES]
     nav += ['<a href="#config">Config</a>'] + [f'<a href="#{f.name}">{esc(f.name)}</a>' for f in iterations]
     where = " ".join(x for x in [f"<code>{esc(run['params'])}</code>" if run.get("params") else "",
@@ -460,13 +537,13 @@ def write_report(report_dir: str | Path) -> Path:
                                  f"· started {esc(run['started'])}" if run.get("started") else "",
                                  f"· finished {esc(run['finished'])}" if run.get("finished") else ""] if x)
     body = [f'<nav class="contents">{"".join(nav)}</nav>',
-            f"<h1>RLEIF run · {esc(run.get('run') or report_dir.name)}</h1>",
-            f'<p class="muted">{where}</p>' if where else "", _summary_line(metrics, statuses),
+            f"<h1>RLEIF run · {esc(run.get('run') or report_dir.name)}</h1>", world_line(words),
+            f'<p class="muted">{where}</p>' if where else "", _summary_line(metrics, statuses), results,
             what_next([Scope("", metrics, statuses)] + [
                 Scope(f"{f.name}/", read_records(f / "metrics.json"), stage_statuses(f, f"{f.name}/"))
-                for f in iterations], run, list(STAGES), docs),
+                for f in iterations], run, list(STAGES), docs, words),
             headline(latest_metrics, latest, list(STAGES), min_gain,
-                     f"each stage's latest iteration (of {len(iterations) + 1})" if iterations else "")]
+                     f"each stage's latest iteration (of {len(iterations) + 1})" if iterations else "", words)]
     summary_path = report_dir / "loop_summary.json"
     if summary_path.exists():
         body.append(_loop_table(json.loads(summary_path.read_text(encoding="utf-8"))))
@@ -477,7 +554,8 @@ def write_report(report_dir: str | Path) -> Path:
                 f'{config_table(changes) if run else "<p>No run.json: run through rleif run to see it.</p>"}</section>')
     for folder in iterations:
         body.append(f'<h2 id="{folder.name}">Iteration {folder.name.split("-")[1]}</h2>')
-        body.extend(_folder_blocks(folder, f"{folder.name}/", changed, docs, report_dir, run.get("output_dir"))[0])
+        body.extend(_folder_blocks(folder, f"{folder.name}/", changed, docs, report_dir, run.get("output_dir"),
+                                   words)[0])
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>RLEIF run {esc(run.get('run') or report_dir.name)}</title><style>{CSS}</style></head>\n<body>\n"
             + "\n".join(b for b in body if b) + "\n</body></html>\n")

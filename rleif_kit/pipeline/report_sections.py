@@ -8,7 +8,13 @@ their table; 06's accuracy per scorer; its other figures as tables; its plots. P
 script, no matplotlib. This module reads, top to bottom:
 
 **Figures as text.** Never raw JSON: floats to 4 significant digits, an interval inline, a dict a nested table, a
-list of records a small table of its first rows, an empty one "none".
+list of records a small table of its first rows, an empty one "none"; a text of several lines (a program, a reply)
+as code, escaped in a ``<pre>`` with its whitespace kept and never cut. A figure with nothing in it (compat's
+accuracy on a code run) and a column no row has a value in are left out.
+
+**Words.** A section's one line on what its stage does, and 06's score, come from the run's words
+(``worlds/words.py``: its world's tasks, its reward formula's terms, its score), which ``report.py`` reads from
+``run.json``.
 
 **Links.** Every check name on the page links to its entry in ``docs/troubleshooting.md``: an ``<a id="...">`` at
 its row there, named after the check (``kl_blowup``) or, for a family, after the family (``key_role`` for
@@ -37,6 +43,10 @@ stages still show their row, marked "counted in NN".
   ``<model>_probe_<edit>`` (``checks/probes.py``): the PPO gate records them in 05 (``05_ppo/gate.json``), 07
   records them again on the run's files (its ``verdict_details``, and ``probes`` as ``{check: {moved_right,
   mean_change, pairs, status}}``). They are drawn in the stage that counts them: 07 when it ran, else 05;
+- 06's breakdown by task family: each family's right / n per model, PPO's change in points and each model's
+  failures by class (code: syntax error, wrong value, ...), from 06's recorded ``families``
+  (``evaluation/families.py``); the page's one-glance results table at its top is the same breakdown without the
+  failures (``results_table``);
 - 06's accuracy per scorer: a row per model and benchmark that more than one scorer judges (GSM8k, MATH) — strict
   (the headline), flexible, compat, math-verify — and how often math-verify and strict disagree, linked to the
   run's ``06_eval/math_verify_disagreements.jsonl``. Read from the run's ``06_eval/summary.json`` (``run.json``
@@ -67,6 +77,7 @@ from rleif_kit.checks.threshold_keys import threshold_keys
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.stages import EVAL
 from rleif_kit.core.verdict import STATUS_COLORS, fmt_number
+from rleif_kit.evaluation.families import ALL, family_rows, has_families
 
 TRUSTED = ("ok", "skipped", "recorded")  # stage statuses whose figures are this run's
 
@@ -129,12 +140,29 @@ def named(values: dict[str, Any], sep: str = "; ") -> str:
     return sep.join(f"{k} = {_figure_text(v)}" for k, v in values.items()) if isinstance(values, dict) else fmt(values)
 
 
+def text_cell(value: Any) -> str:
+    """A text as the page shows it: escaped; one of several lines (a program, a reply) as code in ``<pre>``, its
+    whitespace and line breaks kept and never cut; anything else as ``fmt``."""
+    if isinstance(value, str) and "\n" in value.strip("\n"):
+        return f"<pre>{esc(value)}</pre>"
+    return esc(fmt(value))
+
+
+def empty(value: Any) -> bool:
+    """A figure with nothing in it: None, "", {}, [] or a dict of such (compat's ``{"sft": {}, "ppo": {}}`` on a
+    code run): a row the page leaves out."""
+    if isinstance(value, dict):
+        return all(empty(v) for v in value.values())
+    return value is None or value == "" or value == []
+
+
 def value_cell(value: Any, depth: int = 0) -> str:
     """A dict becomes a nested table (one level of rows per key), never JSON cut mid-word; a list of records a small
-    table of its first rows; a list of sentences one per line; an empty dict or list "none"."""
+    table of its first rows; a list of sentences one per line; an empty dict or list "none"; a text of several
+    lines as code (``text_cell``). A column no row has a value in is left out."""
     if isinstance(value, dict) and value and depth < 2:
         if all(isinstance(v, dict) for v in value.values()) and depth == 0:
-            cols = sorted({k for v in value.values() for k in v}, key=str)
+            cols = sorted({k for v in value.values() for k, x in v.items() if x is not None}, key=str)
             if 0 < len(cols) <= 8:
                 head = "".join(f"<th>{esc(c)}</th>" for c in cols)
                 rows = "".join(f"<tr><th>{esc(k)}</th>" + "".join(f"<td>{esc(fmt(v.get(c)))}</td>" for c in cols)
@@ -143,15 +171,15 @@ def value_cell(value: Any, depth: int = 0) -> str:
         rows = "".join(f"<tr><th>{esc(k)}</th><td>{value_cell(v, depth + 1)}</td></tr>" for k, v in value.items())
         return f'<table class="inner">{rows}</table>'
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) and depth == 0:
-        cols = list(dict.fromkeys(k for v in value[:RECORD_ROWS] for k in v))[:8]
-        rows = "".join("<tr>" + "".join(f"<td>{esc(fmt(v.get(c)))}</td>" for c in cols) + "</tr>"
+        cols = list(dict.fromkeys(k for v in value[:RECORD_ROWS] for k, x in v.items() if not empty(x)))[:8]
+        rows = "".join("<tr>" + "".join(f"<td>{text_cell(v.get(c))}</td>" for c in cols) + "</tr>"
                        for v in value[:RECORD_ROWS])
         more = f'<div class="muted">{len(value) - RECORD_ROWS} more</div>' if len(value) > RECORD_ROWS else ""
         head = "".join(f"<th>{esc(c)}</th>" for c in cols)
         return f'<table class="inner"><tr>{head}</tr>{rows}</table>{more}'
     if isinstance(value, list) and any(isinstance(v, str) and len(v) > 40 for v in value):
         return "<br>".join(esc(fmt(v)) for v in value)
-    return f'<span class="num">{esc(fmt(value))}</span>' if isinstance(value, (int, float)) else esc(fmt(value))
+    return f'<span class="num">{esc(fmt(value))}</span>' if isinstance(value, (int, float)) else text_cell(value)
 
 
 # ------------------------------------------------------------------ where a check links
@@ -541,13 +569,72 @@ def scorer_table(metrics: dict[str, Any], paths: RunPaths | None, report_dir: Pa
             f'{head}<th>disagreements (math-verify vs strict)</th></tr>{body}</table><p class="muted">{note}</p>')
 
 
+# ------------------------------------------------------------------ 06's results: at a glance, and by family
+
+
+def _rows_table(rows: list[dict[str, Any]], cls: str, caption: str = "") -> str:
+    """Display rows (one dict each, the keys in column order; a missing cell a dash) as a plain table."""
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+    body = "".join(f'<tr class="{"all" if r.get("family") == ALL else ""}">'
+                   + "".join(f'<td class="num">{text_cell(r.get(c))}</td>' if isinstance(r.get(c), (int, float))
+                             else f"<td>{text_cell(r.get(c)) if c in r else '—'}</td>" for c in cols) + "</tr>"
+                   for r in rows)
+    cap = f"<caption>{esc(caption)}</caption>" if caption else ""
+    return f'<table class="{esc(cls)}">{cap}<tr>{head}</tr>{body}</table>'
+
+
+def _breakdowns(metrics: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """06's ``families`` (benchmark -> breakdown, ``evaluation/families.py``); for a run recorded before it, each
+    benchmark's one "all" row out of its recorded ``accuracy`` and ``n_items``."""
+    families = metrics.get("families")
+    if isinstance(families, dict) and families:
+        return {b: e for b, e in families.items() if isinstance(e, list)}
+    accuracy, n_items = metrics.get("accuracy") or {}, metrics.get("n_items") or {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for model, benches in accuracy.items() if isinstance(accuracy, dict) else ():
+        for bench, acc in (benches or {}).items() if isinstance(benches, dict) else ():
+            n = (n_items.get(model) or {}).get(bench) if isinstance(n_items, dict) else None
+            if isinstance(acc, (int, float)) and isinstance(n, int):
+                entry = out.setdefault(bench, [{"family": ALL, "n": {}, "right": {}}])[0]
+                entry["n"][model], entry["right"][model] = n, round(acc * n)
+    return out
+
+
+def results_table(metrics: dict[str, Any], score: str = "accuracy") -> str:
+    """The one-glance table at the top of the page: each model's ``score`` (the world's: accuracy, pass@1) per
+    benchmark, and per task family where a benchmark has families, with PPO's change over SFT; "" before 06."""
+    rows = []
+    for bench, entries in _breakdowns(metrics).items():
+        shown = entries if has_families(entries) else [e for e in entries if e.get("family") == ALL]
+        rows += [{k: v for k, v in r.items() if not k.endswith(" failures")}
+                 for r in family_rows({bench: shown}, score)]
+    if not rows:
+        return ""
+    if not any(r["family"] != ALL for r in rows):  # no benchmark has families: no column for them
+        rows = [{k: v for k, v in r.items() if k != "family"} for r in rows]
+    return _rows_table(rows, "results", f"{score} by model" + (", and by task family" if any(
+        "family" in r for r in rows) else "") + " (right / n)")
+
+
+def family_block(metrics: dict[str, Any], score: str = "accuracy") -> str:
+    """06's breakdown by family: each family's right / n per model, PPO's change, each model's failures by
+    class where the world classes them; "" when no benchmark of the run has families."""
+    shown = {b: e for b, e in _breakdowns(metrics).items() if has_families(e)}
+    if not shown:
+        return ""
+    return _rows_table(family_rows(shown, score), "families", f"SFT vs PPO by task family: {score} (right / n)"
+                       " and why the wrong ones are wrong")
+
+
 # ------------------------------------------------------------------ the other figures, and the plots
 
 
 def figures_table(metrics: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
-    """The stage's recorded figures, one row each (``skip``: those drawn elsewhere on the page)."""
+    """The stage's recorded figures, one row each (``skip``: those drawn elsewhere on the page); a figure with
+    nothing in it (``empty``: a scorer the run's benchmarks do not have) is left out."""
     rows = [f"<tr><th>{esc(k)}</th><td>{value_cell(v)}</td></tr>" for k, v in metrics.items()
-            if k not in ("verdicts", "verdict_details", *skip)]
+            if k not in ("verdicts", "verdict_details", *skip) and not empty(v)]
     return f'<table class="figures">{"".join(rows)}</table>' if rows else ""
 
 
@@ -587,6 +674,27 @@ def unique(pngs: list[Path]) -> list[Path]:
 # ------------------------------------------------------------------ the section
 
 
+def stage_about(stage: str, words: Any) -> str:
+    """What a stage does, one line in the run's words (its world's tasks, its reward's terms, its score); "" without
+    them."""
+    if words is None:
+        return ""
+    w = words
+    terms = "; ".join(f"<b>{esc(t)}</b>: {md_inline(w.sources[t])}" for t in w.terms)
+    about = {
+        "00_setup": "the base model, the endpoints and the run's settings",
+        "01_evolve": f"Evol-Instruct: new {esc(w.tasks)} evolved from the seeds, ranked by {md_inline(w.judge)}",
+        "02_dedup": f"near-duplicate {esc(w.tasks)} and those that overlap the held-out set removed; the SFT data",
+        "03_sft": f"supervised fine-tuning on the evolved {esc(w.tasks)}: held-out {esc(w.score)} before and after",
+        "04_reward_models": f"the reward models behind <code>{esc(w.shown)}</code> — {terms}",
+        "05_ppo": f"PPO on the reward <code>{esc(w.shown)}</code>",
+        "06_eval": f"SFT vs PPO: {esc(w.score)} on the benchmarks, by task family where a benchmark has them",
+        "07_reward_diagnostics": f"the reward's health, read again from the run's files: its terms, the probes, and "
+                                 f"whether <code>{esc(w.shown)}</code> follows the truth ({esc(w.right)} or not)",
+    }
+    return about.get(stage, "")
+
+
 @dataclass
 class Links:
     """What every stage section links to: the moved config keys, the docs folder, each check's counting stage, the
@@ -596,6 +704,7 @@ class Links:
     owner: dict[str, str] = field(default_factory=dict)
     run: RunPaths | None = None
     page: Path = Path(".")
+    words: Any = None  # the run's words (``worlds/words.py``: world, formula, score), None without run.json
 
 
 def stage_section(folder: Path, prefix: str, stage: str, metrics: dict[str, Any], figures: list[Path],
@@ -604,9 +713,10 @@ def stage_section(folder: Path, prefix: str, stage: str, metrics: dict[str, Any]
     links); ``figures``: the stage's ``figures/NN_*.png``; ``st``: its status in ``run.json`` (``report.py``)."""
     status = st.get("status", "not run")
     wall = f' <span class="muted">{st["seconds"]:.0f} s</span>' if "seconds" in st else ""
+    about = stage_about(stage, links.words)
     parts = [f'<section class="stage {esc(status.replace(" ", ""))}" id="{esc(prefix + stage)}" '
              f'data-stage="{esc(stage)}" data-status="{esc(status)}"><h2>{esc(stage)} {stage_pill(status)}{wall}</h2>',
-             _problem(st)]
+             f'<p class="about">{about}</p>' if about else "", _problem(st)]
     files = []
     if (folder / f"{stage}.ipynb").exists():
         files.append(f'executed notebook: <a href="{esc(prefix + stage)}.ipynb">{esc(stage)}.ipynb</a>')
@@ -624,7 +734,9 @@ def stage_section(folder: Path, prefix: str, stage: str, metrics: dict[str, Any]
     parts.append(probes)
     if stage == EVAL:  # accuracy per scorer; the run's summary.json only when these figures are this run's
         parts.append(scorer_table(metrics, links.run if status in TRUSTED else None, links.page))
-    parts.append(figures_table(metrics, ("failures", "probes") if probes else ("failures",)))
+        parts.append(family_block(metrics, links.words.score if links.words else "accuracy"))
+    drawn = ("failures", "probes") if probes else ("failures",)
+    parts.append(figures_table(metrics, drawn + (("families",) if stage == EVAL else ())))
     parts.extend(figure(p, prefix + "figures/" + p.name) for p in figures
                  if not (probes and p.stem.endswith("_probes")))
     return "\n".join(p for p in parts if p) + "</section>"
