@@ -132,6 +132,14 @@ def test_family_rows_show_right_over_n_the_change_in_points_and_the_failures():
                        "ppo failures": "none"}
     assert rows[-1]["change (points)"] == 40.0  # 3/5 - 1/5
     assert "sft failures" not in rows[0]  # expr: nothing failed
+    # read back from metrics.json, whose keys are sorted: the columns SFT first, the failures most common first
+    entry = {"family": "all", "n": {"ppo": 3, "sft": 3}, "right": {"ppo": 1, "sft": 0},
+             "failures": {"ppo": {"exception": 1, "syntax error": 1}, "sft": {"exception": 1, "wrong value": 2}}}
+    assert family_rows({"b": [entry]}, "pass@1") == [
+        {"benchmark": "b", "family": "all", "sft pass@1": "0/3 (0.0%)", "ppo pass@1": "1/3 (33.3%)",
+         "change (points)": 33.3, "sft failures": "wrong value 2 · exception 1",
+         "ppo failures": "exception 1 · syntax error 1"}]
+    assert list(family_rows({"b": [entry]}, "pass@1")[0])[2:4] == ["sft pass@1", "ppo pass@1"]
 
 
 # ------------------------------------------------------------------ what 06 shows

@@ -397,6 +397,111 @@ def test_eval_shows_accuracy_per_scorer_and_links_the_disagreement_file(report_d
     assert _scorer_rows(write_report(report_dir).read_text()) is None
 
 
+# ------------------------------------------------------------------ the run's words and 06's results by family
+
+CODE_FAMILIES = {"tiny_code": [
+    {"family": "range", "n": {"sft": 2, "ppo": 2}, "right": {"sft": 0, "ppo": 2},
+     "failures": {"sft": {"wrong value": 2}, "ppo": {}}},
+    {"family": "slice", "n": {"sft": 2, "ppo": 2}, "right": {"sft": 0, "ppo": 0},
+     "failures": {"sft": {"wrong value": 2}, "ppo": {"syntax error": 2}}},
+    {"family": "all", "n": {"sft": 4, "ppo": 4}, "right": {"sft": 0, "ppo": 2},
+     "failures": {"sft": {"wrong value": 4}, "ppo": {"syntax error": 2}}}]}
+PROGRAM = "def f(a, b):\n    return sum(range(a, b))  # <the off-by-one>"
+
+
+def _table_rows(text, cls):
+    """A table of the page as [[cell text, ...], ...] (the header row first), or None."""
+    table = re.search(rf'<table class="{cls}">(.*?)</table>', text, re.S)
+    return [[re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
+            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table.group(1), re.S)] if table else None
+
+
+def code_run(report_dir):
+    """The healthy run made a code run: tiny_code's world and r = rI · rV, 06 with its breakdown by family, the
+    scorers a code benchmark does not have recorded empty (as 06 recorded them before), a wrong program."""
+    run = json.loads((report_dir / "run.json").read_text())
+    run["config_changes"] += [{"key": "base.world", "value": "tiny_code", "default": "math", "override": False,
+                               "reason": ""},
+                              {"key": "ppo.reward_formula", "value": "rI * rV", "default": "rI * rA",
+                               "override": False, "reason": "the execution reward"}]
+    write_json_atomic(report_dir / "run.json", run)
+    metrics = json.loads((report_dir / "metrics.json").read_text())
+    metrics["06_eval"] = {
+        "ab": {"tiny_code": {"gain": 0.5, "ci95": [0.1, 0.9], "n": 4}}, "verdicts": {"sft_vs_ppo_tiny_code": "ok"},
+        "accuracy": {"sft": {"tiny_code": 0.0}, "ppo": {"tiny_code": 0.5}}, "n_items": {"sft": {"tiny_code": 4},
+                                                                                       "ppo": {"tiny_code": 4}},
+        "flexible_accuracy": {"sft": {}, "ppo": {}}, "compat_accuracy": {"sft": {}, "ppo": {}},
+        "math_verify_accuracy": {}, "math_verify_disagreements": {"sft": {}, "ppo": {}}, "families": CODE_FAMILIES,
+        "wrong_answers": [{"model": "sft", "benchmark": "tiny_code", "id": "t1#0", "gold": None,
+                           "failure": "wrong value", "response": PROGRAM}]}
+    write_json_atomic(report_dir / "metrics.json", metrics)
+    return report_dir
+
+
+def test_a_code_run_names_its_world_and_formula_and_shows_its_results_by_family(report_dir):
+    text = write_report(code_run(report_dir)).read_text()
+    top = text[:text.index('id="next"')]
+    assert "World <b>tiny_code</b>" in top and "<code>r = rI · rV</code>" in top and "r = rI · rA" not in text
+    assert "<b>rV</b> the task's tests, run in the sandbox" in top and "Scored by pass@1 on held-out tasks" in top
+    # the one-glance results, above the box: pass@1 per model and family, PPO's change in points
+    assert top.index('id="results"') < text.index('id="next"') and 'href="#results"' in text
+    assert _table_rows(top, "results") == [
+        ["benchmark", "family", "sft pass@1", "ppo pass@1", "change (points)"],
+        ["tiny_code", "range", "0/2 (0.0%)", "2/2 (100.0%)", "100"],  # 0/2 -> 2/2
+        ["tiny_code", "slice", "0/2 (0.0%)", "0/2 (0.0%)", "0"],
+        ["tiny_code", "all", "0/4 (0.0%)", "2/4 (50.0%)", "50"]]  # 0/4 -> 2/4
+    section = text[text.index('id="06_eval"'):text.index('id="07_reward_diagnostics"')]
+    assert _table_rows(section, "families")[2] == ["tiny_code", "slice", "0/2 (0.0%)", "0/2 (0.0%)", "0",
+                                                   "wrong value 2", "syntax error 2"]
+    # scorers a code benchmark does not have: no row, no table; the gold no row has: no column
+    assert not re.search(r"<th>(flexible_accuracy|compat_accuracy|math_verify\w*|families)</th>", section)
+    assert _scorer_rows(section) is None and "<th>gold</th>" not in section
+    # the wrong program as code: escaped, its line break and indent kept, whole
+    assert "<pre>def f(a, b):\n    return sum(range(a, b))  # &lt;the off-by-one&gt;</pre>" in section
+    # the stages and the headline in the run's words
+    assert "PPO on the reward <code>r = rI · rV</code>" in text and "SFT: held-out pass@1 0.0% → <b>52.0%</b>" in text
+    assert 'aria-label="PPO minus SFT pass@1"' in text
+
+
+def test_without_run_json_or_with_a_world_it_cannot_load_the_page_has_no_words():
+    from rleif_kit.pipeline.report import report_words
+
+    assert report_words({}) is None
+    assert report_words({"config_changes": [{"key": "base.world", "value": "no_such_pkg.world"}]}) is None
+    words = report_words({"config_changes": [{"key": "base.world", "value": "arith"}]})
+    assert (words.world, words.shown, words.score) == ("arith", "r = rI · rA", "accuracy")  # the kit's defaults
+
+
+def test_a_code_runs_next_steps_start_with_the_wizardcoder_arm(report_dir):
+    metrics = json.loads((report_dir / "metrics.json").read_text())
+    for stage in ("02_dedup", "07_reward_diagnostics"):
+        metrics[stage]["verdicts"] = {k: "ok" for k in metrics[stage]["verdicts"]}  # a healthy run: the demo box
+    write_json_atomic(report_dir / "metrics.json", metrics)
+    box = lambda t: t[t.index('id="next"'):t.index('id="headline"')]  # noqa: E731
+    math_box = box(write_report(report_dir).read_text())
+    assert math_box.index("Your own 7B run") < math_box.index("The WizardCoder arm")
+    code_run(report_dir)
+    code_box = box(write_report(report_dir).read_text())
+    assert code_box.index("The WizardCoder arm") < code_box.index("Your own 7B run")
+
+
+def test_a_math_run_keeps_its_scorer_rows_and_its_words(report_dir):
+    metrics = json.loads((report_dir / "metrics.json").read_text())
+    metrics["06_eval"].update(accuracy={"sft": {"gsm8k": 0.5}, "ppo": {"gsm8k": 0.75}},
+                              n_items={"sft": {"gsm8k": 8}, "ppo": {"gsm8k": 8}},
+                              compat_accuracy={"sft": {"gsm8k": 0.5}, "ppo": {"gsm8k": 0.625}},
+                              flexible_accuracy={"sft": {"gsm8k": 0.625}, "ppo": {}})
+    write_json_atomic(report_dir / "metrics.json", metrics)
+    text = write_report(report_dir).read_text()
+    section = text[text.index('id="06_eval"'):text.index('id="07_reward_diagnostics"')]
+    assert "<th>compat_accuracy</th>" in section and "<th>flexible_accuracy</th>" in section
+    assert sorted(r[:3] for r in _scorer_rows(section)[1:]) == [["ppo", "gsm8k", "75.0%"], ["sft", "gsm8k", "50.0%"]]
+    # recorded before families were: each benchmark's one row out of its accuracy and n, no family column
+    assert _table_rows(text, "results") == [["benchmark", "sft accuracy", "ppo accuracy", "change (points)"],
+                                            ["gsm8k", "4/8 (50.0%)", "6/8 (75.0%)", "25"]]  # 0.5 x 8, 0.75 x 8
+    assert "<code>r = rI · rA</code>" in text and "r = rI · rV" not in text and _table_rows(text, "families") is None
+
+
 def test_a_stale_eval_reads_no_summary_from_the_run(report_dir):
     from rleif_kit.core.paths import RunPaths
 

@@ -28,6 +28,8 @@ from rleif_kit.pipeline.report_sections import (
     preset_marks,
     probe_chart,
     probe_rows,
+    stage_about,
+    text_cell,
     value_cell,
 )
 
@@ -151,3 +153,34 @@ def test_every_threshold_key_names_a_config_key():
     assert {k for keys in THRESHOLD_KEYS.values() for k in keys} <= known
     assert threshold_keys("irm_probe_unsolvable") == ("diagnostics.probe_ok", "diagnostics.probe_fail")
     assert threshold_keys("sft_vs_ppo_arith") == ("diagnostics.ab_min_gain",) and threshold_keys("config") == ()
+
+
+def test_text_of_several_lines_is_code_and_a_figure_with_nothing_in_it_is_left_out():
+    from rleif_kit.pipeline.report_sections import empty, figures_table
+
+    program = "def f(xs, n):\n    return xs[-n:]  # <n = 0>"
+    assert text_cell(program) == "<pre>def f(xs, n):\n    return xs[-n:]  # &lt;n = 0&gt;</pre>"  # whole, escaped
+    assert text_cell("one line") == "one line" and text_cell(None) == "—"
+    assert value_cell(program) == text_cell(program)
+    rows = value_cell([{"id": "a", "gold": None, "response": program}, {"id": "b", "gold": None, "response": "x"}])
+    assert "<th>gold</th>" not in rows and "<pre>def f(xs, n):" in rows  # the column no row has, left out
+    cell = value_cell({"sft": {"gsm8k": 0.5, "math": None}, "ppo": {"gsm8k": 0.75, "math": None}})
+    assert "<th>math</th>" not in cell and "<th>gsm8k</th>" in cell
+    assert empty({"sft": {}, "ppo": {}}) and empty({}) and empty(None) and empty([]) and empty("")
+    assert not empty({"sft": {"gsm8k": 0.0}}) and not empty(0)
+    table = figures_table({"compat_accuracy": {"sft": {}, "ppo": {}}, "accuracy": {"sft": {"x": 0.5}}})
+    assert "compat_accuracy" not in table and "<th>accuracy</th>" in table
+
+
+def test_each_stage_says_what_it_does_in_the_runs_words():
+    from rleif_kit.core.config import load_config
+    from rleif_kit.worlds.words import run_words
+
+    code = run_words(load_config(ROOT / "params" / "tiny-code.toml", workdir=ROOT))
+    assert stage_about("05_ppo", code) == "PPO on the reward <code>r = rI · rV</code>"
+    assert "held-out pass@1" in stage_about("03_sft", code) and "tasks" in stage_about("01_evolve", code)
+    assert "<b>rV</b>: the task's tests" in stage_about("04_reward_models", code)
+    assert "passed or not" in stage_about("07_reward_diagnostics", code)
+    arith = run_words(load_config(ROOT / "params" / "tiny-cpu.toml", workdir=ROOT))
+    assert stage_about("05_ppo", arith) == "PPO on the reward <code>r = rI · rA</code>"
+    assert "held-out accuracy" in stage_about("03_sft", arith) and stage_about("06_eval", None) == ""

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 ALL = "all"  # the row of every item of the benchmark, last
+MODEL_ORDER = ("base", "sft", "ppo")  # columns before and after (metrics.json keeps its keys sorted: ppo, sft)
 
 
 def family_breakdown(rows: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -72,7 +73,7 @@ def family_rows(families: Mapping[str, Sequence[Mapping[str, Any]]], score: str 
     out = []
     for bench, entries in families.items():
         for e in entries:
-            models = list(e.get("n") or {})
+            models = sorted(e.get("n") or {}, key=lambda m: MODEL_ORDER.index(m) if m in MODEL_ORDER else 9)
             row: dict[str, Any] = {"benchmark": bench, "family": e["family"]}
             for m in models:
                 s = share(e, m)
@@ -80,6 +81,7 @@ def family_rows(families: Mapping[str, Sequence[Mapping[str, Any]]], score: str 
             if "sft" in models and "ppo" in models and share(e, "sft") is not None and share(e, "ppo") is not None:
                 row["change (points)"] = round(100 * (share(e, "ppo") - share(e, "sft")), 1)
             for m in models if e.get("failures") else ():
-                row[f"{m} failures"] = " · ".join(f"{k} {v}" for k, v in e["failures"][m].items()) or "none"
+                kinds = sorted(e["failures"][m].items(), key=lambda kv: (-kv[1], kv[0]))  # most common first
+                row[f"{m} failures"] = " · ".join(f"{k} {v}" for k, v in kinds) or "none"
             out.append(row)
     return out
