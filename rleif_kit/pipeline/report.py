@@ -46,6 +46,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from rleif_kit.core.config import SECTIONS
 from rleif_kit.core.progress import fmt_duration
 from rleif_kit.core.records import read_records
 from rleif_kit.core.stages import EVAL, STAGES
@@ -126,10 +127,7 @@ table.results tr.all td, table.families tr.all td { font-weight: 600; }
 
 
 def _default(section: str, key: str) -> Any:
-    from rleif_kit.core.config import SECTIONS
-
-    f = SECTIONS[section].__dataclass_fields__[key]
-    return f.default
+    return SECTIONS[section].__dataclass_fields__[key].default
 
 
 def report_words(run: dict[str, Any]) -> RunWords | None:

@@ -75,7 +75,7 @@ from typing import Any, Iterable
 
 from rleif_kit.checks.threshold_keys import threshold_keys
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.core.stages import EVAL
+from rleif_kit.core.stages import DEDUP, DIAGNOSTICS, EVAL, EVOLVE, PPO, REWARD_MODELS, SETUP, SFT
 from rleif_kit.core.verdict import STATUS_COLORS, fmt_number
 from rleif_kit.evaluation.families import ALL, family_rows, has_families
 
@@ -682,15 +682,15 @@ def stage_about(stage: str, words: Any) -> str:
     w = words
     terms = "; ".join(f"<b>{esc(t)}</b>: {md_inline(w.sources[t])}" for t in w.terms)
     about = {
-        "00_setup": "the base model, the endpoints and the run's settings",
-        "01_evolve": f"Evol-Instruct: new {esc(w.tasks)} evolved from the seeds, ranked by {md_inline(w.judge)}",
-        "02_dedup": f"near-duplicate {esc(w.tasks)} and those that overlap the held-out set removed; the SFT data",
-        "03_sft": f"supervised fine-tuning on the evolved {esc(w.tasks)}: held-out {esc(w.score)} before and after",
-        "04_reward_models": f"the reward models behind <code>{esc(w.shown)}</code> — {terms}",
-        "05_ppo": f"PPO on the reward <code>{esc(w.shown)}</code>",
-        "06_eval": f"SFT vs PPO: {esc(w.score)} on the benchmarks, by task family where a benchmark has them",
-        "07_reward_diagnostics": f"the reward's health, read again from the run's files: its terms, the probes, and "
-                                 f"whether <code>{esc(w.shown)}</code> follows the truth ({esc(w.right)} or not)",
+        SETUP: "the base model, the endpoints and the run's settings",
+        EVOLVE: f"Evol-Instruct: new {esc(w.tasks)} evolved from the seeds, ranked by {md_inline(w.judge)}",
+        DEDUP: f"near-duplicate {esc(w.tasks)} and those that overlap the held-out set removed; the SFT data",
+        SFT: f"supervised fine-tuning on the evolved {esc(w.tasks)}: held-out {esc(w.score)} before and after",
+        REWARD_MODELS: f"the reward models behind <code>{esc(w.shown)}</code> — {terms}",
+        PPO: f"PPO on the reward <code>{esc(w.shown)}</code>",
+        EVAL: f"SFT vs PPO: {esc(w.score)} on the benchmarks, by task family where a benchmark has them",
+        DIAGNOSTICS: f"the reward's health, read again from the run's files: its terms, the probes, and "
+                     f"whether <code>{esc(w.shown)}</code> follows the truth ({esc(w.right)} or not)",
     }
     return about.get(stage, "")
 
