@@ -15,7 +15,7 @@ from rleif_kit.core.config import load_config
 from rleif_kit.core.jsonl import write_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.evaluation.families import family_breakdown, family_rows, has_families, share
-from rleif_kit.evaluation.stage import EvalResult, eval_intro, wrong_answers, with_families
+from rleif_kit.evaluation.stage import EvalResult, eval_intro, with_families, wrong_answer_rows, wrong_answers
 from rleif_kit.worlds.arith.world import WORLD as ARITH
 from rleif_kit.worlds.benchmarks import item_family
 from rleif_kit.worlds.code.world import WORLD as CODE
@@ -170,6 +170,8 @@ def test_wrong_answers_put_one_of_each_failure_first_and_show_a_program_whole(tm
     assert got[0]["response"] == "def f(a, b):\n    return sum(range(a, b))"  # the program, line break kept
     assert wrong_answers(paths, per_file=3, world=TINY_CODE)[2]["response"] == program  # whole, never cut
     assert "failure" not in wrong_answers(paths)[0]  # without the world: file order, no class
+    shown = wrong_answer_rows(load_config(CODE_PARAMS, workdir=ROOT), paths, per_file=2)
+    assert list(shown[0]) == ["model", "benchmark", "id", "family", "answer", "failure", "response"]  # no gold
 
 
 def test_the_intro_speaks_the_runs_world_and_formula():

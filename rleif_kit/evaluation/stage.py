@@ -50,7 +50,8 @@ from rleif_kit.worlds.words import run_words
 # The stage's public face: what its notebook and ``python -m rleif_kit.evaluation`` (through ``rleif eval``'s
 # run_stage) use. The plot (core/plots.py) and the verdicts' text (checks/verdicts.py) are defined there and offered
 # here, so that the notebook reads one stage module.
-__all__ = ["EvalResult", "run_eval", "eval_intro", "wrong_answers", "wrong_answer_table", "family_table",
+__all__ = ["EvalResult", "run_eval", "eval_intro", "wrong_answers", "wrong_answer_rows", "wrong_answer_table",
+           "family_table",
            "plot_results", "plot_families", "plot_eval_bars", "save_figure", "format_verdicts", "verdict_table"]
 
 STAGE = EVAL
@@ -379,12 +380,19 @@ def plot_families(result: EvalResult, cfg: RunConfig) -> Any:
                           ylabel=f"{w.score} (%)")
 
 
-def wrong_answer_table(cfg: RunConfig, paths: RunPaths, per_file: int = 3) -> Any:
-    """:func:`wrong_answers` as a table: the response as code (whitespace and line breaks kept, never cut by the
-    table), a column no row has a value for (gold for code) left out."""
+def wrong_answer_rows(cfg: RunConfig, paths: RunPaths, per_file: int = 3) -> list[dict[str, Any]]:
+    """:func:`wrong_answers` with the run's world (one of each failure class first), a column no row has a value
+    for (gold for code, family for GSM8k) left out: what 06 shows and records for the report."""
     rows = wrong_answers(paths, per_file, world=world_for(cfg))
+    keep = [k for k in (rows[0] if rows else {}) if any(r.get(k) not in (None, "") for r in rows)]
+    return [{k: r.get(k) for k in keep} for r in rows]
+
+
+def wrong_answer_table(cfg: RunConfig, paths: RunPaths, per_file: int = 3) -> Any:
+    """:func:`wrong_answer_rows` as a table: the response as code (monospace, whitespace and line breaks kept,
+    never cut by the table)."""
+    rows = wrong_answer_rows(cfg, paths, per_file)
     if not rows:
         return Note("No wrong answer to show: every evaluated response is right (or nothing was evaluated yet).")
-    keep = [k for k in rows[0] if any(r.get(k) not in (None, "") for r in rows)]
-    view = text_table([{k: r.get(k) for k in keep} for r in rows], wrap=("response", "answer"))
-    return view.set_properties(subset=["response"], **{"font-family": "monospace"}) if "response" in keep else view
+    view = text_table(rows, wrap=("response", "answer"))
+    return view.set_properties(subset=["response"], **{"font-family": "monospace"}) if "response" in rows[0] else view
