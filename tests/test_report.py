@@ -459,7 +459,8 @@ def test_a_code_run_names_its_world_and_formula_and_shows_its_results_by_family(
     # the wrong program as code: escaped, its line break and indent kept, whole
     assert "<pre>def f(a, b):\n    return sum(range(a, b))  # &lt;the off-by-one&gt;</pre>" in section
     # the stages and the headline in the run's words
-    assert "PPO on the reward <code>r = rI · rV</code>" in text and "SFT: held-out pass@1 0.0% → <b>52.0%</b>" in text
+    assert "PPO on the reward <code>r = rI · rV</code>" in text
+    assert "SFT: held-out pass@1 0.0% → <b>52.0%</b>" in text
     assert 'aria-label="PPO minus SFT pass@1"' in text
 
 

@@ -362,7 +362,8 @@ def fmt_pts(v: Any) -> str:
 
 
 def gain_chart(gains: dict[str, dict[str, Any]], min_gain: float | None = None, score: str = "accuracy") -> str:
-    """PPO − SFT ``score`` (the world's: accuracy, pass@1) per benchmark as a dot with its 95% interval, a zero line and the ok line: inline SVG."""
+    """PPO − SFT ``score`` (the world's: accuracy, pass@1) per benchmark as a dot with its 95% interval, a zero line
+    and the ok line: inline SVG."""
     rows = [(b, g) for b, g in gains.items() if isinstance(g, dict) and isinstance(g.get("gain"), (int, float))]
     if not rows:
         return ""
