@@ -9,7 +9,10 @@ made with other generation settings or by an older copy of the model are moved a
 (``*.stale.jsonl``), never mixed in. Then the summary (accuracy strict / flexible / compat, pass@k)
 and the SFT-vs-PPO A/B — a paired bootstrap on the items both answered — go to ``summary.json``. GSM8k and
 MATH rows also carry math-verify's verdict, a second opinion beside the strict headline; the items where the two
-disagree go to ``06_eval/math_verify_disagreements.jsonl`` with both readings.
+disagree go to ``06_eval/math_verify_disagreements.jsonl`` with both readings. Every row carries its item's family
+where it has one (tiny_code's task family, MATH's subject), and the summary breaks SFT vs PPO down by family, with
+each model's failures by class where the world classes them (``families.py``). What the notebook shows — its intro
+in the run's words, the tables, the plots, the wrong answers — is at the end of this module.
 
     python -m rleif_kit.evaluation --params params/tiny-cpu.toml [--limit 50]
 """
@@ -51,8 +54,8 @@ from rleif_kit.worlds.words import run_words
 # run_stage) use. The plot (core/plots.py) and the verdicts' text (checks/verdicts.py) are defined there and offered
 # here, so that the notebook reads one stage module.
 __all__ = ["EvalResult", "run_eval", "eval_intro", "wrong_answers", "wrong_answer_rows", "wrong_answer_table",
-           "family_table",
-           "plot_results", "plot_families", "plot_eval_bars", "save_figure", "format_verdicts", "verdict_table"]
+           "family_table", "plot_results", "plot_families", "plot_eval_bars", "save_figure", "format_verdicts",
+           "verdict_table"]
 
 STAGE = EVAL
 
