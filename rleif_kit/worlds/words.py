@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rleif_kit.core.reward_formula import FORMULA_NAMES, parse_reward_formula
+from rleif_kit.worlds import world_for
 
 TERM_NAMES = {"rI": "instruction reward", "rA": "answer reward", "rV": "verifier reward", "rF": "format reward"}
 
@@ -61,8 +62,6 @@ class RunWords:
 def run_words(cfg: Any, world: Any = None) -> RunWords:
     """The words for ``cfg``'s run (``world``: the run's world when the caller has it already)."""
     if world is None:
-        from rleif_kit.worlds import world_for
-
         world = world_for(cfg)
     terms = tuple(t for t in FORMULA_NAMES if t in parse_reward_formula(cfg.ppo.reward_formula).terms)
     judge = world.judge_about if world.programmatic else "the judge model (`[evol_instruct]`'s endpoint or model)"
