@@ -66,7 +66,8 @@ KIT_SET: dict[str, dict[str, str]] = {
         "max_completion_length": "[ppo] max_new_tokens", "temperature": "[ppo] temperature",
         "beta": "[ppo] kl_coef", "epsilon": "[ppo] clip_range", "max_grad_norm": "[ppo] max_grad_norm",
         "logging_steps": "one log row per PPO step, which 05's log and curves read",
-        "save_strategy": "'no': GRPO saves its policy at the end", "bf16": "[base] bf16", "use_cpu": HARDWARE, "report_to": LOGGING,
+        "save_strategy": "'no': GRPO saves its policy at the end", "bf16": "[base] bf16", "use_cpu": HARDWARE,
+        "report_to": LOGGING,
         "use_vllm": "[ppo] generation_backend",
     },
 }
