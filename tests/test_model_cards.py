@@ -133,10 +133,10 @@ def test_hub_ids_and_licenses(tmp_path):
 def test_pairs_and_steps_load_as_hub_datasets_with_the_documented_fields(tmp_path):
     from datasets import load_dataset
 
-    pairs = [{"group": "s1", "chosen": "s1-a", "rejected": "s1-b", "chosen_text": "Add 3 and 4.",
-              "rejected_text": "Add 3 and.", "operator": "deepen"}]
-    held = [{"group": "s2", "chosen": "s2-a", "rejected": "s2-c", "chosen_text": "Tom has 2 pens.",
-             "rejected_text": "Tom has pens.", "operator": "concretize"}]
+    pairs = [{"group": "s1", "chosen": "Add 3 and 4.", "rejected": "Add 3 and.", "chosen_id": "s1-a",
+              "rejected_id": "s1-b", "operator": "deepen"}]
+    held = [{"group": "s2", "chosen": "Tom has 2 pens.", "rejected": "Tom has pens.", "chosen_id": "s2-a",
+             "rejected_id": "s2-c", "operator": "concretize"}]
     write_jsonl(tmp_path / "irm_pairs.jsonl", pair_rows(pairs, held))
     examples = [{"id": "s1-s0", "instruction_id": "s1", "question": "Maya has 4 plants.", "solution": SOLUTION,
                  "labels": [True, False], "source": "verifier"}]
@@ -146,12 +146,12 @@ def test_pairs_and_steps_load_as_hub_datasets_with_the_documented_fields(tmp_pat
     documented = {name for key in PAIR_FIELDS for name in key.split(", ")}
     assert set(ds.column_names) == documented
     assert ds["id"] == ["s1-a>s1-b", "s2-a>s2-c"] and ds["split"] == ["train", "heldout"]
-    assert ds[0]["chosen_text"] == "Add 3 and 4." and ds[1]["group"] == "s2"
+    assert ds[0]["chosen"] == "Add 3 and 4." and ds[1]["group"] == "s2"
 
     steps = load_dataset("json", data_files=str(tmp_path / "prm_steps.jsonl"), cache_dir=str(tmp_path / "c"))["train"]
     assert set(steps.column_names) == set(STEP_FIELDS)
     row = steps[0]
-    assert row["steps"] == ["Step 1: 4 * 2 = 8.", "Step 2: 8 / 2 = 4. The answer is: 4"]  # the last runs to its answer
+    assert row["completions"] == ["Step 1: 4 * 2 = 8.", "Step 2: 8 / 2 = 4. The answer is: 4"]  # last: to its answer
     assert row["labels"] == [True, False] and row["split"] == "train" and row["instruction_id"] == "s1"
     for name in documented | set(STEP_FIELDS):  # the module docstring documents every field too
         assert f"``{name}``" in rm_datasets.__doc__, name
@@ -227,7 +227,7 @@ def test_reward_model_cards_name_their_kind_data_and_base_without_the_tmp_root(t
     assert (paths.prm_model / "figures" / "heldout_step_scores.png").exists()
 
     irm = SimpleNamespace(log=[], train_pairs=8, heldout_pairs=2, heldout_accuracy=0.5, runtime_s=1.0)
-    text = render(irm_card(cfg, paths, irm, ref, str(paths.sft_model), [{"chosen_text": "Add 3 and 4."}]))
+    text = render(irm_card(cfg, paths, irm, ref, str(paths.sft_model), [{"chosen": "Add 3 and 4."}]))
     meta = front_matter_of(text, tmp_path)
     assert meta.pipeline_tag == "text-classification" and "reward-model" in meta.tags
     assert "`../irm_pairs.jsonl`" in text and "instruction = \"Add 3 and 4.\"" in text

@@ -27,13 +27,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, get_type_hints
 
+from rleif_kit.core import trainer_args
 from rleif_kit.core.reward_formula import FormulaError, parse_reward_formula
 from rleif_kit.core.user_files import UserFileError, parse_toml, read_user_text
 
 
 def opt(default: Any, help: str, check: Callable[[Any], str | None] | None = None, **kw):
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"help": help, "check": check})
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata={"help": help, "check": check})
     return field(default=default, metadata={"help": help, "check": check}, **kw)
 
 
@@ -306,6 +307,9 @@ class SFTConfig(_Section):
     eval_samples: int = opt(200, "held-out problems for the greedy exact-answer accuracy after SFT", non_negative)
     report_to: list[str] = opt([], "SFT's loggers when they differ from [base] report_to (['none'] = none); "
                                    "[] = as [base]", subset_of(*LOGGERS))
+    trainer_args: dict = opt({}, "a table passed through to TRL's SFTConfig for what the kit has no key of its own "
+                                 "for, e.g. {optim = \"adamw_torch_fused\", dataloader_num_workers = 4} "
+                                 "(core/trainer_args.py)")
 
 
 @dataclass(frozen=True)
@@ -404,6 +408,8 @@ class RewardModelConfig(_Section):
     prm_aggregate: str = opt("min", "how per-step PRM scores become rA", one_of("min", "prod", "last", "mean"))
     answer_reward: str = opt("prm", "PPO's rA: 'prm' (learned) or 'verifier' (the world's step checker, arith: a "
                                     "perfect PRM, for testing PPO)", one_of("prm", "verifier"))
+    trainer_args: dict = opt({}, "a table passed through to TRL's RewardConfig (IRM) and TrainingArguments (PRM: "
+                                 "the keys it has), e.g. {optim = \"adafactor\"} (core/trainer_args.py)")
 
 
 @dataclass(frozen=True)
@@ -446,6 +452,8 @@ class PPOConfig(_Section):
     generation_backend: str = opt("transformers", "rollout generation: 'transformers', or 'vllm' with algorithm "
                                                   "= 'grpo' (TRL's colocated vLLM); our PPO loop refuses 'vllm' for "
                                                   "now", one_of("transformers", "vllm"))
+    trainer_args: dict = opt({}, "algorithm = 'grpo': a table passed through to TRL's GRPOConfig, e.g. "
+                                 "{loss_type = \"dr_grpo\"} (core/trainer_args.py)")
 
 
 WIZARDMATH_STOP = ["Question:", "Question", "USER:", "USER", "ASSISTANT:", "ASSISTANT", "Instruction:", "Instruction",
@@ -667,6 +675,8 @@ def _type_error(value: Any, hint: Any, check: Any = None) -> str | None:
     if hint == list[str]:
         ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
         return None if ok else "expected a list of strings"
+    if hint is dict:
+        return None if isinstance(value, dict) else "expected a table, e.g. {optim = \"adafactor\"}"
     raise TypeError(f"unsupported config type {hint!r}")
 
 
@@ -767,6 +777,7 @@ def build_config(raw: dict[str, Any], source: str = "<config>", overrides: list[
             errors.append(f"{source}: '{name}' must be a [{name}] section, got {value!r}")
     sections = {n: _build_section(source, n, data.get(n, {}) if isinstance(data.get(n), dict) else {}, errors,
                                   set_by) for n in SECTIONS}
+    errors.extend(_trainer_args_problems(source, sections, set_by))
     if not errors:
         errors.extend(f"{source}: {msg}" for msg in _cross_checks(sections))
     if not errors:
@@ -814,6 +825,17 @@ def config_changes(cfg: RunConfig) -> list[dict[str, Any]]:
                 override = key in set_keys  # the preset's reason was for the preset's value, not this one
                 out.append({"key": key, "value": value, "default": default, "override": override,
                             "reason": "" if override else cfg.reasons.get(key, "")})
+    return out
+
+
+def _trainer_args_problems(source: str, s: dict[str, Any], set_by: dict) -> list[str]:
+    """Each key of ``[sft|reward_model|ppo] trainer_args`` that is no field of its TRL config, or one the kit sets
+    itself: one line each (``core/trainer_args.py``)."""
+    out = []
+    for name in trainer_args.TARGETS:
+        origin = f"--set {set_by[name, 'trainer_args']}" if (name, "trainer_args") in set_by else source
+        out += [f"{origin}: [{name}] {line}"
+                for line in trainer_args.problems(name, getattr(s[name], "trainer_args", {}), s["ppo"].algorithm)]
     return out
 
 
@@ -905,6 +927,9 @@ def _toml_value(value: Any) -> str:
                              for c in value) + '"'
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table (trainer_args); a key that is no bare key is quoted
+        return "{" + ", ".join(f"{k if re.fullmatch(r'[A-Za-z0-9_-]+', k) else _toml_value(k)} = {_toml_value(v)}"
+                               for k, v in value.items()) + "}"
     raise TypeError(f"cannot write {value!r} as TOML")
 
 

@@ -51,11 +51,15 @@ def _rankings(cfg: RunConfig, paths: RunPaths, groups: dict[str, list[dict]]) ->
 
 
 def _balanced(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict] | None) -> tuple[set | None, dict[str, str]]:
-    """The pairs kept by the operator balance, as (chosen, rejected), and each sibling group's split (``train`` /
-    ``heldout``): from ``pairs`` when given (split as ``train_irm`` splits them), else from ``irm_pairs.jsonl``
-    where the stage saved it. (None, {}) when neither is there."""
-    if pairs is None and paths.rm_rows("irm").exists():  # pairs given: this run's, the file may be an older run's
-        rows = list(read_jsonl(paths.rm_rows("irm")))
+    """The pairs kept by the operator balance, as (chosen id, rejected id), and each sibling group's split (``train``
+    / ``heldout``): from ``pairs`` when given (split as ``train_irm`` splits them), else from ``irm_pairs.jsonl``
+    where the stage saved it. (None, {}) when neither is there, or the file predates the ids' ``chosen_id`` /
+    ``rejected_id`` (04 rewrites it when it trains the IRM again)."""
+    saved = paths.rm_rows("irm")
+    if pairs is None and saved.exists():  # pairs given: this run's, the file may be an older run's
+        rows = list(read_jsonl(saved))
+        if any("chosen_id" not in p for p in rows):
+            return None, {}
         split = {str(p["group"]): p["split"] for p in rows if "split" in p}
     elif pairs is not None:
         rows = list(pairs)
@@ -63,7 +67,7 @@ def _balanced(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict] | None) -> 
         split = {**{str(p["group"]): "train" for p in train}, **{str(p["group"]): "heldout" for p in held}}
     else:
         return None, {}
-    return {(p["chosen"], p["rejected"]) for p in rows}, split
+    return {(p["chosen_id"], p["rejected_id"]) for p in rows}, split
 
 
 SPLIT_USE = {"train": "the IRM trains on this set",
@@ -73,10 +77,10 @@ SPLIT_USE = {"train": "the IRM trains on this set",
 def _pair_rows(produced: list[dict], rank: dict[str, int], operator: dict[str, str], kept: set | None) -> list[dict]:
     """The pairs best first (by the chosen one's rank, then the rejected one's), with whether the balance kept each."""
     label = {r: f"{rank[r]}. {operator[r]}" for r in rank}
-    return [{"chosen (rank. operator)": label[p["chosen"]], "rejected (rank. operator)": label[p["rejected"]],
-             **({} if kept is None else {"kept": "yes" if (p["chosen"], p["rejected"]) in kept
+    return [{"chosen (rank. operator)": label[p["chosen_id"]], "rejected (rank. operator)": label[p["rejected_id"]],
+             **({} if kept is None else {"kept": "yes" if (p["chosen_id"], p["rejected_id"]) in kept
                                          else "no: dropped by the operator balance"})}
-            for p in sorted(produced, key=lambda p: (rank[p["chosen"]], rank[p["rejected"]]))]
+            for p in sorted(produced, key=lambda p: (rank[p["chosen_id"]], rank[p["rejected_id"]]))]
 
 
 def ranked_siblings(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict] | None = None) -> tuple[Any, Any]:

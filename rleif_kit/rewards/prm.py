@@ -36,7 +36,7 @@ from rleif_kit.rewards.prm_likelihood import calibrate, likelihood_rows
 from rleif_kit.rewards.reward import StepLabelCollator, encode, load_rm, step_scores
 from rleif_kit.rewards.rm_cards import prm_card, readme
 from rleif_kit.rewards.rm_datasets import save_rows, split_by_question, step_rows
-from rleif_kit.rewards.rm_training import loss_log, save_rm, start_training, timed_train, trainer_kwargs
+from rleif_kit.rewards.rm_training import loss_log, save_rm, start_training, timed_train, trainer_args_for
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.base import STEP_BY_STEP
 
@@ -177,8 +177,8 @@ def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tupl
     if not rows:
         raise ValueError("no PRM training rows: no training solution fits [reward_model] rm_max_len"
                          + (" with every step right" if rm.prm_head == "likelihood" else ""))
-    args = TrainingArguments(**trainer_kwargs(cfg, out_dir, len(rows), bf16), remove_unused_columns=False,
-                             warmup_steps=0.05)
+    args = trainer_args_for(TrainingArguments, cfg, out_dir, len(rows), bf16, remove_unused_columns=False,
+                            warmup_steps=0.05)
     trainer = Trainer(model=model, args=args, train_dataset=[{k: r[k] for k in ("input_ids", "labels")} for r in rows],
                       data_collator=StepLabelCollator(tokenizer.pad_token_id),
                       callbacks=trainer_logs.callbacks(cfg, paths, "prm"))

@@ -69,7 +69,7 @@ def irm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_l
              pairs: Sequence[dict]) -> ModelCard:
     """The IRM's card for ``result`` (an ``IRMResult``); draws its loss curve into the model folder."""
     rm, folder = cfg.reward_model, paths.irm_model
-    example = next((p["chosen_text"] for p in pairs), "Tom has 3 pens. He buys 2 more. How many pens does he have?")
+    example = next((p["chosen"] for p in pairs), "Tom has 3 pens. He buys 2 more. How many pens does he have?")
     world = world_for(cfg)
     judge = (f"the {world.name} world's programmatic judge (`World.sibling_quality`)"
              if programmatic_judge(cfg, world) else "the IRM judge (`settings.models.irm_judge`)")

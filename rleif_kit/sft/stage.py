@@ -22,6 +22,7 @@ from typing import Any
 
 from rleif_kit.checks.verdicts import check_sft_learning, check_step_format, format_verdicts
 from rleif_kit.core import distributed as dist
+from rleif_kit.core import trainer_args
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.disk import writing
 from rleif_kit.core.jsonl import read_jsonl
@@ -81,7 +82,7 @@ def _trainer_args(cfg: RunConfig, paths: RunPaths, bf16: bool):
     from trl import SFTConfig  # heavy: loaded on first use
 
     s = cfg.sft
-    return SFTConfig(
+    return SFTConfig(**trainer_args.merged(dict(
         output_dir=str(paths.sft_checkpoints), seed=cfg.base.seed, data_seed=cfg.base.seed,
         max_length=s.max_seq_len, completion_only_loss=True, packing=False,
         num_train_epochs=s.epochs, max_steps=s.max_steps, learning_rate=s.lr,
@@ -93,7 +94,7 @@ def _trainer_args(cfg: RunConfig, paths: RunPaths, bf16: bool):
         report_to=trainer_logs.report_to(cfg, "sft"),
         dataloader_num_workers=0,
         train_sampling_strategy=_sampling(s),
-    )
+    ), s.trainer_args))  # [sft] trainer_args: what the kit has no key for (core/trainer_args.py)
 
 
 def _sampling(s) -> str:
