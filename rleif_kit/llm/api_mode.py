@@ -16,7 +16,8 @@ such a model with a 400, TGI with a 422, ``transformers serve`` with a bare 500.
   is read from the refusal (:func:`no_chat_template`): a 400 / 422 / 500 whose words name a chat template (vLLM,
   TGI, llama.cpp) or a 500 with no words at all beyond "Internal Server Error" (``transformers serve``: the
   template error is an unhandled exception there), the latter confirmed only when the same request then
-  answers on the completions route. A llama.cpp server never refuses: it applies its default (ChatML)
+  answers on the completions route (retried once if need be: uvicorn closes the connection after that 500, and a
+  request already on its way over it fails as a connection error). A llama.cpp server never refuses: it applies its default (ChatML)
   template to a model without one, so name "completions" there for a base model.
 
 The choice is per backend, made on its first answered request (the backend sends that one alone), and used for
@@ -132,8 +133,9 @@ class ModeChooser:
             why = no_chat_template(exc) if self.used is None else None
             if why is None:
                 raise
-            try:
-                reply = await send(client, "completions", params, self.prompt_format)
+            try:  # uvicorn closes the connection after its bare 500: a retry goes on a fresh one, even with none set
+                again = client.with_options(max_retries=max(1, client.max_retries)) if why == "bare" else client
+                reply = await send(again, "completions", params, self.prompt_format)
             except Exception:
                 if why == "named":  # the server said so: completions it is, whatever this request's fate
                     self.used = "completions"
