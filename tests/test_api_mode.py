@@ -174,7 +174,8 @@ def test_a_bare_500_stays_a_chat_failure_when_completions_does_not_confirm_it():
     with TextRouteDown(responder=echo, no_chat_template="transformers") as server:
         backend = OpenAIBackend(ep(server, "auto"))
         (result,) = backend.complete(asks(1))
-        assert routes(server) == ["/v1/chat/completions", "/v1/completions"]
+        # the confirmation is retried once (uvicorn closes the connection after its bare 500), even with retries off
+        assert routes(server) == ["/v1/chat/completions", "/v1/completions", "/v1/completions"]
     assert result.error == "http 500: Internal Server Error" and backend.modes.used is None
 
 
@@ -284,6 +285,19 @@ def test_check_api_reports_the_route_it_used(mode, refusal, label):
     assert row.ok and row.mode == label
     assert last == ("/v1/chat/completions" if label.endswith("chat") else "/v1/completions")
     assert format_check_table([row]).splitlines()[1].split()[3] == label
+
+
+def test_doctor_shows_the_route_of_each_endpoint(tmp_path):
+    from rleif_kit.pipeline.doctor import check_endpoints
+
+    cfg, _ = setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", 'evol_instruct.backend="openai"'),
+                   stage="01_evolve", report_dir=str(tmp_path / "reports"), workdir=str(ROOT))
+    settings = tmp_path / "settings.json"
+    with FakeOpenAIServer(responder=echo, no_chat_template="vllm") as server:
+        settings.write_text(json.dumps({"api": {"base_url": server.base_url, "api_key_env": None, "mode": "auto"},
+                                        "models": {"evolve": "m"}}))
+        (verdict,) = [v for v in check_endpoints(cfg, str(settings)) if v.check == "endpoint_evolve"]
+    assert verdict.status == "ok" and verdict.numbers["mode"] == "auto:completions"
 
 
 def test_check_api_on_a_templateless_model_in_chat_mode_says_what_to_set():

@@ -22,6 +22,8 @@ such a model with a 400, TGI with a 422, ``transformers serve`` with a bare 500.
 
 The choice is per backend, made on its first answered request (the backend sends that one alone), and used for
 every later one; :class:`ModeChooser` holds it, ``used`` says which route answered (what ``check-api`` shows).
+The refused chat request and its resend are one request to the usage ledger and the budgets (the refusal generated
+nothing), each of the two HTTP requests with its own ``api.timeout`` and ``api.max_reply_bytes``.
 """
 
 from __future__ import annotations
