@@ -73,7 +73,8 @@ def check_endpoints(cfg: Any, settings_path: str | None) -> list[Verdict]:
                                advice=str(e), source=settings_path))
             continue
         row = check_endpoint(endpoint, secrets=secrets)
-        numbers = {"model": row.model, "latency_ms": None if row.latency_s is None else round(row.latency_s * 1000)}
+        numbers = {"model": row.model, "mode": row.mode,  # the route the round trip took (llm/api_mode.py)
+                   "latency_ms": None if row.latency_s is None else round(row.latency_s * 1000)}
         status = "ok" if row.ok else "fail" if needs else "warn"
         out.append(Verdict(f"endpoint_{role}", status, numbers, advice="" if row.ok else row.detail,
                            source=row.base_url))

@@ -29,6 +29,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -45,6 +46,7 @@ from rleif_kit.llm.endpoint import make_llm_backend
 from rleif_kit.llm.tasks import run_bounded
 from rleif_kit.rewards import judges
 from rleif_kit.rewards.irm_data import balance_pairs, ranking_to_pairs, sibling_pair
+from rleif_kit.worlds.prompts import math_prompt
 
 __all__ = ["JudgeReport", "judge_irm_rankings", "judge_prm_labels", "ranking_pairs", "format_steps",
            "report_path", "make_judge_backend", "MAX_ATTEMPTS"]
@@ -95,7 +97,8 @@ def make_judge_backend(cfg: RunConfig, settings: Any, role: str, out_path: str |
     """
     if settings is None:
         raise ValueError(f"judge labelling needs a settings.json with models.{role} (pass settings=...)")
-    return make_llm_backend(cfg, settings, role, cache_path=Path(out_path).with_suffix(".cache.sqlite"))
+    return make_llm_backend(cfg, settings, role, cache_path=Path(out_path).with_suffix(".cache.sqlite"),
+                            prompt_format=partial(math_prompt, cot=False))  # on /v1/completions: Alpaca
 
 
 def _fill(template: str, **values: str) -> str:
