@@ -30,8 +30,11 @@ top to bottom, and this module in the same order:
 - the config keys the run moved from the kit's defaults, with the preset's reasons from ``[reasons]``;
 - a ``[loop]`` run's block per later iteration.
 
-Plain HTML, no script. A report folder belongs to one run (``core/run_setup.claim_report_folder``, before any
-work): no run overwrites another's ``index.html`` and ``run.json``.
+Plain HTML, no script. Every part is a Jinja2 template with autoescaping (``markup.py``; the page's frame and its
+style sheet are ``templates/report.html.j2``): what a model, a user or a file wrote — a completion, a judge's reply,
+a stage's error, a config value, a check's advice, the run's name — reaches the page as text, never as markup.
+A report folder belongs to one run (``core/run_setup.claim_report_folder``, before any work): no run overwrites
+another's ``index.html`` and ``run.json``.
 
     python -m rleif_kit.pipeline.report reports/tiny-cpu      # rewrite the page from what is there
 """

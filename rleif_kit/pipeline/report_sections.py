@@ -5,7 +5,9 @@ A section shows, top to bottom: the stage's status, and when it did not complete
 stopped amber with its reason, stale and not run grey); links to its executed notebook and its log; its failed
 requests by cause; its verdicts with their numbers, thresholds and advice; the counterfactual probes drawn beside
 their table; 06's accuracy per scorer; its other figures as tables; its plots. Plain HTML and inline SVG: no
-script, no matplotlib. This module reads, top to bottom:
+script, no matplotlib. Each part is a small Jinja2 template beside the code that picks its values, rendered with
+autoescaping (``markup.py``): a value is text, a part is ``Markup`` the next template takes as it is. This module
+reads, top to bottom:
 
 **Figures as text.** Never raw JSON: floats to 4 significant digits, an interval inline, a dict a nested table, a
 list of records a small table of its first rows, an empty one "none"; a text of several lines (a program, a reply)
@@ -63,6 +65,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html
 import json
 import os
 import re
@@ -284,14 +287,20 @@ def md_inline(text: str) -> str:
     return _md_spans(re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", out))
 
 
+def _md_text(text: str) -> Markup:
+    # The one escape outside a template: markdown's plain text between its spans, as the text of an element, where a
+    # quote needs no escaping (the page keeps reading "the task's tests", as the tests that read it expect).
+    return Markup(html.escape(text, quote=False))
+
+
 def _md_spans(text: str) -> str:
     parts, at = [], 0
     for m in MD_SPAN.finditer(text):
-        parts.append(text[at:m.start()])
+        parts.append(_md_text(text[at:m.start()]))
         parts.append(render("<code>{{ t }}</code>", t=m[1]) if m[1] is not None else
                      render("<b>{{ t }}</b>", t=_md_spans(m[2])))
         at = m.end()
-    return join(parts + [text[at:]])
+    return join(parts + [_md_text(text[at:])])
 
 
 def doc_link(docs: str | None, anchor: str, text: str) -> str:
