@@ -39,5 +39,6 @@ def render_file(template: str, **values: Any) -> str:
 
 
 def join(parts: Iterable[Any], sep: str = "") -> Markup:
-    """Parts joined with ``sep`` (markup the kit wrote): a part that is not ``Markup`` is escaped, as ``{{ }}`` would."""
+    """Parts joined with ``sep`` (markup the kit wrote): a part that is not ``Markup`` is escaped, as ``{{ }}``
+    would."""
     return Markup(sep).join(parts)

@@ -54,6 +54,7 @@ from rleif_kit.core.progress import fmt_duration
 from rleif_kit.core.records import read_records
 from rleif_kit.core.stages import EVAL, STAGES
 from rleif_kit.core.verdict import STATUS_COLORS
+from rleif_kit.pipeline.markup import join, render, render_file
 from rleif_kit.pipeline.report_sections import (
     TRUSTED,
     Links,
@@ -79,12 +80,9 @@ from rleif_kit.pipeline.report_sections import (
     value_cell,
     verdict_pill,
 )
-from rleif_kit.pipeline.markup import join, render, render_file
 from rleif_kit.pipeline.run_status import RUN_FILE
 from rleif_kit.worlds import UnknownWorld, get_world
 from rleif_kit.worlds.words import RunWords, run_words
-
-
 
 # ------------------------------------------------------------------ the run's words
 
@@ -389,7 +387,8 @@ def headline(metrics: dict[str, dict[str, Any]], statuses: dict[str, dict[str, A
     out = []
     if sft.get("accuracy_after") is not None:
         out.append(render("SFT: held-out {{ score }} {{ before }}% → <b>{{ after }}%</b>", score=score,
-                          before=f"{sft.get('accuracy_before', 0) * 100:.1f}", after=f"{sft['accuracy_after'] * 100:.1f}"))
+                          before=f"{sft.get('accuracy_before', 0) * 100:.1f}",
+                          after=f"{sft['accuracy_after'] * 100:.1f}"))
     gains = ev.get("ab") if isinstance(ev.get("ab"), dict) else {}
     for bench, g in gains.items():
         if isinstance(g, dict) and isinstance(g.get("gain"), (int, float)):
@@ -529,8 +528,8 @@ def write_report(report_dir: str | Path) -> Path:
         body.append(render("<h2>Iteration 1</h2>"))
     body.extend(blocks)
     body.append(render('<section id="config"><h2>Config: what this run moved from the kit\'s defaults</h2>'
-                       "{% if run %}{{ table }}{% else %}<p>No run.json: run through rleif run to see it.</p>{% endif %}"
-                       "</section>", run=bool(run), table=config_table(changes) if run else ""))
+                       "{% if run %}{{ table }}{% else %}<p>No run.json: run through rleif run to see it.</p>"
+                       "{% endif %}</section>", run=bool(run), table=config_table(changes) if run else ""))
     for folder in iterations:
         body.append(render('<h2 id="{{ f.name }}">Iteration {{ f.name.split("-")[1] }}</h2>', f=folder))
         body.extend(_folder_blocks(folder, f"{folder.name}/", changed, docs, report_dir, run.get("output_dir"),

@@ -386,8 +386,9 @@ def failures_table(failures: Any, docs: str | None) -> str:
     rows = [(doc_link(docs, cause_anchor(c), c), fmt(e.get("count")), e.get("example") or "none")
             for c, e in (failures.get("causes") or {}).items() if isinstance(e, dict)]
     return render('<table class="failures"><caption>{{ failed }} of {{ total }} requests failed{{ detail }}, by cause'
-                  "</caption><tr><th>cause</th><th>count</th><th>one example</th></tr>{% for cause, n, example in rows %}"
-                  '<tr><th>{{ cause }}</th><td class="num">{{ n }}</td><td class="example">{{ example }}</td></tr>'
+                  "</caption><tr><th>cause</th><th>count</th><th>one example</th></tr>"
+                  '{% for cause, n, example in rows %}<tr><th>{{ cause }}</th><td class="num">{{ n }}</td>'
+                  '<td class="example">{{ example }}</td></tr>'
                   "{% endfor %}</table>", failed=failures["failed"], total=failures.get("total", "?"),
                   detail=detail if parts else "", rows=rows)
 
@@ -480,7 +481,8 @@ def probe_chart(rows: list[dict[str, Any]], ok_at: float, fail_at: float) -> str
              "width": f"{x(r['moved_right']) - x(0):.1f}", "share": f"{r['moved_right']:.0%}",
              "end": f"{x(r['moved_right']) + 4:.1f}"} for i, r in enumerate(rows)]
     lines = [{"status": status, "x": f"{x(value):.1f}", "colour": STATUS_COLORS[status], "label": label,
-              "text_x": f"{x(value) + (3 if status == 'ok' else -3):.1f}", "anchor": "start" if status == "ok" else "end"}
+              "text_x": f"{x(value) + (3 if status == 'ok' else -3):.1f}",
+              "anchor": "start" if status == "ok" else "end"}
              for value, status, label in ((ok_at, "ok", f"ok from {ok_at:.0%}"),
                                           (fail_at, "fail", f"fail at {fail_at:.0%} or below"))]
     return render(
@@ -605,7 +607,8 @@ def _rows_table(rows: list[dict[str, Any]], cls: str, caption: str = "") -> str:
     """Display rows (one dict each, the keys in column order; a missing cell a dash) as a plain table."""
     cols = list(dict.fromkeys(k for r in rows for k in r))
     body = [("all" if r.get("family") == ALL else "",
-             [(isinstance(r.get(c), (int, float)), text_cell(r.get(c)) if c in r else "—") for c in cols]) for r in rows]
+             [(isinstance(r.get(c), (int, float)), text_cell(r.get(c)) if c in r else "—") for c in cols])
+            for r in rows]
     return render('<table class="{{ cls }}">{% if caption %}<caption>{{ caption }}</caption>{% endif %}<tr>'
                   "{% for c in cols %}<th>{{ c }}</th>{% endfor %}</tr>{% for kind, cells in body %}"
                   '<tr class="{{ kind }}">{% for num, cell in cells %}<td{% if num %} class="num"{% endif %}>{{ cell }}'
@@ -681,8 +684,9 @@ def figure(path: Path, href: str) -> str:
     shown at its own size up to the page's width, where its labels read as in the notebook; a single panel at
     half the width, two side by side."""
     raw = path.read_bytes()
-    return render('<figure{% if wide %} class="wide"{% endif %}><a href="{{ href }}" title="click to open at full size">'
-                  '<img alt="{{ path.stem }}" src="data:image/png;base64,{{ data }}"></a><figcaption>{{ path.name }} · '
+    return render('<figure{% if wide %} class="wide"{% endif %}><a href="{{ href }}" '
+                  'title="click to open at full size"><img alt="{{ path.stem }}" '
+                  'src="data:image/png;base64,{{ data }}"></a><figcaption>{{ path.name }} · '
                   '<a href="{{ href }}">full size</a></figcaption></figure>', wide=png_width(raw) >= WIDE_PX,
                   href=href, path=path, data=base64.b64encode(raw).decode("ascii"))
 
