@@ -592,6 +592,90 @@ def test_without_the_kits_docs_the_page_has_no_docs_links(tmp_path, monkeypatch)
     assert not [h for h in dom.links if ".md" in h] and "prm_probe_cut_answer" in "".join(dom.box_text)
 
 
+# ------------------------------------------------------------------ what a model, a user or a file wrote is text
+
+
+def hostile(where: str) -> str:
+    """Text that would be markup, a table cell's end or a template if the page took it as anything but text."""
+    return f'<script>document.title = "{where}"</script></td><td>{{{{ 7*7 }}}} {{% raw %}} <b>{where}</b>'
+
+
+FIELDS = ("completion", "judge reply", "stage error", "config value", "config reason", "advice", "override",
+          "run name", "A/B n")
+
+
+def hostile_run(tmp_path):
+    """A run whose every written field holds ``hostile``: a completion (06's wrong answers, a program of several
+    lines), a judge's reply (01's failed request), a stage's error, a config value and reason, a check's advice, a
+    ``--set``, the run's name, and the A/B's n (a figure metrics.json holds)."""
+    metrics = json.loads(json.dumps(METRICS))
+    metrics["01_evolve"]["failures"]["causes"]["timeout"]["example"] = hostile("judge reply")
+    metrics["06_eval"]["ab"]["arith"]["n"] = hostile("A/B n")
+    metrics["06_eval"]["wrong_answers"] = [{"model": "sft", "id": "t1", "response": hostile("completion")
+                                            + "\n    return x"}]
+    step_format = metrics["07_reward_diagnostics"]["verdict_details"][1]
+    assert step_format["check"] == "step_format"
+    step_format["advice"] = hostile("advice")
+    d = _report(tmp_path, {"03_sft": {"status": "failed", "reason": hostile("stage error")}}, metrics)
+    run = json.loads((d / "run.json").read_text())
+    run.update({"run": hostile("run name"), "overrides": [hostile("override")]})
+    run["config_changes"].append({"key": "evol_instruct.judge_prompt", "value": hostile("config value"),
+                                  "default": "", "override": True, "reason": hostile("config reason")})
+    write_json_atomic(d / "run.json", run)
+    return d
+
+
+class _Cells(HTMLParser):
+    """The elements a page holds (by tag), its text (the title's too) and each table's rows as cell counts."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.text, self.tables, self._open = [], [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag == "table":
+            self._open.append((dict(attrs).get("class"), []))
+            self.tables.append(self._open[-1])
+        elif tag == "tr" and self._open:
+            self._open[-1][1].append(0)
+        elif tag in ("td", "th") and self._open and self._open[-1][1]:
+            self._open[-1][1][-1] += 1
+
+    def handle_endtag(self, tag):
+        if tag == "table" and self._open:
+            self._open.pop()
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def _cells(html: str) -> _Cells:
+    page = _Cells()
+    page.feed(html)
+    return page
+
+
+def assert_written_text_is_text(html: str):
+    """Each hostile field shown as typed, no script element, and every row of the tables that hold them as wide as
+    their header."""
+    page = _cells(html)
+    text = "".join(page.text)
+    assert "script" not in page.tags, "a written field reached the page as markup"
+    missing = [f for f in FIELDS if hostile(f) not in text]
+    assert missing == [], f"not shown as typed: {missing}"
+    assert text.count("{{ 7*7 }}") >= len(FIELDS) and "{% raw %}" in text
+    widths = {cls: {n for n in rows} for cls, rows in page.tables if cls in ("config", "verdicts", "failures")}
+    assert widths == {"config": {4}, "verdicts": {5}, "failures": {3}}, widths
+
+
+def test_what_a_model_a_user_or_a_file_wrote_reaches_the_page_as_text(tmp_path):
+    html = write_report(hostile_run(tmp_path)).read_text()
+    assert_written_text_is_text(html)
+    assert "<pre>&lt;script&gt;" in html  # the completion of several lines: code, escaped, whole
+    assert "49" not in html.split("<title>")[1].split("</title>")[0]  # the run's name as typed, never evaluated
+
+
 # ------------------------------------------------------------------ headless Chromium
 
 
@@ -720,3 +804,12 @@ def test_chromium_a_run_terminated_by_sigterm_is_amber_and_the_box_says_rerun(tm
     assert _share(image, AMBER, tolerance=4) > 0.0005, "the stopped stage is not amber on the page"
     assert _share(image, RED, tolerance=4) == 0.0
     assert json.loads((d / "run.json").read_text())["stages"]["05_ppo"]["status"] == "stopped"
+
+
+def test_chromium_builds_no_element_from_what_a_run_wrote(tmp_path):
+    """The browser's own DOM: no script element, no extra cell, each field's text as typed."""
+    _chromium()
+    d = hostile_run(tmp_path)
+    dom = _run_chromium(tmp_path, write_report(d).as_uri(), "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert_written_text_is_text(dom.stdout)

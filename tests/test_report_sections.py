@@ -6,6 +6,7 @@ Pure: in-memory, no pipeline runs, no browser (``test_report.py`` renders the pa
 
 from __future__ import annotations
 
+import ast
 import re
 
 import pytest
@@ -17,11 +18,13 @@ from rleif_kit.pipeline.report_sections import (
     STAGE_COLOURS,
     TOP,
     check_anchor,
+    check_cell,
     counted,
     doc_entry,
     docs_href,
     failures_table,
     fmt,
+    md_inline,
     owners,
     page_anchors,
     png_width,
@@ -184,3 +187,33 @@ def test_each_stage_says_what_it_does_in_the_runs_words():
     arith = run_words(load_config(ROOT / "params" / "tiny-cpu.toml", workdir=ROOT))
     assert stage_about("05_ppo", arith) == "PPO on the reward <code>r = rI · rA</code>"
     assert "held-out accuracy" in stage_about("03_sft", arith) and stage_about("06_eval", None) == ""
+
+
+def test_a_part_escapes_its_values_once_and_keeps_the_kits_markup():
+    """Each part renders through an autoescaping template: a value is escaped (in an attribute too), a part inside
+    another is kept as markup, never escaped twice."""
+    assert md_inline("`<x>` then **a <b> `c`** [docs](x.md) <script>") == \
+        "<code>&lt;x&gt;</code> then <b>a &lt;b&gt; <code>c</code></b> docs &lt;script&gt;"
+    link = check_cell('kl"><script>', "../docs")
+    assert link.startswith('<a class="check" href="../docs/troubleshooting.md#') and "<script>" not in link
+    assert link.count('"') == 4 and link.endswith("&gt;&lt;script&gt;</a>")  # the quote in it is text too
+    assert text_cell("{{ 7*7 }} {% raw %}") == "{{ 7*7 }} {% raw %}"  # a value is never a template
+    cell = value_cell({"probe": {"status": "<i>ok</i>"}})
+    assert "<td>&lt;i&gt;ok&lt;/i&gt;</td>" in cell and "&amp;lt;" not in cell  # escaped once
+    table = failures_table({"total": 2, "failed": 1, "causes": {"timeout": {"count": 1, "example": "</td><td>"}}},
+                           "../../docs")
+    assert '<td class="example">&lt;/td&gt;&lt;td&gt;</td>' in table and 'href="../../docs/troubleshooting.md' in table
+
+
+def test_the_report_writes_no_markup_around_a_value_by_hand():
+    """Markup comes from the templates (``pipeline/markup.py``): no f-string of report.py or report_sections.py
+    holds a tag, and the one escape call left is markdown's plain text (``_md_text``)."""
+    for name in ("report.py", "report_sections.py"):
+        tree = ast.parse((ROOT / "rleif_kit" / "pipeline" / name).read_text(encoding="utf-8"))
+        by_hand = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) and any(
+            isinstance(v, ast.Constant) and re.search(r"</?[a-z]", v.value) for v in n.values)]
+        assert by_hand == [], f"{name}: markup written around a value at lines {by_hand}"
+        escapes = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)
+                   and getattr(n.func, "attr", getattr(n.func, "id", "")) in ("escape", "esc")]
+        assert len(escapes) == (1 if name == "report_sections.py" else 0), f"{name}: escape calls at {escapes}"
+
