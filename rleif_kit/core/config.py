@@ -53,6 +53,7 @@ def ranged(text: str, ok: Callable[[Any], bool]) -> Callable[[Any], str | None]:
 positive = ranged("> 0", lambda v: v > 0)
 non_negative = ranged(">= 0", lambda v: v >= 0)
 unit = ranged("in [0, 1]", lambda v: 0 <= v <= 1)
+at_most_one = ranged("<= 1", lambda v: v <= 1)  # an explained variance: 1 at best, unbounded below
 
 
 def at_least(n):
@@ -208,6 +209,11 @@ class DiagnosticsConfig(_Section):
                                    "(the policy's own samples, where a verifier judges them) is ok from this", unit)
     truth_auc_fail: float = opt(0.55, "... and fails below this (0.5 is chance: the reward does not rank right "
                                       "answers above wrong ones)", unit)
+    value_ev_warn: float = opt(-0.1, "the value head: the mean explained variance of PPO's last fifth of steps "
+                                     "(05_ppo/log.jsonl) below this warns (0 = no better than the mean return, "
+                                     "negative = worse: its error adds noise to the advantages)", at_most_one)
+    value_ev_fail: float = opt(-1.0, "... and below this fails (its error has twice the returns' own variance)",
+                               at_most_one)
 
     def cross_problems(self):
         bands = [("low_ra_healthy_min", self.low_ra_fail, self.low_ra_healthy_min),
@@ -217,7 +223,8 @@ class DiagnosticsConfig(_Section):
                  ("duplicate_share_fail", self.duplicate_share_warn, self.duplicate_share_fail),
                  ("evolve_failure_fail", self.evolve_failure_warn, self.evolve_failure_fail),
                  ("probe_ok", self.probe_fail, self.probe_ok),
-                 ("truth_auc_ok", self.truth_auc_fail, self.truth_auc_ok)]
+                 ("truth_auc_ok", self.truth_auc_fail, self.truth_auc_ok),
+                 ("value_ev_warn", self.value_ev_fail, self.value_ev_warn)]
         return [(key, f"a value >= {low:g} (the line below it)") for key, low, high in bands if high < low]
 
 
