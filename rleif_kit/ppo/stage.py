@@ -41,7 +41,7 @@ from rleif_kit.core.stages import PPO
 from rleif_kit.core.tables import Note, missing, text_table
 from rleif_kit.core.user_files import parse_json, read_user_text
 from rleif_kit.core.verdict import Verdict
-from rleif_kit.models.cards import TAGS, ModelCard, generation_usage, hub_id, render, save_figures
+from rleif_kit.models.cards import ModelCard, generation_usage, hub_id, recipe_tags, render, save_figures
 from rleif_kit.models.refs import model_ref
 from rleif_kit.ppo.grpo import run_grpo
 from rleif_kit.ppo.policy import VALUE_HEAD, Policy, export_policy, last_checkpoint, load_checkpoint, load_policy
@@ -373,7 +373,7 @@ def build_card(cfg: RunConfig, paths: RunPaths, result: Any, instruction: str | 
                  f"against the SFT policy (`{sft}`). Standalone weights: the PPO adapter is merged in, so no base is "
                  "needed."),
         metadata={"base_model": root, "base_model_relation": "finetune" if root else None,
-                  "tags": [*TAGS, "ppo" if cfg.ppo.algorithm == "ppo" else "grpo", "rlhf"],
+                  "tags": [*recipe_tags(world.recipe), "ppo" if cfg.ppo.algorithm == "ppo" else "grpo", "rlhf"],
                   "library_name": "transformers", "pipeline_tag": "text-generation"},
         usage=generation_usage(template, instruction or EXAMPLE, cfg.eval.max_new_tokens),
         prompt=(f"The SFT model's prompt, which PPO's rollouts used too: the {world.name} world's training "

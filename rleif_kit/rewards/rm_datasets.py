@@ -15,7 +15,8 @@
 - ``instruction_id``: the instruction it solves (null for rows of ``[reward_model] prm_data``)
 - ``question``: the instruction text
 - ``solution``: the whole solution as trained on (``Step 1: ... The answer is: X``)
-- ``steps``: the solution cut at the end of each step (the last one runs through its answer line)
+- ``steps``: the solution cut where the run's world ends each step (the last one runs to the end: through the answer
+  line of a step-by-step solution, the rest of a program's response)
 - ``labels``: one boolean per step, true = the step is right
 - ``source``: who labelled it: ``verifier`` (the arithmetic verifier), ``judged`` (the PRM judge) or ``prm_data``
 - ``split``: ``train`` or ``heldout`` (held-out solutions answer questions never trained on)
@@ -31,12 +32,13 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.jsonl import write_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.rewards.reward import solution_step_ends
+from rleif_kit.worlds.base import STEP_BY_STEP
 
 PAIR_FIELDS = {
     "id": "`<chosen>><rejected>`: the pair's two variant ids",
@@ -51,7 +53,8 @@ STEP_FIELDS = {
     "instruction_id": "the instruction it solves (null for rows of `[reward_model] prm_data`)",
     "question": "the instruction text",
     "solution": "the whole solution as trained on",
-    "steps": "the solution cut at the end of each step (the last one runs through its answer line)",
+    "steps": "the solution cut where the run's world ends each step, as the PRM reads its labels (the last one runs to "
+             "the end: through the answer line of a step-by-step solution, the rest of a program's response)",
     "labels": "one boolean per step, true = the step is right",
     "source": "who labelled it: `verifier`, `judged` (the PRM judge) or `prm_data`",
     "split": "`train` or `heldout` (held-out solutions answer questions never trained on)",
@@ -68,16 +71,16 @@ def pair_rows(train: Sequence[dict], heldout: Sequence[dict]) -> list[dict]:
             for split, rows in (("train", train), ("heldout", heldout)) for p in rows]
 
 
-def solution_steps(solution: str) -> list[str]:
-    """The solution cut where the PRM reads each step's label (:func:`solution_step_ends`)."""
-    ends = solution_step_ends(solution)
+def solution_steps(solution: str, world: Any = STEP_BY_STEP) -> list[str]:
+    """The solution cut where the PRM reads each step's label (:func:`solution_step_ends`, as ``world`` splits it)."""
+    ends = solution_step_ends(solution, world)
     return [solution[a:b].strip() for a, b in zip([0] + ends[:-1], ends)]
 
 
-def step_rows(train: Sequence[dict], heldout: Sequence[dict]) -> list[dict]:
-    """The PRM's examples as dataset rows (fields of ``STEP_FIELDS``)."""
+def step_rows(train: Sequence[dict], heldout: Sequence[dict], world: Any = STEP_BY_STEP) -> list[dict]:
+    """The PRM's examples as dataset rows (fields of ``STEP_FIELDS``), their steps as ``world`` splits them."""
     return [{"id": str(e.get("id", "")), "instruction_id": e.get("instruction_id"), "question": e["question"],
-             "solution": e["solution"], "steps": solution_steps(e["solution"]),
+             "solution": e["solution"], "steps": solution_steps(e["solution"], world),
              "labels": [bool(x) for x in e["labels"]], "source": e.get("source"), "split": split}
             for split, rows in (("train", train), ("heldout", heldout)) for e in rows]
 
