@@ -182,7 +182,7 @@ def test_a_programs_snippet_steps_are_exact_slices_the_code_world_ends_where_the
     question, steps, join = snippet_steps([program], code)
     assert (question, join) == ("q", "") and "".join(steps) == program["solution"]
     assert steps == ["```python\ndef f(x):\n    y = x + 1", "\n    return y\n```"]
-    assert code.steps.char_ends(program["solution"]) == [len(steps[0]), len(program["solution"])]  # the last: to the end
+    assert code.steps.char_ends(program["solution"]) == [len(steps[0]), len(program["solution"])]  # the last: to end
 
 
 # ------------------------------------------------------------------ the snippets read what the kit reads
@@ -344,7 +344,8 @@ def test_a_code_runs_cards_speak_its_world_not_arithmetic(tmp_path):
     fmt = world_for(cfg).format_name
     texts = {name: make() for name, make in cards.items()}
     for name, text in texts.items():
-        assert "arithmetic" not in text.lower() and "The answer is" not in text and "wizardmath" not in text.lower(), name
+        assert "arithmetic" not in text.lower() and "The answer is" not in text, name
+        assert "wizardmath" not in text.lower(), name
         assert "Tom has 3 pens" not in text and "tiny_code world" in text, name
         assert "wizardcoder" in front_matter_of(text, tmp_path).tags, name
     sft, prm = texts["sft"], texts["prm"]

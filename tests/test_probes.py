@@ -227,7 +227,7 @@ def _verdict(name, direction, deltas, model="PRM"):
 @pytest.mark.parametrize("name, delta, way, what, todo", [
     ("rename", +0.2, "rises", "only the function's first parameter is renamed", "renamed copies of right programs"),
     ("comment", -0.1, "falls", "only a comment line is added above the return", "commented copies of right programs"),
-    ("commute", +0.2, "rises", "only the operands of a step are swapped (a + b as b + a)", "prm_same_edits"),
+    ("commute", +0.2, "rises", "only the operands of a step are swapped, a + b as b + a", "prm_same_edits"),
 ])
 def test_a_meaning_preserving_probe_the_reward_reacts_to_says_so_never_ignores(name, delta, way, what, todo):
     """The code preset's PRM moved under rename and comment, and 07 said "the reward ignores this edit"; now the

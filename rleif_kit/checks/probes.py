@@ -52,12 +52,12 @@ PRM_ADVICE: dict[str, tuple[str, str]] = {
                    "scores by the number of steps (short solutions are right more often) shows here first. Right "
                    "solutions that go on to the end ([reward_model] prm_hard_negatives) taught the tiny PRM where "
                    "to stop (20% -> 99%)."),
-    "commute": ("only the operands of a step are swapped (a + b as b + a)",
+    "commute": ("only the operands of a step are swapped, a + b as b + a",
                 "The PRM keys on surface form. Train it on more varied solutions; a generative PRM inherits its "
                 "model's arithmetic, which may be surer of one order than the other: [reward_model] prm_same_edits "
                 "= true trains it on every right solution rewritten by each meaning-preserving edit, this one "
                 "included."),
-    "number_format": ("only the final answer is written with thousands separators (1200 as 1,200)",
+    "number_format": ("only the final answer is written with thousands separators, 1200 as 1,200",
                       "The PRM keys on how the number is written, not its value: its training answers are written "
                       "one way. Put answers written both ways in its training data (GSM8k's own answers use "
                       "separators), or with prm_head = 'likelihood' set [reward_model] prm_same_edits = true, which "

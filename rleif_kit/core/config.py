@@ -402,8 +402,9 @@ class RewardModelConfig(_Section):
                                  "what a step concludes, calibrated on the step labels, is P(step right)",
                         one_of("token", "likelihood"))
     prm_same_edits: bool = opt(False, "prm_head = 'likelihood': its language model also learns each right solution "
-                                      "rewritten by the world's meaning-preserving edits (arith: the operands of a "
-                                      "+ or x step swapped)")
+                                      "rewritten by each of the world's meaning-preserving edits (World.solution_edits "
+                                      "of direction 'same'; step worlds: a + or x step's operands swapped, the answer "
+                                      "with thousands separators; code: a parameter renamed, a comment added)")
     prm_extra_layers: int = opt(0, "decoder layers added on top of the PRM's base, each a copy of its last layer "
                                    "that starts as the identity (LLaMA Pro's block expansion), so a step's end can "
                                    "read what the base predicted at an earlier token; rm_finetune = 'full' only",

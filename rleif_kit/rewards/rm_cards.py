@@ -188,8 +188,8 @@ def prm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_l
     else:
         what = ("Says whether each step of a solution is right: a token classifier read at the last token of each "
                 f"step, labels {PRM_LABELS} in `config.json`, scores P(right). {_reads_ra(cfg)} It learned from the "
-                f"SFT model's own solutions with {sources}; a step after the first wrong one is wrong too. Trained with "
-                "`transformers.Trainer` and a collator that puts each label on its step's last token (-100 "
+                f"SFT model's own solutions with {sources}; a step after the first wrong one is wrong too. Trained "
+                "with `transformers.Trainer` and a collator that puts each label on its step's last token (-100 "
                 "elsewhere).")
         usage = prm_usage(template, question, steps, PRM_LABELS, adapter_base, join, lead)
         files = _files("`token`: two classes per token, `wrong` and `right`")

@@ -110,7 +110,8 @@ def build_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base
                  + (f" This folder holds a LoRA adapter; `sft_info.json` names its base (`{base_ref}`)." if adapter
                     else "")),
         metadata={"base_model": root, "base_model_relation": ("adapter" if adapter else "finetune") if root else None,
-                  "datasets": hub_datasets(cfg), "tags": [*recipe_tags(world.recipe), "sft", "trl", *(["lora"] if adapter else [])],
+                  "datasets": hub_datasets(cfg),
+                  "tags": [*recipe_tags(world.recipe), "sft", "trl", *(["lora"] if adapter else [])],
                   "library_name": "peft" if adapter else "transformers", "pipeline_tag": "text-generation",
                   "license": base_license(base_location)},
         usage=generation_usage(template, instruction, cfg.eval.max_new_tokens, base_ref if adapter else None),
