@@ -233,3 +233,13 @@ def test_value_head_reads_only_logged_figures_and_its_thresholds_from_config():
     assert check_value_head(log, DiagnosticsConfig(value_ev_warn=-0.4), ppo).status == "ok"
     assert check_value_head(log, DiagnosticsConfig(value_ev_fail=-0.2), ppo).status == "fail"
     assert threshold_keys("value_head") == ("diagnostics.value_ev_warn", "diagnostics.value_ev_fail")
+
+
+def test_sft_learning_advice_speaks_the_worlds_score_and_format():
+    from rleif_kit.worlds import get_world
+
+    arith = check_sft_learning(0.30, 0.30, CFG, world=get_world("arith"))
+    assert "held-out accuracy" in arith.advice and "step-by-step answers" in arith.advice
+    code = check_sft_learning(0.30, 0.30, CFG, world=get_world("tiny_code"))
+    assert "held-out pass@1" in code.advice and "step-by-step" not in code.advice
+    assert get_world("tiny_code").format_name in code.advice

@@ -26,16 +26,19 @@ STEP_MARKER = re.compile(r"(?:^|(?<=\s))(?:Step\s*(\d+)\s*[:.)]|(\d+)[.)](?=\s))
 
 
 def check_sft_learning(acc_before: float, acc_after: float, cfg: DiagnosticsConfig,
-                       source: str = str(RELATIVE.sft_heldout("after"))) -> Verdict:
-    """Did SFT teach anything? Compare held-out accuracy before and after training."""
+                       source: str = str(RELATIVE.sft_heldout("after")), world: Any = STEP_BY_STEP) -> Verdict:
+    """Did SFT teach anything? Compare the held-out score (``world.score_name``: accuracy, pass@1) before and after
+    training; the advice names the world's answer format."""
     gain = round(acc_after - acc_before, 12)  # 0.35 - 0.30 is 0.0499999...: a 5-point gain must meet 0.05
     numbers = {"accuracy_before": acc_before, "accuracy_after": acc_after, "gain": gain}
     thresholds = {"sft_min_gain": cfg.sft_min_gain}
     if gain >= cfg.sft_min_gain:
         return Verdict("sft_learning", "ok", numbers, thresholds, source=source)
     status = "fail" if gain <= 0 else "warn"
-    advice = ("SFT did not raise held-out accuracy: check the prompt format matches evaluation, the data has "
-              "step-by-step answers, and raise [sft] max_steps/epochs or lr.")
+    answers = ("step-by-step answers" if world.shows_steps is None
+               else f"answers in the {world.name} world's format ({world.format_name})")
+    advice = (f"SFT did not raise held-out {world.score_name}: check the prompt format matches evaluation, the data "
+              f"has {answers}, and raise [sft] max_steps/epochs or lr.")
     return Verdict("sft_learning", status, numbers, thresholds, advice, source)
 
 
