@@ -233,7 +233,7 @@ def check_ab(sft_correct: Sequence[bool], ppo_correct: Sequence[bool], cfg: Diag
                    source)
 
 
-_VALUE_ADVICE = ("raise [ppo] vf_coef (now {vf_coef:g}; 0.5 is cleanrl's) so the value loss weighs more, or ppo_epochs "
+_VALUE_ADVICE = ("Raise [ppo] vf_coef (now {vf_coef:g}; 0.5 is cleanrl's) so the value loss weighs more, or ppo_epochs "
                  "(now {ppo_epochs}) so the head fits each batch's returns longer; a larger rollout_batch (now "
                  "{rollout_batch}) gives it steadier targets. The head starts untrained (a fresh Linear): a run "
                  "of a few dozen steps may end before it learns, so run longer (total_steps) before reading it. "
