@@ -258,8 +258,7 @@ def check_value_head(log: Sequence[dict], cfg: DiagnosticsConfig, ppo: Any,
     thresholds = {"warn_below": cfg.value_ev_warn, "fail_below": cfg.value_ev_fail, "over": "the last fifth"}
     if last >= cfg.value_ev_warn:
         return Verdict("value_head", "ok", numbers, thresholds, source=source)
-    trend = ("falling from {:+.2f} in the first fifth".format(first) if first > last
-             else "{:+.2f} in the first fifth".format(first))
+    trend = f"falling from {first:+.2f} in the first fifth" if first > last else f"{first:+.2f} in the first fifth"
     meaning = ("worse than predicting the mean return: its error adds noise to every advantage" if last < 0 else
                "it explains little of the returns")
     advice = (f"The value head's explained variance is {last:+.2f} over the last {k} steps ({trend}): {meaning}, so "
