@@ -234,8 +234,11 @@ def test_a_meaning_preserving_probe_the_reward_reacts_to_says_so_never_ignores(n
     advice names the probe's edit, which way the score moved and by how much, and that probe's own remedy."""
     v = _verdict(name, "same", [delta] * 10)
     assert v.status == "fail" and v.check == f"prm_probe_{name}"
-    assert f"the score {way} when {what} ({delta:+.3f} on average; it must stay within 0.05)" in v.advice, v.advice
+    assert f"the score {way} when {what} ({delta:+.3f} on average; it must stay within 0.05, and moved more on " \
+        "100% of pairs)" in v.advice, v.advice
     assert todo in v.advice and "ignores" not in v.advice
+    both = _verdict(name, "same", [0.2, -0.2] * 5)  # the mean 0, every pair moved by 0.2 one way or the other
+    assert f"the score moves both ways when {what} (" in both.advice and "moved more on 100% of pairs" in both.advice
 
 
 def test_a_lowering_probe_that_moved_the_wrong_way_says_it_rose_and_names_that_probe():

@@ -109,9 +109,10 @@ def probe_advice(model: str, stats: "ProbeStats", tolerance: float) -> str:
     score = "rI" if irm else "the score"
     by = f"{stats.mean_delta:+.3f} on average"
     if stats.direction == "same":
-        way = "rises" if stats.mean_delta > 0 else "falls"
-        return (f"{score} {way} when {what} ({by}; it must stay within {tolerance:g}), though the meaning is the "
-                f"same. {todo}")
+        way = ("moves both ways" if abs(stats.mean_delta) <= tolerance else
+               "rises" if stats.mean_delta > 0 else "falls")
+        return (f"{score} {way} when {what} ({by}; it must stay within {tolerance:g}, and moved more on "
+                f"{1 - stats.moved_right:.0%} of pairs), though the meaning is the same. {todo}")
     if stats.ci95[0] > 0:
         return (f"{score} rises when {what} ({by}): the reward prefers the broken one, and PPO will climb towards "
                 f"it. {todo}")
