@@ -54,6 +54,7 @@ def ranged(text: str, ok: Callable[[Any], bool]) -> Callable[[Any], str | None]:
 positive = ranged("> 0", lambda v: v > 0)
 non_negative = ranged(">= 0", lambda v: v >= 0)
 unit = ranged("in [0, 1]", lambda v: 0 <= v <= 1)
+at_most_one = ranged("<= 1", lambda v: v <= 1)  # an explained variance: 1 at best, unbounded below
 
 
 def at_least(n):
@@ -209,6 +210,11 @@ class DiagnosticsConfig(_Section):
                                    "(the policy's own samples, where a verifier judges them) is ok from this", unit)
     truth_auc_fail: float = opt(0.55, "... and fails below this (0.5 is chance: the reward does not rank right "
                                       "answers above wrong ones)", unit)
+    value_ev_warn: float = opt(-0.1, "the value head: the mean explained variance of PPO's last fifth of steps "
+                                     "(05_ppo/log.jsonl) below this warns (0 = no better than the mean return, "
+                                     "negative = worse: its error adds noise to the advantages)", at_most_one)
+    value_ev_fail: float = opt(-1.0, "... and below this fails (its error has twice the returns' own variance)",
+                               at_most_one)
 
     def cross_problems(self):
         bands = [("low_ra_healthy_min", self.low_ra_fail, self.low_ra_healthy_min),
@@ -218,7 +224,8 @@ class DiagnosticsConfig(_Section):
                  ("duplicate_share_fail", self.duplicate_share_warn, self.duplicate_share_fail),
                  ("evolve_failure_fail", self.evolve_failure_warn, self.evolve_failure_fail),
                  ("probe_ok", self.probe_fail, self.probe_ok),
-                 ("truth_auc_ok", self.truth_auc_fail, self.truth_auc_ok)]
+                 ("truth_auc_ok", self.truth_auc_fail, self.truth_auc_ok),
+                 ("value_ev_warn", self.value_ev_fail, self.value_ev_warn)]
         return [(key, f"a value >= {low:g} (the line below it)") for key, low, high in bands if high < low]
 
 
@@ -399,8 +406,9 @@ class RewardModelConfig(_Section):
                                  "what a step concludes, calibrated on the step labels, is P(step right)",
                         one_of("token", "likelihood"))
     prm_same_edits: bool = opt(False, "prm_head = 'likelihood': its language model also learns each right solution "
-                                      "rewritten by the world's meaning-preserving edits (arith: the operands of a "
-                                      "+ or x step swapped)")
+                                      "rewritten by each of the world's meaning-preserving edits (World.solution_edits "
+                                      "of direction 'same'; step worlds: a + or x step's operands swapped, the answer "
+                                      "with thousands separators; code: a parameter renamed, a comment added)")
     prm_extra_layers: int = opt(0, "decoder layers added on top of the PRM's base, each a copy of its last layer "
                                    "that starts as the identity (LLaMA Pro's block expansion), so a step's end can "
                                    "read what the base predicted at an earlier token; rm_finetune = 'full' only",

@@ -165,7 +165,7 @@ def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tupl
     train += [e for e in extra if e["question"] not in held_questions]
     if not train:
         raise ValueError("no PRM training examples: every sampled solution was flagged or none were sampled")
-    save_rows(paths, "prm", step_rows(train, heldout))  # the dataset beside the model (rm_datasets.py)
+    save_rows(paths, "prm", step_rows(train, heldout, world_for(cfg)))  # the dataset beside the model (rm_datasets.py)
     base, bf16, model, tokenizer = start_training(cfg, paths, rm.prm_base, "[reward_model] prm_base", rm.prm_head,
                                                   rm.prm_extra_layers)
     world = world_for(cfg)

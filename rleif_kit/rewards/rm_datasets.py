@@ -16,7 +16,8 @@ implicit prompt (what the IRM's RewardTrainer sees; a TRL user hands the file to
 sees):
 
 - ``prompt``: the question (the kit's PRM reads it inside the policy's prompt template, as PPO shows it)
-- ``completions``: the solution cut at the end of each step (the last one runs through its answer line)
+- ``completions``: the solution cut where the run's world ends each step (the last one runs to the end: through the
+  answer line of a step-by-step solution, the rest of a program's response)
 - ``labels``: one boolean per step, true = the step is right
 - ``id``: the solution's id (a sampled one is ``<instruction id>-s<k>``)
 - ``instruction_id``: the instruction it solves (null for rows of ``[reward_model] prm_data``)
@@ -39,12 +40,13 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from rleif_kit.core import distributed as dist
 from rleif_kit.core.jsonl import write_jsonl
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.rewards.reward import solution_step_ends
+from rleif_kit.worlds.base import STEP_BY_STEP
 
 PAIR_FIELDS = {
     "chosen, rejected": "the instruction texts of the better and the worse variant, which the IRM scores (TRL's "
@@ -57,7 +59,9 @@ PAIR_FIELDS = {
 }
 STEP_FIELDS = {
     "prompt": "the question (TRL's stepwise-supervision format; the kit's PRM reads it inside the policy's prompt)",
-    "completions": "the solution cut at the end of each step (the last one runs through its answer line)",
+    "completions": "the solution cut where the run's world ends each step, as the PRM reads its labels (the last one "
+                   "runs to the end: through the answer line of a step-by-step solution, the rest of a program's "
+                   "response)",
     "labels": "one boolean per step, true = the step is right",
     "id": "the solution's id (a sampled one is `<instruction id>-s<k>`)",
     "instruction_id": "the instruction it solves (null for rows of `[reward_model] prm_data`)",
@@ -77,15 +81,15 @@ def pair_rows(train: Sequence[dict], heldout: Sequence[dict]) -> list[dict]:
             for split, rows in (("train", train), ("heldout", heldout)) for p in rows]
 
 
-def solution_steps(solution: str) -> list[str]:
-    """The solution cut where the PRM reads each step's label (:func:`solution_step_ends`)."""
-    ends = solution_step_ends(solution)
+def solution_steps(solution: str, world: Any = STEP_BY_STEP) -> list[str]:
+    """The solution cut where the PRM reads each step's label (:func:`solution_step_ends`, as ``world`` splits it)."""
+    ends = solution_step_ends(solution, world)
     return [solution[a:b].strip() for a, b in zip([0] + ends[:-1], ends)]
 
 
-def step_rows(train: Sequence[dict], heldout: Sequence[dict]) -> list[dict]:
-    """The PRM's examples as dataset rows (fields of ``STEP_FIELDS``)."""
-    return [{"prompt": e["question"], "completions": solution_steps(e["solution"]),
+def step_rows(train: Sequence[dict], heldout: Sequence[dict], world: Any = STEP_BY_STEP) -> list[dict]:
+    """The PRM's examples as dataset rows (fields of ``STEP_FIELDS``), their steps as ``world`` splits them."""
+    return [{"prompt": e["question"], "completions": solution_steps(e["solution"], world),
              "labels": [bool(x) for x in e["labels"]], "id": str(e.get("id", "")),
              "instruction_id": e.get("instruction_id"), "solution": e["solution"], "source": e.get("source"),
              "split": split}

@@ -201,7 +201,7 @@ def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
         acc_after = _heldout_accuracy(cfg, paths, model, tokenizer, "after")
     if acc_before is not None and acc_after is not None:
         verdicts.append(check_sft_learning(acc_before, acc_after, cfg.diagnostics,
-                                           source=paths.rel(paths.sft_heldout("after"))))
+                                           source=paths.rel(paths.sft_heldout("after")), world=world_for(cfg)))
     log = list(read_jsonl(paths.sft_log))
     result = SFTResult(paths.sft_model, cfg.sft.finetune, len(examples), trainer.state.global_step, runtime,
                        log, acc_before, acc_after, verdicts)

@@ -149,6 +149,7 @@ class World:
     judge_about = "the world's programmatic judge"  # who ranks evolved siblings offline (programmatic worlds)
     verifier_about = ""  # what computes rV, for the views (default: "the world's verifier")
     code_language = ""  # "python" where responses are programs: views render them as code, whitespace kept
+    recipe = "WizardMath"  # the published RLEIF model the world's recipe follows: "WizardMath", "WizardCoder"
 
     # ------------------------------------------------------------------ prompts
 

@@ -99,6 +99,7 @@ class CodeWorld(World):
     right_word = "passed"
     verifier_about = "the task's tests, run in the sandbox (the share passed)"
     code_language = "python"
+    recipe = "WizardCoder"
     data_format = ("JSONL as Code Alpaca and Evol-Instruct-Code have it: 'instruction', 'output' and an optional "
                    "'input'; docs/wizardcoder.md")
     prompt_note = ("WizardCoder trains under Alpaca's prompt_no_input and evaluates HumanEval / MBPP under their "
