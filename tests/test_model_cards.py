@@ -325,7 +325,7 @@ def _cards(params, tmp_path, examples, prm_rows):
     return cfg, paths, {"sft": lambda: render(build_card(cfg, paths, sft, "../../tiny-llama", "", examples)),
                         "prm": lambda: render(prm_card(cfg, paths, prm, "../../03_sft/model", "", prm_rows)),
                         "irm": lambda: render(irm_card(cfg, paths, irm, "../../03_sft/model", "",
-                                                       [{"chosen_text": examples[0]["instruction"]}]))}
+                                                       [{"chosen": examples[0]["instruction"]}]))}
 
 
 def test_a_code_runs_cards_speak_its_world_not_arithmetic(tmp_path):
