@@ -10,8 +10,8 @@ A tracker follows what the Trainer stages do, so one run's curves land side by s
 ``<run>-<model>`` (``tiny-cpu-ppo``; SFT's trainer gets ``tiny-cpu-sft``, see ``trainer_logs.run_name``), and
 the tracker's own environment variables choose the place as for SFT — ``WANDB_PROJECT`` (default
 "huggingface", transformers' default), ``MLFLOW_TRACKING_URI`` / ``MLFLOW_EXPERIMENT_NAME`` (mlflow's default
-store and experiment), ``TRACKIO_PROJECT`` (default "huggingface"). TensorBoard writes to
-``<output_dir>/tensorboard/05_ppo`` as before.
+store and experiment); trackio's project is "huggingface", the default of ``TrainingArguments.project``, which the
+kit does not set. TensorBoard writes to ``<output_dir>/tensorboard/05_ppo`` as before.
 
 Why the checks: accelerate drops a tracker whose package is missing without a word, and transformers raises
 when its trainer is built. Here a missing package is one line before training, with the package to install, and
@@ -25,6 +25,8 @@ import importlib.util
 import os
 import sys
 from typing import Any, Callable
+
+from rleif_kit.core.stages import PPO
 
 # report_to name -> (the module that must be importable, the pip package that provides it)
 PACKAGES = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb"), "mlflow": ("mlflow", "mlflow"),
@@ -73,7 +75,7 @@ def installed(wanted: list[str], stage: str) -> list[str]:
     return out
 
 
-def ppo_names(wanted: list[str], stage: str = "05_ppo") -> list[str]:
+def ppo_names(wanted: list[str], stage: str = PPO) -> list[str]:
     """The installed names of ``wanted`` our PPO loop logs to; one note for those accelerate has no tracker for."""
     for name in wanted:
         if name in PACKAGES and name not in PPO_TRACKERS:
@@ -87,7 +89,7 @@ def make_tracker(name: str, run_name: str, logging_dir: str) -> Any:
     of the same name would place a Trainer stage's run (the module docstring)."""
     from accelerate import PartialState, tracking  # heavy: loaded on first use
 
-    PartialState()  # accelerate's logging needs it; the PPO loop made it already (dist.accelerator), a test has not
+    PartialState()  # accelerate's logger needs it: the PPO loop made it already (dist.accelerator), a test has not
     if name == "tensorboard":
         tracker = tracking.TensorBoardTracker("", logging_dir)  # the folder itself: no run subfolder
     elif name == "wandb":
@@ -95,12 +97,12 @@ def make_tracker(name: str, run_name: str, logging_dir: str) -> Any:
     elif name == "mlflow":
         tracker = tracking.MLflowTracker(os.getenv("MLFLOW_EXPERIMENT_NAME", "Default"), run_name=run_name)
     elif name == "trackio":
-        tracker = tracking.TrackioTracker(os.getenv("TRACKIO_PROJECT", "huggingface"), name=run_name)
+        tracker = tracking.TrackioTracker("huggingface", name=run_name)  # TrainingArguments.project's default
     elif name == "comet_ml":
         tracker = tracking.CometMLTracker(os.getenv("COMET_PROJECT_NAME"))  # comet's own default when unset
     else:  # clearml, dvclive, swanlab: accelerate's run name
         tracker = tracking.LOGGER_TYPE_TO_CLASS[name](run_name)
-    tracker.main_process_only = False  # we start trackers on the main process only: no PartialState needed
+    tracker.main_process_only = False  # StepLog makes trackers on the main process alone: no rank check per call
     return tracker
 
 
