@@ -101,7 +101,8 @@ class FakeTracker:
     """A tracker that records what it is given; ``fail_at``: the step whose log raises (a network error)."""
 
     def __init__(self, name, fail_at=None, fail_start=False):
-        self.name, self.fail_at, self.fail_start, self.rows, self.config, self.finished = name, fail_at, fail_start, [], None, False
+        self.name, self.fail_at, self.fail_start = name, fail_at, fail_start
+        self.rows, self.config, self.finished = [], None, False
 
     def start(self):
         if self.fail_start:
@@ -132,7 +133,8 @@ def _fakes(**made):
 def test_a_report_to_typo_is_one_config_error_with_did_you_mean(tmp_path):
     from rleif_kit.core.config import ConfigError
 
-    for value, hint in (('["wandbb"]', "wandbb (did you mean 'wandb'?)"), ('["WandB"]', "WandB (did you mean 'wandb'?)"),
+    for value, hint in (('["wandbb"]', "wandbb (did you mean 'wandb'?)"),
+                        ('["WandB"]', "WandB (did you mean 'wandb'?)"),
                         ('["tensorboard", "tensorbord"]', "tensorbord (did you mean 'tensorboard'?)")):
         try:
             load_config(TINY_PARAMS, tiny_overrides(tmp_path / "run", f"base.report_to={value}"))
@@ -147,8 +149,10 @@ def test_a_tracker_whose_package_is_missing_is_one_note_and_the_trainer_goes_wit
     """transformers raises when a trainer is built with report_to = ["wandb"] and no wandb; accelerate drops it
     without a word. Here: one note naming the pip package, once, and the trainers get the rest."""
     monkeypatch.setattr(trackers, "_said", set())
-    monkeypatch.setattr(trackers, "missing_package", lambda name: {"wandb": "wandb", "comet_ml": "comet-ml"}.get(name, ""))
-    cfg = load_config(TINY_PARAMS, tiny_overrides(tmp_path / "run", 'base.report_to=["tensorboard", "wandb", "comet_ml"]'))
+    not_installed = {"wandb": "wandb", "comet_ml": "comet-ml"}
+    monkeypatch.setattr(trackers, "missing_package", lambda name: not_installed.get(name, ""))
+    cfg = load_config(TINY_PARAMS, tiny_overrides(tmp_path / "run",
+                                                  'base.report_to=["tensorboard", "wandb", "comet_ml"]'))
     assert trainer_logs.report_to(cfg, "sft") == ["none"]  # not ["wandb", "comet_ml"]: their callbacks would raise
     assert trainer_logs.report_to(cfg, "sft") == ["none"]
     assert trackers.ppo_names(["tensorboard", "wandb", "comet_ml"]) == ["tensorboard"]
@@ -206,7 +210,8 @@ def test_a_tracker_that_fails_mid_run_is_one_warning_and_training_goes_on(tmp_pa
     cfg = load_config(TINY_PARAMS, tiny_overrides(tmp_path / "run", 'base.report_to=["tensorboard", "wandb", "mlflow", '
                                                                      '"trackio"]'))
     paths = RunPaths(tmp_path / "run")
-    wandb, mlflow, trackio = FakeTracker("wandb", fail_at=1), FakeTracker("mlflow"), FakeTracker("trackio", fail_start=True)
+    wandb, mlflow = FakeTracker("wandb", fail_at=1), FakeTracker("mlflow")
+    trackio = FakeTracker("trackio", fail_start=True)
     log = trainer_logs.StepLog(cfg, paths, "ppo", total=3, make=_fakes(wandb=wandb, mlflow=mlflow, trackio=trackio))
     for step in range(3):
         log.add({"step": step, "reward_mean": step / 4}, step)
@@ -214,8 +219,8 @@ def test_a_tracker_that_fails_mid_run_is_one_warning_and_training_goes_on(tmp_pa
     err = [line for line in capsys.readouterr().err.splitlines() if "report_to" in line]
     assert err == ["warning: report_to trackio failed at start (PermissionError: api_key not configured); PPO goes "
                    "on without it, 05_ppo/log.jsonl has every step",
-                   "warning: report_to wandb failed at step 1 (ConnectionError: Max retries exceeded with url: /graphql); "
-                   "PPO goes on without it, 05_ppo/log.jsonl has every step"]
+                   "warning: report_to wandb failed at step 1 (ConnectionError: Max retries exceeded with url: "
+                   "/graphql); PPO goes on without it, 05_ppo/log.jsonl has every step"]
     assert [step for step, _ in wandb.rows] == [0] and not wandb.finished  # dropped: no finish on a broken tracker
     assert [step for step, _ in mlflow.rows] == [0, 1, 2] and mlflow.finished and trackio.rows == []
     events = EventAccumulator(str(paths.tensorboard("ppo")))
