@@ -234,6 +234,15 @@ LOGGERS = ("tensorboard", "wandb", "mlflow", "trackio", "comet_ml", "neptune", "
            "dagshub", "flyte", "dvclive", "swanlab", "kubeflow", "none")
 
 
+def loggers(values):
+    """``report_to``: names from LOGGERS; a typo gets "did you mean" (``wandbb``, ``WandB``, ``tensorbord``)."""
+    def hint(name):
+        close = difflib.get_close_matches(name.lower().replace("-", "_"), LOGGERS, n=1, cutoff=0.6)
+        return f"{name} (did you mean '{close[0]}'?)" if close else name
+    bad = [hint(v) for v in values if v not in LOGGERS]
+    return None if not bad else f"a list drawn from {', '.join(LOGGERS)} (unknown: {', '.join(bad)})"
+
+
 @dataclass(frozen=True)
 class BaseConfig(_Section):
     model_name: str = required("base model: a local directory or a Hugging Face hub id", nonempty)
@@ -257,7 +266,7 @@ class BaseConfig(_Section):
                                      "params/accelerate/zero2.yaml); '' = accelerate's defaults (every GPU, DDP)")
     report_to: list[str] = opt([], "where SFT, the reward models and PPO log their curves besides log.jsonl: e.g. "
                                    "['tensorboard'] (event files under <output_dir>/tensorboard/); [] = none",
-                               subset_of(*LOGGERS))
+                               loggers)
 
     def cross_problems(self):
         return [("fp16", "false while bf16 = true (one half precision: set bf16 = false for fp16)")] \
@@ -313,7 +322,7 @@ class SFTConfig(_Section):
     save_steps: int = opt(200, "checkpoint every N steps (resume picks up the last one)", positive)
     eval_samples: int = opt(200, "held-out problems for the greedy exact-answer accuracy after SFT", non_negative)
     report_to: list[str] = opt([], "SFT's loggers when they differ from [base] report_to (['none'] = none); "
-                                   "[] = as [base]", subset_of(*LOGGERS))
+                                   "[] = as [base]", loggers)
     trainer_args: dict = opt({}, "a table passed through to TRL's SFTConfig for what the kit has no key of its own "
                                  "for, e.g. {optim = \"adamw_torch_fused\", dataloader_num_workers = 4} "
                                  "(core/trainer_args.py)")

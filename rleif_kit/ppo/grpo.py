@@ -70,7 +70,8 @@ def grpo_config(cfg: RunConfig, paths: RunPaths, bf16: bool, progress: bool = Tr
                num_iterations=ppo.ppo_epochs, max_completion_length=ppo.max_new_tokens,
                temperature=ppo.temperature, beta=ppo.kl_coef, epsilon=ppo.clip_range,
                max_grad_norm=ppo.max_grad_norm, logging_steps=per_step, save_strategy="no",
-               report_to=trainer_logs.report_to(cfg, "ppo"), use_cpu=not torch.cuda.is_available(), bf16=bf16,
+               report_to=trainer_logs.report_to(cfg, "ppo"), run_name=trainer_logs.run_name(cfg, "ppo"),
+               use_cpu=not torch.cuda.is_available(), bf16=bf16,
                seed=cfg.base.seed, disable_tqdm=not progress,
                lr_scheduler_type="constant", warmup_steps=0,  # as our PPO loop: TRL's default decays to 0
                use_vllm=ppo.generation_backend == "vllm", vllm_mode="colocate")

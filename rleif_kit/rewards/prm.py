@@ -177,7 +177,7 @@ def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tupl
     if not rows:
         raise ValueError("no PRM training rows: no training solution fits [reward_model] rm_max_len"
                          + (" with every step right" if rm.prm_head == "likelihood" else ""))
-    args = trainer_args_for(TrainingArguments, cfg, out_dir, len(rows), bf16, remove_unused_columns=False,
+    args = trainer_args_for(TrainingArguments, cfg, out_dir, len(rows), bf16, "prm", remove_unused_columns=False,
                             warmup_steps=0.05)
     trainer = Trainer(model=model, args=args, train_dataset=[{k: r[k] for k in ("input_ids", "labels")} for r in rows],
                       data_collator=StepLabelCollator(tokenizer.pad_token_id),

@@ -91,7 +91,7 @@ def _trainer_args(cfg: RunConfig, paths: RunPaths, bf16: bool):
         activation_checkpointing=s.gradient_checkpointing,
         logging_steps=s.logging_steps, save_strategy="steps", save_steps=s.save_steps, save_total_limit=2,
         bf16=bf16, fp16=use_fp16(cfg.base.fp16), use_cpu=not torch.cuda.is_available(),
-        report_to=trainer_logs.report_to(cfg, "sft"),
+        report_to=trainer_logs.report_to(cfg, "sft"), run_name=trainer_logs.run_name(cfg, "sft"),
         dataloader_num_workers=0,
         train_sampling_strategy=_sampling(s),
     ), s.trainer_args))  # [sft] trainer_args: what the kit has no key for (core/trainer_args.py)
