@@ -133,7 +133,9 @@ def _fakes(**made):
 def test_each_trainer_names_its_run_after_the_run_and_the_model(tmp_path, monkeypatch):
     """In wandb or mlflow a run's four trainings sit side by side as tiny-cpu-sft, -irm, -prm, -ppo (transformers'
     default is no name), and each trainer gets the installed trackers but TensorBoard (the kit's own callback)."""
-    from rleif_kit.rewards.rm_training import trainer_kwargs
+    from transformers import TrainingArguments
+
+    from rleif_kit.rewards.rm_training import trainer_args_for
     from rleif_kit.sft.stage import _trainer_args
 
     monkeypatch.setattr(trackers, "missing_package", lambda name: "")
@@ -141,8 +143,8 @@ def test_each_trainer_names_its_run_after_the_run_and_the_model(tmp_path, monkey
     sft = _trainer_args(cfg, RunPaths(tmp_path / "run"), False)
     assert (sft.run_name, sft.report_to) == ("tiny-cpu-sft", ["mlflow"])
     for model in ("irm", "prm"):
-        args = trainer_kwargs(cfg, tmp_path, 10, False, model)
-        assert (args["run_name"], args["report_to"]) == (f"tiny-cpu-{model}", ["mlflow"])
+        args = trainer_args_for(TrainingArguments, cfg, tmp_path, 10, False, model)
+        assert (args.run_name, args.report_to) == (f"tiny-cpu-{model}", ["mlflow"])
     assert trainer_logs.run_name(cfg, "ppo") == "tiny-cpu-ppo"
 
 
