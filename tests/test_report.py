@@ -10,15 +10,15 @@ background networking off, no network (it skips without Chromium, except under C
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
+from browser import chromium as _chromium
+from browser import run_chromium as _run_chromium
 from conftest import ROOT
 
 from rleif_kit.core.records import write_json_atomic
@@ -677,24 +677,6 @@ def test_what_a_model_a_user_or_a_file_wrote_reaches_the_page_as_text(tmp_path):
 
 
 # ------------------------------------------------------------------ headless Chromium
-
-
-def _chromium() -> str:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe is None:
-        reason = "headless Chromium not found (Debian: apt-get install chromium; .ci/run installs it)"
-        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
-            pytest.fail(f"{reason}, and CI=true requires it")
-        pytest.skip(reason)
-    return exe
-
-
-def _run_chromium(tmp_path, url: str, *args: str) -> subprocess.CompletedProcess:
-    flags = ["--headless", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage",
-             "--no-first-run", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'chromium-profile'}"]
-    if os.geteuid() == 0:
-        flags.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
-    return subprocess.run([_chromium(), *flags, *args, url], capture_output=True, text=True, timeout=120)
 
 
 def _share(image, colour, tolerance=8) -> float:
