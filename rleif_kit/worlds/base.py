@@ -146,6 +146,11 @@ class World:
     judge_about = "the world's programmatic judge"  # who ranks evolved siblings offline (programmatic worlds)
     verifier_about = ""  # what computes rV, for the views (default: "the world's verifier")
     code_language = ""  # "python" where responses are programs: views render them as code, whitespace kept
+    # a world kept outside the kit may bring its own config section, validated like the kit's (core/config.py
+    # world_section): the TOML table's name and a frozen dataclass of opt(...) fields deriving config.Section.
+    # The world reads it as cfg.section(config_section) (or cfg.world_options)
+    config_section = ""
+    config_class: type | None = None
 
     # ------------------------------------------------------------------ prompts
 
