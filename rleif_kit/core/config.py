@@ -831,8 +831,8 @@ def build_config(raw: dict[str, Any], source: str = "<config>", overrides: list[
     for name, value in data.items():
         if name not in known:
             close = difflib.get_close_matches(name, list(known), n=1)
-            hint = f" (did you mean [{close[0]}]?)" if close else f" (known sections: {', '.join(known)})"
-            hint += _world_hint(world, extra)
+            hint = f" (did you mean [{close[0]}]?)" if close else \
+                f" (known sections: {', '.join(known)}{_world_hint(world, extra)})"
             given = [f"--set {t}" for (s, _), t in set_by.items() if s == name] if name not in raw else [source]
             errors.extend(f"{where}: unknown section [{name}]{hint}" for where in given)
         elif not isinstance(value, dict):
@@ -864,12 +864,10 @@ def _default_of(section: str, key: str, cls: type | None = None) -> Any:
 
 
 def _world_hint(world: Any, extra: tuple[str, type] | None) -> str:
-    """What an unknown section's error adds about the world's own section: which one the run's world brings, or
-    that a world's section is read only for the world [base] world names."""
-    if extra:
-        return f"; [base] world = {world!r} brings [{extra[0]}]"
-    return f"; a world's own section is read only when [base] world names that world (here {world!r}, which " \
-           "brings none)"
+    """What an unknown section's error adds: a world's own section counts only in a run of that world (a
+    ``[units]`` left in a preset copied to another world is refused), and which one this run's world brings."""
+    return f"; a world's own section only where [base] world names that world: {world!r} brings " + \
+        (f"[{extra[0]}]" if extra else "none")
 
 
 OUTPUT_DIR = "{output_dir}"  # in any string value: [base] output_dir, so what a run writes follows --set output_dir
@@ -927,7 +925,8 @@ def _unapplied_reasons(reasons: dict[str, str], sections: dict[str, Any], known:
         if value == default:
             out[name] = f"the config leaves {name} at the kit's default ({_toml_value(default)})"
         elif (section, key) not in in_file:
-            out[name] = f"the file does not set {name} ({set_by.get((section, key), 'it comes from elsewhere')})"
+            given = f"--set {set_by[section, key]} does" if (section, key) in set_by else "nor does a --set"
+            out[name] = f"the file does not set {name} ({given})"
         elif (section, key) in set_by and value != in_file[section, key]:
             out[name] = (f"--set {set_by[section, key]} replaces the file's {_toml_value(in_file[section, key])}, "
                          "the value the reason speaks of")

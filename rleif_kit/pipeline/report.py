@@ -425,14 +425,17 @@ def _folder_blocks(folder: Path, prefix: str, changed: dict[str, dict[str, Any]]
     return blocks, statuses
 
 
-def config_table(changes: list[dict[str, Any]]) -> str:
+def config_table(changes: list[dict[str, Any]], notes: list[str] = ()) -> str:
+    """The keys the run moved, with the preset's reasons; ``notes``: one line per [reasons] entry that does not
+    apply to this run (run.json's ``reason_notes``), so a reason copied with a preset is never read as this run's."""
+    shown = "".join(f'<p class="muted">{esc(n)}</p>' for n in notes)
     if not changes:
-        return "<p>Every key at the kit's default (the reference 7B recipe).</p>"
+        return "<p>Every key at the kit's default (the reference 7B recipe).</p>" + shown
     rows = "".join(f'<tr><th>{esc(c["key"])}{" <em>(--set)</em>" if c.get("override") else ""}</th>'
                    f'<td>{esc(fmt(c["value"]))}</td><td>{esc(fmt(c["default"]))}</td>'
                    f'<td>{esc(c.get("reason") or "")}</td></tr>' for c in changes)
     return ('<table class="config"><tr><th>key</th><th>this run</th><th>kit default (7B recipe)</th>'
-            f'<th>why (the preset\'s [reasons])</th></tr>{rows}</table>')
+            f'<th>why (the preset\'s [reasons])</th></tr>{rows}</table>{shown}')
 
 
 def write_report(report_dir: str | Path) -> Path:
@@ -473,8 +476,9 @@ def write_report(report_dir: str | Path) -> Path:
     if iterations:
         body.append("<h2>Iteration 1</h2>")
     body.extend(blocks)
-    body.append(f'<section id="config"><h2>Config: what this run moved from the kit\'s defaults</h2>'
-                f'{config_table(changes) if run else "<p>No run.json: run through rleif run to see it.</p>"}</section>')
+    table = config_table(changes, run.get("reason_notes", [])) if run else \
+        "<p>No run.json: run through rleif run to see it.</p>"
+    body.append(f'<section id="config"><h2>Config: what this run moved from the kit\'s defaults</h2>{table}</section>')
     for folder in iterations:
         body.append(f'<h2 id="{folder.name}">Iteration {folder.name.split("-")[1]}</h2>')
         body.extend(_folder_blocks(folder, f"{folder.name}/", changed, docs, report_dir, run.get("output_dir"))[0])
