@@ -581,7 +581,7 @@ SECTIONS: dict[str, type] = {
 # ``opt(...)`` fields deriving ``Section``). core sits below the worlds (.importlinter), so it never imports the
 # kit's worlds: it imports an outside world's module by the path [base] world gives, as rleif_kit.worlds.get_world
 # does. The kit's own worlds keep their sections above ([arith], [tiny_code]); their names are never a module path.
-KIT_WORLDS = ("arith", "math", "code", "tiny_code")  # rleif_kit.worlds.WORLDS' names (tests/test_config.py)
+KIT_WORLDS = ("arith", "math", "code", "tiny_code")  # rleif_kit.worlds.WORLDS' names (tests/test_world_config.py)
 
 
 def world_section(world: str) -> tuple[str, type] | None:
