@@ -176,7 +176,8 @@ def claim_report_folder(report_dir: str | Path, output_dir: str | Path) -> None:
 
 def setup(params_path: str, overrides: list[str] | tuple = (), stage: str = SETUP,
           report_dir: str | None = None, workdir: str | None = None) -> tuple[RunConfig, RunPaths]:
-    """Everything a notebook needs before its first step."""
+    """Everything a notebook needs before its first step. ``params_path`` "" (a notebook opened by hand): the run
+    config ``params_for`` chooses ($RLEIF_PARAMS, else the tiny CPU preset), named in one printed line."""
     quiet_harmless_noise()
     wd = Path(workdir) if workdir else default_workdir()
     params_path, chosen_by = params_for(params_path)
