@@ -473,16 +473,18 @@ def _folder_blocks(folder: Path, prefix: str, changed: dict[str, dict[str, Any]]
     return blocks, statuses
 
 
-def config_table(changes: list[dict[str, Any]]) -> str:
-    if not changes:
-        return "<p>Every key at the kit's default (the reference 7B recipe).</p>"
+def config_table(changes: list[dict[str, Any]], notes: list[str] = ()) -> str:
+    """The keys the run moved, with the preset's reasons; ``notes``: one line per [reasons] entry that does not
+    apply to this run (run.json's ``reason_notes``), so a reason copied with a preset is never read as this run's."""
     rows = [{"key": c["key"], "override": c.get("override"), "value": fmt(c["value"]), "default": fmt(c["default"]),
              "reason": c.get("reason") or ""} for c in changes]
-    return render('<table class="config"><tr><th>key</th><th>this run</th><th>kit default (7B recipe)</th>'
+    return render("{% if not rows %}<p>Every key at the kit's default (the reference 7B recipe).</p>{% else %}"
+                  '<table class="config"><tr><th>key</th><th>this run</th><th>kit default (7B recipe)</th>'
                   "<th>why (the preset's [reasons])</th></tr>"
                   "{% for c in rows %}<tr><th>{{ c.key }}{% if c.override %} <em>(--set)</em>{% endif %}</th>"
                   "<td>{{ c.value }}</td><td>{{ c.default }}</td>"
-                  "<td>{{ c.reason }}</td></tr>{% endfor %}</table>", rows=rows)
+                  "<td>{{ c.reason }}</td></tr>{% endfor %}</table>{% endif %}"
+                  '{% for n in notes %}<p class="muted">{{ n }}</p>{% endfor %}', rows=rows, notes=list(notes))
 
 
 def write_report(report_dir: str | Path) -> Path:
@@ -529,7 +531,7 @@ def write_report(report_dir: str | Path) -> Path:
     body.extend(blocks)
     body.append(render('<section id="config"><h2>Config: what this run moved from the kit\'s defaults</h2>'
                        "{% if run %}{{ table }}{% else %}<p>No run.json: run through rleif run to see it.</p>"
-                       "{% endif %}</section>", run=bool(run), table=config_table(changes) if run else ""))
+                       "{% endif %}</section>", run=bool(run), table=config_table(changes, run.get("reason_notes", [])) if run else ""))
     for folder in iterations:
         body.append(render('<h2 id="{{ f.name }}">Iteration {{ f.name.split("-")[1] }}</h2>', f=folder))
         body.extend(_folder_blocks(folder, f"{folder.name}/", changed, docs, report_dir, run.get("output_dir"),

@@ -150,6 +150,11 @@ class World:
     verifier_about = ""  # what computes rV, for the views (default: "the world's verifier")
     code_language = ""  # "python" where responses are programs: views render them as code, whitespace kept
     recipe = "WizardMath"  # the published RLEIF model the world's recipe follows: "WizardMath", "WizardCoder"
+    # a world kept outside the kit may bring its own config section, validated like the kit's (core/config.py
+    # world_section): the TOML table's name and a frozen dataclass of opt(...) fields deriving config.Section.
+    # The world reads it as cfg.section(config_section) (or cfg.world_options)
+    config_section = ""
+    config_class: type | None = None
 
     # ------------------------------------------------------------------ prompts
 
