@@ -70,8 +70,8 @@ def test_the_report_shows_the_notes_under_the_config_table():
 
     note = "[reasons] 'dedup.min_kept' not shown: the config leaves dedup.min_kept at the kit's default (8000)"
     row = {"key": "sft.lr", "value": 0.001, "default": 2e-05, "override": False, "reason": "why"}
-    assert config_table([row], [note]).endswith(f'</table><p class="muted">{note.replace(chr(39), "&#x27;")}</p>')
-    assert note.replace("'", "&#x27;") in config_table([], [note])
+    assert config_table([row], [note]).endswith(f'</table><p class="muted">{note.replace(chr(39), "&#39;")}</p>')
+    assert note.replace("'", "&#39;") in config_table([], [note])
 
 
 def test_the_shipped_presets_reasons_all_apply():
