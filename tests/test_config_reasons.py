@@ -79,3 +79,16 @@ def test_the_shipped_presets_reasons_all_apply():
 
     for path in sorted((ROOT / "params").glob("*.toml")):
         assert reason_notes(load_config(path, workdir=ROOT)) == [], path.name
+
+
+def test_a_run_moved_to_another_world_by_a_set_shows_none_of_the_files_reasons(tmp_path):
+    """tiny-cpu's reasons speak of the arithmetic world: run in another world by --set, not one is shown."""
+    from conftest import TINY_PARAMS, tiny_overrides
+
+    cfg = load_config(TINY_PARAMS, tiny_overrides(tmp_path / "run", 'base.world="tiny_code"'))
+    notes = reason_notes(cfg)
+    assert len(notes) == len(cfg.reasons) > 0
+    assert notes[0].endswith("written for the file's world 'arith'; --set base.world=\"tiny_code\" runs 'tiny_code'")
+    assert not [c for c in config_changes(cfg) if c["reason"]]
+    same = load_config(TINY_PARAMS, tiny_overrides(tmp_path / "run", 'base.world="arith"'))  # the file's own world
+    assert [c["key"] for c in config_changes(same) if c["reason"]]

@@ -945,10 +945,15 @@ def _unapplied_reasons(reasons: dict[str, str], sections: dict[str, Any], known:
                        in_file: dict[tuple[str, str], Any], set_by: dict[tuple[str, str], str]) -> dict[str, str]:
     """[reasons] keys the reason cannot speak for in this run -> why: the run leaves the key at the kit's default,
     the file does not set it (a --set does), or a --set gives it another value than the file's, which the reason
-    was written for. A reason then shows in no table, only as this one-line note."""
+    was written for, or a --set moves the run to another world than the file's (its reasons speak of that world).
+    A reason then shows in no table, only as this one-line note."""
     out = {}
+    file_world, world = in_file.get(("base", "world")), sections["base"].world
     for name in reasons:
         section, _, key = name.partition(".")
+        if ("base", "world") in set_by and file_world is not None and world != file_world:
+            out[name] = f"written for the file's world {file_world!r}; --set {set_by['base', 'world']} runs {world!r}"
+            continue
         value, default = getattr(sections[section], key), _default_of(section, key, known[section])
         if value == default:
             out[name] = f"the config leaves {name} at the kit's default ({_toml_value(default)})"
