@@ -1,4 +1,5 @@
-"""Headless Chromium for the report tests: the page as the browser built it (its DOM), and the text a learner reads.
+"""What a learner sees of a run: the report page as headless Chromium built it (its DOM and its text), and the
+executed notebooks' text.
 
 Shared by ``test_report.py`` (pages of made-up runs) and the preset runs (``test_pipeline.py``, ``test_tiny_code.py``,
 ``test_tiny_math.py``, ``test_toy_world.py``): each renders its own ``reports/<run>/index.html`` and asserts that it
@@ -74,3 +75,31 @@ def assert_page_speaks_its_world(tmp_path: Path, reports: Path, world: str, form
     scorer_rows = {label for label in row_labels(dom) if label.lower().startswith(SCORER_ROWS)}
     assert bool(scorer_rows) == scorers, scorer_rows
     return text
+
+
+def notebooks_text(reports: Path) -> dict[str, str]:
+    """What a learner reads in each executed notebook of ``reports``: its markdown and every output (streams,
+    plain text, markdown, HTML), not the code cells' source."""
+    import json
+
+    out = {}
+    for path in sorted(reports.glob("[0-9][0-9]_*.ipynb")):
+        parts = []
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] == "markdown":
+                parts.append("".join(cell["source"]))
+            for o in cell.get("outputs", []):
+                parts.append("".join(o.get("text", "")))
+                for kind in ("text/plain", "text/markdown", "text/html"):
+                    parts.append("".join((o.get("data") or {}).get(kind, "")))
+        out[path.stem] = html.unescape("\n".join(parts))
+    return out
+
+
+def mentions(texts: dict[str, str], word: str, width: int = 100) -> list[str]:
+    """``<notebook>: ...context...`` for each place ``word`` (case-insensitive) appears in ``texts``."""
+    found = []
+    for name, text in texts.items():
+        for m in re.finditer(re.escape(word), text, flags=re.I):
+            found.append(f"{name}: {' '.join(text[max(0, m.start() - width):m.end() + width].split())}")
+    return found
