@@ -468,7 +468,7 @@ class PPOConfig(_Section):
     save_every: int = opt(50, "checkpoint every N steps (resume starts from the last one)", positive)
     gate_samples: int = opt(64, "responses the reward-health gate scores before the first update", positive)
     force: bool = opt(False, "start PPO even when the reward-health gate fails")
-    eval_samples: int = opt(200, "held-out arithmetic problems for the SFT-vs-PPO accuracy (arith world)",
+    eval_samples: int = opt(200, "held-out problems for the SFT-vs-PPO A/B (a world with its own held-out split)",
                             non_negative)
     algorithm: str = opt("ppo", "'ppo' (our loop) or 'grpo' (TRL's GRPOTrainer with the same reward formula)",
                          one_of("ppo", "grpo"))
@@ -550,12 +550,12 @@ class LoopConfig(_Section):
 @dataclass(frozen=True)
 class TinyConfig(_Section):
     build: bool = opt(False, "build the offline tiny Llama at [base].model_name when that directory is missing")
-    vocab_size: int = opt(1000, "tokenizer vocabulary size (BPE trained on the arithmetic world)", at_least(300))
+    vocab_size: int = opt(1000, "tokenizer vocabulary size (BPE trained on the run's world's corpus)", at_least(300))
     hidden_size: int = opt(128, "hidden size", positive)
     layers: int = opt(2, "transformer layers", positive)
     heads: int = opt(4, "attention heads (must divide hidden_size)", positive)
     intermediate_size: int = opt(256, "MLP size", positive)
-    corpus_problems: int = opt(3000, "arithmetic problems the tokenizer is trained on", positive)
+    corpus_problems: int = opt(3000, "problems of the run's world the tokenizer is trained on", positive)
 
     def cross_problems(self):
         if self.heads <= 0 or self.hidden_size % self.heads == 0:
@@ -578,7 +578,7 @@ class ArithConfig(_Section):
 @dataclass(frozen=True)
 class TinyCodeConfig(_Section):
     heldout_size: int = opt(300, "held-out tasks of the tiny code world, kept out of every training set", positive)
-    max_ops: int = opt(2, "most arithmetic ops a task applies to its result (\"... plus 3 times b\")", between(0, 4))
+    max_ops: int = opt(2, "most operations a task applies to its result (\"... plus 3 times b\")", between(0, 4))
     teacher_fault: float = opt(0.0, "share of the SFT solutions to tasks with a known pitfall "
                                     "(\"from a to b inclusive\", \"the last n items\") that the tiny teacher writes "
                                     "with its systematic fault (an off-by-one, a missed n = 0), for execution reward "
