@@ -35,16 +35,18 @@ demo-code: install
 # OpenAI-compatible endpoint, played by the code loopback teacher (docs/wizardcoder.md).
 demo-code-endpoint: install
 	$(BIN)/python -m rleif_kit.testing.demo_code --set 'base.output_dir="./rleif_output/tiny-code-endpoint"' \
-		--set 'base.model_name="./rleif_output/tiny-code-endpoint/tiny-llama"' --report-dir reports/tiny-code-endpoint
+		--report-dir reports/tiny-code-endpoint
 
 # JupyterLab, opened on notebooks/ (LAB_ARGS="--no-browser --port 8890" for a remote machine). The server's root
 # stays the project root so params/ and the executed reports/ are one click away; preferred_dir only picks the
 # folder it opens on. Jupyter starts each kernel in its notebook's folder (notebooks/), and the notebooks' setup()
 # then takes the project root as its workdir (core/run_setup.default_workdir), so params/tiny-cpu.toml and the
 # run's relative paths resolve as under `rleif run` (checked: the kernel's cwd is notebooks/, setup's workdir the root).
+# The notebooks' params_path is empty: setup() runs $(PARAMS), exported to the kernels as RLEIF_PARAMS, so
+# `make lab PARAMS=params/tiny-code.toml` opens every notebook on the code arm without editing one.
 LAB_ARGS ?=
 lab: install
-	$(BIN)/jupyter lab --FileContentsManager.preferred_dir=notebooks $(LAB_ARGS)
+	RLEIF_PARAMS=$(PARAMS) $(BIN)/jupyter lab --FileContentsManager.preferred_dir=notebooks $(LAB_ARGS)
 
 clean-demo:
 	rm -rf rleif_output/tiny-cpu reports/tiny-cpu rleif_output/tiny-math reports/tiny-math rleif_output/tiny-code \

@@ -24,8 +24,9 @@ TINY_PARAMS = ROOT / "params" / "tiny-cpu.toml"
 
 
 def tiny_overrides(output_dir: Path, *extra: str) -> list[str]:
-    """Overrides that move the tiny preset's artifacts (and its tiny model) under ``output_dir``."""
-    return [f'base.output_dir="{output_dir}"', f'base.model_name="{output_dir}/tiny-llama"', *extra]
+    """Overrides that move the tiny preset's artifacts under ``output_dir``: its tiny model too, which the preset
+    builds at ``{output_dir}/tiny-llama`` (a model_name of its own is not needed)."""
+    return [f'base.output_dir="{output_dir}"', *extra]
 
 
 @pytest.fixture
@@ -66,9 +67,7 @@ MATH_PARAMS = ROOT / "params" / "tiny-math.toml"
 
 def math_overrides(root: Path) -> list[str]:
     run = root / "run"
-    return [f'base.output_dir="{run}"', f'base.model_name="{run}/tiny-llama"',
-            f'sft.gsm8k_train="{run}/raw/gsm8k_train.jsonl"', f'sft.math_train="{run}/raw/math_train.jsonl"',
-            f'sft.dataset="{run}/stepwise.jsonl"', f'evol_instruct.seeds="{run}/seeds.jsonl"']
+    return [f'base.output_dir="{run}"']  # the preset's model, raw files, SFT set and seeds are {output_dir}/...
 
 
 @pytest.fixture(scope="session")

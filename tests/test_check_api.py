@@ -91,9 +91,9 @@ def test_format_check_table_layout():
         CheckRow("irm_judge", "judge", "https://x.test", True, 0.2, "R" * 100),
     ]
     lines = format_check_table(rows).splitlines()
-    assert lines[0].split() == ["role", "model", "status", "latency_ms", "detail"]
-    assert lines[1].split() == ["evolve", "gpt-4-level-chat", "ok", "123", "ok"]
-    assert lines[2].split()[:4] == ["code_eval", "coder", "error", "-"]
+    assert lines[0].split() == ["role", "model", "status", "mode", "latency_ms", "detail"]
+    assert lines[1].split() == ["evolve", "gpt-4-level-chat", "ok", "chat", "123", "ok"]
+    assert lines[2].split()[:5] == ["code_eval", "coder", "error", "chat", "-"]
     assert lines[2].endswith(" " + "E" * 100)  # an error whole: its fix is at its end
     assert lines[3].endswith(" " + "R" * 57 + "...")  # a reply cut
     assert len({line.index(line.split()[2]) for line in lines}) == 1  # status column aligned

@@ -11,7 +11,7 @@ from conftest import ROOT, TINY_PARAMS, tiny_overrides
 from test_health import build_reward_models, make_run
 
 from rleif_kit.pipeline.cli import main
-from rleif_kit.pipeline.doctor import needed_roles, run_doctor
+from rleif_kit.pipeline.doctor import check_trackers, needed_roles, run_doctor
 from rleif_kit.testing.fake_openai import FakeOpenAIServer
 from rleif_kit.core.jsonl import write_jsonl
 
@@ -59,6 +59,25 @@ def test_bad_config_is_one_failed_row(tmp_path):
     report = doctor(tmp_path / "run", "ppo.clip_range=-0.2")
     assert [(v.check, v.status) for v in report.verdicts] == [("config", "fail")]
     assert "[ppo] clip_range = -0.2: expected a value > 0" in report.verdicts[0].advice and not report.ok
+
+
+def test_report_to_names_the_package_to_install_before_the_run(tmp_path, monkeypatch):
+    """issue 44: a tracker whose package is missing, or one our PPO loop cannot log to, is a warn row with what to
+    do; the tiny preset's TensorBoard is ok; no report_to, no row."""
+    from rleif_kit.core.config import load_config
+    from rleif_kit.models import trackers
+
+    def rows(*extra):
+        return check_trackers(load_config(TINY_PARAMS, tiny_overrides(tmp_path / "run", *extra)))
+
+    monkeypatch.setattr(trackers, "missing_package", lambda name: {"wandb": "wandb"}.get(name, ""))
+    (tiny,) = rows()
+    assert (tiny.status, tiny.numbers, tiny.advice) == ("ok", {"trackers": "tensorboard"}, "")
+    (row,) = rows('base.report_to=["tensorboard", "wandb", "neptune"]')
+    assert row.status == "warn" and row.numbers == {"trackers": "tensorboard, wandb, neptune"}
+    assert row.advice == ("pip install wandb (a stage trains without a tracker that is not installed); our PPO loop "
+                          "cannot log to neptune (accelerate has no tracker for it); 05_ppo/log.jsonl has its curves")
+    assert rows("base.report_to=[]") == []
 
 
 def test_missing_base_model_fails(tmp_path):

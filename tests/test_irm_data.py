@@ -25,10 +25,18 @@ def test_quality_orders_clean_over_unsolvable_over_leaked_over_malformed():
 
 
 def test_ties_give_no_pair_and_four_distinct_scores_give_six():
-    sib = [{"id": c, "text": c, "operator": "op" + c, "sibling_group": "g"} for c in "abcd"]
+    sib = [{"id": c, "text": f"text {c}", "operator": "op" + c, "sibling_group": "g"} for c in "abcd"]
     assert len(pairs_from_scores(sib, [4, 3, 2, 1])) == 6  # 4 * 3 / 2
     pairs = pairs_from_scores(sib, [2, 2, 1, 1])  # a = b > c = d: a>c, a>d, b>c, b>d
-    assert sorted((p["chosen"], p["rejected"]) for p in pairs) == [("a", "c"), ("a", "d"), ("b", "c"), ("b", "d")]
+    assert sorted((p["chosen_id"], p["rejected_id"]) for p in pairs) == [("a", "c"), ("a", "d"), ("b", "c"),
+                                                                         ("b", "d")]
+
+
+def test_a_pair_is_in_trl_preference_format_texts_in_chosen_and_rejected():
+    sib = [{"id": "g-1", "text": "Add 3 and 4.", "operator": "deepen", "sibling_group": "g"},
+           {"id": "g-2", "text": "Add 3 and.", "operator": "simplify", "sibling_group": "g"}]
+    assert pairs_from_scores(sib, [1, 2]) == [{"group": "g", "chosen": "Add 3 and.", "rejected": "Add 3 and 4.",
+                                               "chosen_id": "g-2", "rejected_id": "g-1", "operator": "simplify"}]
 
 
 def test_pairs_from_a_real_fan_out_prefer_defect_free_variants(tmp_path):
@@ -42,5 +50,6 @@ def test_pairs_from_a_real_fan_out_prefer_defect_free_variants(tmp_path):
     by_id = {r["id"]: r for r in fanout}
     pairs = arith_irm_pairs(fanout, seed=1)
     assert len(pairs) > 30
-    assert all(arith_quality(by_id[p["chosen"]]) > arith_quality(by_id[p["rejected"]]) for p in pairs)
+    assert all(arith_quality(by_id[p["chosen_id"]]) > arith_quality(by_id[p["rejected_id"]]) for p in pairs)
+    assert all(p["chosen"] == by_id[p["chosen_id"]]["text"] for p in pairs)
     assert len({p["operator"] for p in pairs}) >= 4  # balanced across operators, not one template

@@ -79,7 +79,7 @@ def test_complete_last_record_without_newline_is_kept(tmp_path):
 def test_corrupt_middle_line_names_file_and_line(tmp_path):
     path = tmp_path / "out.jsonl"
     path.write_text('{"id": "a"}\n{"id": "b", oops}\n{"id": "c"}\n')
-    with pytest.raises(ValueError, match=rf"out\.jsonl:2: invalid JSON"):
+    with pytest.raises(ValueError, match=r"out\.jsonl:2: invalid JSON"):
         list(read_jsonl(path))
     path.write_text('{"id": "a"}\n[1, 2]\n{"id": "c"}\n')
     with pytest.raises(ValueError, match=r"out\.jsonl:2: not a JSON object"):

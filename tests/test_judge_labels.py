@@ -80,7 +80,7 @@ def test_well_formed_rankings_give_every_pair_of_each_set(tmp_path):
         all_pairs += ranked
     # balanced: a subset, no duplicate, and no operator above twice the rarest one's count
     assert pairs and all(p in all_pairs for p in pairs)
-    assert len({(p["chosen"], p["rejected"]) for p in pairs}) == len(pairs)
+    assert len({(p["chosen_id"], p["rejected_id"]) for p in pairs}) == len(pairs)
     counts = [sum(p["operator"] == op for p in pairs) for op in {p["operator"] for p in pairs}]
     assert max(counts) <= 2 * min(counts)
     report = json.loads(report_path(out).read_text())

@@ -133,10 +133,10 @@ def test_hub_ids_and_licenses(tmp_path):
 def test_pairs_and_steps_load_as_hub_datasets_with_the_documented_fields(tmp_path):
     from datasets import load_dataset
 
-    pairs = [{"group": "s1", "chosen": "s1-a", "rejected": "s1-b", "chosen_text": "Add 3 and 4.",
-              "rejected_text": "Add 3 and.", "operator": "deepen"}]
-    held = [{"group": "s2", "chosen": "s2-a", "rejected": "s2-c", "chosen_text": "Tom has 2 pens.",
-             "rejected_text": "Tom has pens.", "operator": "concretize"}]
+    pairs = [{"group": "s1", "chosen": "Add 3 and 4.", "rejected": "Add 3 and.", "chosen_id": "s1-a",
+              "rejected_id": "s1-b", "operator": "deepen"}]
+    held = [{"group": "s2", "chosen": "Tom has 2 pens.", "rejected": "Tom has pens.", "chosen_id": "s2-a",
+             "rejected_id": "s2-c", "operator": "concretize"}]
     write_jsonl(tmp_path / "irm_pairs.jsonl", pair_rows(pairs, held))
     examples = [{"id": "s1-s0", "instruction_id": "s1", "question": "Maya has 4 plants.", "solution": SOLUTION,
                  "labels": [True, False], "source": "verifier"}]
@@ -146,12 +146,12 @@ def test_pairs_and_steps_load_as_hub_datasets_with_the_documented_fields(tmp_pat
     documented = {name for key in PAIR_FIELDS for name in key.split(", ")}
     assert set(ds.column_names) == documented
     assert ds["id"] == ["s1-a>s1-b", "s2-a>s2-c"] and ds["split"] == ["train", "heldout"]
-    assert ds[0]["chosen_text"] == "Add 3 and 4." and ds[1]["group"] == "s2"
+    assert ds[0]["chosen"] == "Add 3 and 4." and ds[1]["group"] == "s2"
 
     steps = load_dataset("json", data_files=str(tmp_path / "prm_steps.jsonl"), cache_dir=str(tmp_path / "c"))["train"]
     assert set(steps.column_names) == set(STEP_FIELDS)
     row = steps[0]
-    assert row["steps"] == ["Step 1: 4 * 2 = 8.", "Step 2: 8 / 2 = 4. The answer is: 4"]  # the last runs to its answer
+    assert row["completions"] == ["Step 1: 4 * 2 = 8.", "Step 2: 8 / 2 = 4. The answer is: 4"]  # last: to its answer
     assert row["labels"] == [True, False] and row["split"] == "train" and row["instruction_id"] == "s1"
     for name in documented | set(STEP_FIELDS):  # the module docstring documents every field too
         assert f"``{name}``" in rm_datasets.__doc__, name
@@ -159,14 +159,30 @@ def test_pairs_and_steps_load_as_hub_datasets_with_the_documented_fields(tmp_pat
 
 def test_the_prm_snippet_example_is_one_whose_steps_it_finds_again():
     lines = {"question": "q1", "solution": "First 3 + 4 = 7.\nThen 7 * 2 = 14.\nThe answer is: 14",
-             "labels": [True, False]}  # steps by line: joined by spaces they are one line, so never shown
+             "labels": [True, False]}  # steps by line: joined by spaces they are one line; shown as exact slices
     one = {"question": "q2", "solution": "Step 1: 3 + 4 = 7. The answer is: 7", "labels": [True]}
     right = {"question": "q3", "solution": SOLUTION, "labels": [True, True]}
     mixed = {"question": "q4", "solution": SOLUTION, "labels": [True, False]}
     steps = ["Step 1: 4 * 2 = 8.", "Step 2: 8 / 2 = 4. The answer is: 4"]
-    assert snippet_steps([lines, one, right, mixed]) == ("q4", steps)  # several steps, right and wrong
-    assert snippet_steps([lines, one, right]) == ("q3", steps)  # several steps
-    assert snippet_steps([lines, one]) == ("q2", ["Step 1: 3 + 4 = 7. The answer is: 7"])
+    assert snippet_steps([one, right, mixed]) == ("q4", steps, " ")  # several steps, right and wrong
+    assert snippet_steps([one, right]) == ("q3", steps, " ")  # several steps
+    assert snippet_steps([one]) == ("q2", ["Step 1: 3 + 4 = 7. The answer is: 7"], " ")
+    # one step per line: the exact slices, joined by nothing, give the solution back with its newlines
+    assert snippet_steps([one, lines]) == ("q1", ["First 3 + 4 = 7.", "\nThen 7 * 2 = 14.\nThe answer is: 14"], "")
+
+
+def test_a_programs_snippet_steps_are_exact_slices_the_code_world_ends_where_the_kit_does():
+    """A program's steps joined by spaces are not the program: the snippet takes its exact slices, joined by
+    nothing, each ending (newline excluded) where the code world ends the step."""
+    from rleif_kit.worlds import get_world
+
+    code = get_world("tiny_code")
+    program = {"question": "q", "solution": "```python\ndef f(x):\n    y = x + 1\n    return y\n```",
+               "labels": [True, False]}
+    question, steps, join = snippet_steps([program], code)
+    assert (question, join) == ("q", "") and "".join(steps) == program["solution"]
+    assert steps == ["```python\ndef f(x):\n    y = x + 1", "\n    return y\n```"]
+    assert code.steps.char_ends(program["solution"]) == [len(steps[0]), len(program["solution"])]  # the last: to end
 
 
 # ------------------------------------------------------------------ the snippets read what the kit reads
@@ -227,7 +243,7 @@ def test_reward_model_cards_name_their_kind_data_and_base_without_the_tmp_root(t
     assert (paths.prm_model / "figures" / "heldout_step_scores.png").exists()
 
     irm = SimpleNamespace(log=[], train_pairs=8, heldout_pairs=2, heldout_accuracy=0.5, runtime_s=1.0)
-    text = render(irm_card(cfg, paths, irm, ref, str(paths.sft_model), [{"chosen_text": "Add 3 and 4."}]))
+    text = render(irm_card(cfg, paths, irm, ref, str(paths.sft_model), [{"chosen": "Add 3 and 4."}]))
     meta = front_matter_of(text, tmp_path)
     assert meta.pipeline_tag == "text-classification" and "reward-model" in meta.tags
     assert "`../irm_pairs.jsonl`" in text and "instruction = \"Add 3 and 4.\"" in text
@@ -266,3 +282,95 @@ def test_the_ppo_card_speaks_the_runs_world_and_reward(tmp_path, params, world, 
     assert "WizardMath recipe" not in text
     if world == "tiny_code":
         assert "The answer is" not in text and "rA from" not in text and "rV from the world's verifier" in text
+
+
+def test_the_prm_snippet_of_a_program_scores_what_the_kit_scores(tmp_path, small_model_dir):
+    """The code world puts no space between prompt and program and ends steps at statements: the snippet joins the
+    program's exact slices after the prompt and reads the same tokens as the kit's scorer."""
+    from transformers import AutoModelForTokenClassification
+
+    from rleif_kit.models.loading import load_tokenizer
+    from rleif_kit.rewards.reward import head_labels, step_scores
+    from rleif_kit.worlds import get_world
+
+    code = get_world("tiny_code")
+    tok = load_tokenizer(str(small_model_dir))
+    torch.manual_seed(0)
+    prm = AutoModelForTokenClassification.from_pretrained(small_model_dir, num_labels=2, **head_labels("token"))
+    prm.config.pad_token_id = tok.pad_token_id
+    question = "Write a Python function f(x) that returns x plus 1."
+    solution = "```python\ndef f(x):\n    y = x + 1\n    return y\n```"
+    _, steps, join = snippet_steps([{"question": question, "solution": solution}], code)
+    usage = prm_usage(code.train_template(cot=True), question, steps, PRM_LABELS, join=join, lead="")
+    write_card(_save(prm, tok, tmp_path / "prm"), ModelCard("PRM", "", {}, usage))
+    expected = step_scores(prm.eval(), tok, [(question, solution)], world=code)[0]
+    assert len(expected) == 2 and run_usage(tmp_path / "prm")["scores"] == pytest.approx(expected, abs=1e-5)
+
+
+def _cards(params, tmp_path, examples, prm_rows):
+    """The SFT, PRM and IRM cards of the preset ``params`` with hand-made results, rendered."""
+    from conftest import ROOT
+    from rleif_kit.core.config import load_config
+    from rleif_kit.core.paths import RunPaths
+    from rleif_kit.sft.card import build_card
+
+    cfg = load_config(ROOT / "params" / params, [f'base.output_dir="{tmp_path}"'])
+    paths = RunPaths(tmp_path)
+    sft = SimpleNamespace(log=[{"loss": 1.0, "step": 1}], accuracy_before=0.125, accuracy_after=0.5, examples=2,
+                          steps=2, runtime_s=5.0, first_loss=1.0, final_loss=0.5)
+    prm = SimpleNamespace(log=[], heldout_scores=[], heldout_labels=[], train_examples=3, heldout_examples=1,
+                          train_steps=6, heldout_steps=2, correct_share=0.5, step_accuracy=1.0, step_auc=1.0,
+                          runtime_s=2.0, calibration=[2.5, 7.0])
+    irm = SimpleNamespace(log=[], train_pairs=8, heldout_pairs=2, heldout_accuracy=0.5, runtime_s=1.0)
+    return cfg, paths, {"sft": lambda: render(build_card(cfg, paths, sft, "../../tiny-llama", "", examples)),
+                        "prm": lambda: render(prm_card(cfg, paths, prm, "../../03_sft/model", "", prm_rows)),
+                        "irm": lambda: render(irm_card(cfg, paths, irm, "../../03_sft/model", "",
+                                                       [{"chosen": examples[0]["instruction"]}]))}
+
+
+def test_a_code_runs_cards_speak_its_world_not_arithmetic(tmp_path):
+    """The tiny code run's SFT card said "step-by-step solutions (`Step 1: ... The answer is: X`)", "the WizardMath
+    recipe" and plotted "Held-out arithmetic accuracy"; its PRM card showed "Tom has 3 pens" and said rA is in the
+    reward `rI * rV`. Now: the world's prompt and answer format, pass@1, and a held-out task the model passed."""
+    from rleif_kit.worlds import world_for
+    from rleif_kit.worlds.data import heldout_problems
+
+    program = "```python\ndef f(x):\n    y = x + 1\n    return y\n```"
+    examples = [{"instruction": "Write a Python function f(x) that returns x plus 1.", "source": "seed"}]
+    cfg, paths, cards = _cards("tiny-code.toml", tmp_path, examples,
+                               [{"question": examples[0]["instruction"], "solution": program, "labels": [True, False]}])
+    held = heldout_problems(cfg, paths)[:3]
+    write_jsonl(paths.sft_heldout("after"), [{"id": p["id"], "correct": i == 1} for i, p in enumerate(held)])
+    fmt = world_for(cfg).format_name
+    texts = {name: make() for name, make in cards.items()}
+    for name, text in texts.items():
+        assert "arithmetic" not in text.lower() and "The answer is" not in text, name
+        assert "wizardmath" not in text.lower(), name
+        assert "Tom has 3 pens" not in text and "tiny_code world" in text, name
+        assert "wizardcoder" in front_matter_of(text, tmp_path).tags, name
+    sft, prm = texts["sft"], texts["prm"]
+    assert f"answered in its format ({fmt})" in sft and "the WizardCoder recipe" in sft
+    assert f'instruction = "{held[1]["question"]}"' in sft  # the held-out task the trained model passed
+    assert "| held-out pass@1 before / after | 0.125 / 0.500 |" in sft and "chain-of-thought" not in sft
+    assert "then one space" not in sft and "rV from the task's tests" in sft
+    assert f"({fmt}), exactly as the policy writes it" in prm and "A step is one top-level statement" in prm
+    assert "this run's reward `rI * rV` does not read it (the formula has no rA)" in prm
+    assert 'JOIN, LEAD = "", ""' in prm and "def f(x)" in prm
+    assert "the tiny-code judge" in texts["irm"]
+
+
+def test_a_math_runs_cards_keep_the_arithmetic_worlds_words(tmp_path):
+    examples = [{"instruction": "Raj has 9 plums. He eats 2. How many are left?", "source": "seed"}]
+    rows = [{"question": "Maya has 4 plants.", "solution": SOLUTION, "labels": [True, False]}]
+    cfg, paths, cards = _cards("tiny-cpu.toml", tmp_path, examples, rows)
+    texts = {name: make() for name, make in cards.items()}
+    for name, text in texts.items():
+        assert "arith world" in text and "wizardmath" in front_matter_of(text, tmp_path).tags, name
+    sft, prm = texts["sft"], texts["prm"]
+    assert "answered in its format ('Step 1: ... The answer is: X')" in sft and "the WizardMath recipe" in sft
+    assert "with the chain-of-thought opener" in sft and "then one space and the response" in sft
+    assert "| held-out accuracy before / after | 0.125 / 0.500 |" in sft
+    assert f'instruction = "{examples[0]["instruction"]}"' in sft  # no held-out rows yet: the first example
+    assert "rA in this run's RLEIF reward `rI * rA` is the `min`" in prm and "`The answer is: X` line" in prm
+    assert '"Step 1: 4 * 2 = 8.", "Step 2: 8 / 2 = 4. The answer is: 4"' in prm and 'JOIN, LEAD = " ", " "' in prm
+    assert "the arithmetic judge" in texts["irm"]

@@ -192,8 +192,8 @@ def test_the_largest_arith_ranking_its_pairs_and_which_the_balance_kept(cfg_path
         sibling("g", "deepen", 0, "refusal", answer=None, kept=False),  # 0 + 4 + 0 + 0 steps not in range = 4
         sibling("h", "deepen", 1, None), sibling("h", "simplify", 1, "leaked_template"),  # 2 siblings: 1 pair
     ])
-    kept = [{"group": "g", "chosen": "g-f1-add_constraint", "rejected": "g-f1-deepen"},
-            {"group": "g", "chosen": "g-f1-simplify", "rejected": "g-f1-deepen"}]
+    kept = [{"group": "g", "chosen_id": "g-f1-add_constraint", "rejected_id": "g-f1-deepen"},
+            {"group": "g", "chosen_id": "g-f1-simplify", "rejected_id": "g-f1-deepen"}]
     siblings, pairs = ranked_siblings(cfg, paths, kept)
     assert rows(siblings) == [
         {"rank": "parent", "id": "g", "operator": "—", "outcome": "—", "quality": "—", "text": "Ann has 2 apples."},
@@ -223,6 +223,12 @@ def test_the_largest_arith_ranking_its_pairs_and_which_the_balance_kept(cfg_path
     assert siblings.caption.endswith("1 kept by the operator balance; the IRM trains on this set")
     siblings, pairs = ranked_siblings(cfg, paths, kept)  # given pairs are this run's: an older file does not win
     assert [r["kept"] for r in rows(pairs)] == ["no: dropped by the operator balance", "yes", "yes"]
+    # a file from before the TRL names (ids in chosen / rejected): no "kept" column rather than a wrong one
+    write_jsonl(paths.rm_rows("irm"), [{"group": "g", "chosen": "g-f1-add_constraint", "rejected": "g-f1-deepen",
+                                        "chosen_text": "g add_constraint", "rejected_text": "g deepen",
+                                        "split": "train"}])
+    siblings, pairs = ranked_siblings(cfg, paths)
+    assert "kept" not in pairs.data.columns and "kept by the operator balance" not in siblings.caption
 
 
 def judged_cfg_paths(tmp_path):
@@ -443,7 +449,7 @@ def test_the_prm_dataset_cuts_steps_as_the_world_does(code_cfg_paths):
 
     example = {"id": "t1-s0", "question": "Write f.", "solution": PROGRAM, "labels": [True, False]}
     row = dataset_rows([example], [], world_for(code_cfg_paths[0]))[0]
-    assert row["steps"] == ["```python\ndef f(x):\n    y = x + 1", "return y < 2\n```"]  # one per label
+    assert row["completions"] == ["```python\ndef f(x):\n    y = x + 1", "return y < 2\n```"]  # one per label
 
 
 def test_before_and_after_picks_the_item_training_turned_right():
@@ -509,11 +515,11 @@ def test_one_example_of_each_reward_models_training_set(code_cfg_paths):
 
     cfg, paths = code_cfg_paths
     assert all("does not exist yet" in v for v in reward_example(cfg, paths))
-    write_jsonl(paths.rm_rows("irm"), [{"chosen_text": "held out", "rejected_text": "-", "split": "heldout"},
-                                       {"chosen_text": "Write f(x).", "rejected_text": "Write.", "split": "train"}])
+    write_jsonl(paths.rm_rows("irm"), [{"chosen": "held out", "rejected": "-", "split": "heldout"},
+                                       {"chosen": "Write f(x).", "rejected": "Write.", "split": "train"}])
     write_jsonl(paths.rm_rows("prm"), [
-        {"question": "q0", "steps": ["a", "b"], "labels": [True, True], "source": "verifier"},
-        {"question": "q1", "steps": ["```python\ndef f(x):\n    y = x + 1", "return y < 2\n```"],
+        {"prompt": "q0", "completions": ["a", "b"], "labels": [True, True], "source": "verifier"},
+        {"prompt": "q1", "completions": ["```python\ndef f(x):\n    y = x + 1", "return y < 2\n```"],
          "labels": [True, False], "source": "verifier"}])
     pair, steps = reward_example(cfg, paths)
     assert [r["instruction"] for r in rows(pair)] == ["Write f(x).", "Write."]  # the first train pair

@@ -211,7 +211,8 @@ def test_a_bad_set_names_the_set_not_the_file(capsys):
     assert sorted(lines) == sorted([
         "--set sft.learnin_rate=3: [sft] unknown key 'learnin_rate' (did you mean 'lr'?)",
         "--set nosuch.x=1: unknown section [nosuch] (known sections: base, tiny, arith, tiny_code, sft, "
-        "evol_instruct, dedup, reward_model, ppo, eval, diagnostics, loop)",
+        "evol_instruct, dedup, reward_model, ppo, eval, diagnostics, loop; a world's own section only where [base] "
+        "world names that world: 'arith' brings none)",
         "--set ppo.lr=-1: [ppo] lr = -1: expected a value > 0"])
     assert not any(line.startswith(str(TINY)) for line in lines)
 

@@ -346,3 +346,11 @@ def test_the_run_and_its_reports_moved_elsewhere_resume_with_every_stage_skipped
     run = json.loads((moved / "reports" / "run.json").read_text())
     assert {s: v["status"] for s, v in run["stages"].items()} == {s: "skipped" for s in STAGES.split(",")}
     assert "01_evolve" in (moved / "reports" / "index.html").read_text()
+
+
+def test_the_report_names_the_arithmetic_world_and_its_reward_and_no_row_it_lacks(tiny_run, tmp_path):
+    """The arithmetic world's page: arith and r = rI · rA, no GSM8k scorer rows (its benchmark has none)."""
+    from browser import assert_page_speaks_its_world
+
+    assert_page_speaks_its_world(tmp_path, tiny_run / "reports", "arith", "r = rI · rA",
+                                 never=("r = rI · rV",))

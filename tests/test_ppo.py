@@ -106,6 +106,53 @@ def test_resume_continues_from_the_saved_step(tmp_path, small_model_dir):
     assert [json.loads(line)["step"] for line in (paths.stage("05_ppo") / "log.jsonl").read_text().splitlines()] == [0, 1, 2]
 
 
+def _offline_trackers(tmp_path, monkeypatch) -> list[str]:
+    """report_to for a test: TensorBoard, and mlflow's local store under tmp_path where mlflow is installed."""
+    try:
+        import mlflow  # noqa: F401
+    except ImportError:
+        return ["tensorboard"]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # mlflow 3.18 wants a database; a file store suffices
+    for name in ("MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN_ID", "MLFLOW_TAGS"):
+        monkeypatch.delenv(name, raising=False)
+    return ["tensorboard", "mlflow"]
+
+
+def _mlflow_curve(run_name: str, metric: str) -> list[float]:
+    """The values of ``metric`` by step in the one finished MLflow run named ``run_name``."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    (run,) = [r for r in client.search_runs(["0"]) if r.info.run_name == run_name]
+    assert run.info.status == "FINISHED"
+    return [m.value for m in sorted(client.get_metric_history(run.info.run_id, metric), key=lambda m: m.step)]
+
+
+def test_ppo_curves_reach_every_tracker_report_to_names(tmp_path, small_model_dir, monkeypatch):
+    """issue 44: a short PPO run logs each step's row to the trackers [base] report_to names — TensorBoard's event
+    files and, where mlflow is installed (the `test` extra), MLflow's local store — the same figures as log.jsonl.
+    Before, PPO wrote TensorBoard alone and said nothing of the rest."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from rleif_kit.ppo.trainer import train_ppo
+
+    names = _offline_trackers(tmp_path, monkeypatch)
+    cfg, paths = _run(tmp_path, small_model_dir, f"base.report_to={json.dumps(names)}")
+    _, result = train_ppo(cfg, paths, pool=_pool(8), scorer=_scorer(cfg, paths, small_model_dir), progress=False)
+    rows = [json.loads(line) for line in paths.ppo_log.read_text().splitlines()]
+    assert result.steps == 2 and [r["step"] for r in rows] == [0, 1]
+    events = EventAccumulator(str(paths.tensorboard("ppo")))
+    events.Reload()
+    for key, tag in (("reward_mean", "reward/reward_mean"), ("kl", "ppo/kl"), ("rA_mean", "reward/rA_mean"),
+                     ("update_s", "time/update_s")):
+        got = [(e.step, e.value) for e in events.Scalars(tag)]
+        assert got == [(r["step"], pytest.approx(r[key], rel=1e-6, abs=1e-7)) for r in rows], tag
+    if "mlflow" in names:
+        for key, tag in (("reward_mean", "reward/reward_mean"), ("kl", "ppo/kl")):
+            assert _mlflow_curve(f"{cfg.run_name}-ppo", tag) == pytest.approx([r[key] for r in rows], rel=1e-9), tag
+
+
 def test_gate_refuses_a_prm_that_passes_everything(tmp_path, small_model_dir):
     from rleif_kit.ppo.policy import load_policy
     from rleif_kit.ppo.stage import RewardGateFailed, train
@@ -161,12 +208,15 @@ def test_reference_is_the_sft_adapter_merged_never_the_base(tmp_path, small_mode
     assert not torch.allclose(ref, base(ids).logits, atol=1e-2)
 
 
-def test_grpo_option_uses_one_callable_with_the_same_formula(tmp_path, small_model_dir):
+def test_grpo_option_uses_one_callable_with_the_same_formula(tmp_path, small_model_dir, monkeypatch):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     from rleif_kit.ppo.stage import train
     from rleif_kit.ppo.policy import load_policy
 
+    names = _offline_trackers(tmp_path, monkeypatch)
     cfg, paths = _run(tmp_path, small_model_dir, 'ppo.algorithm="grpo"', "ppo.num_generations=4", "ppo.total_steps=2",
-                      "ppo.lr=1e-3")
+                      "ppo.lr=1e-3", f"base.report_to={json.dumps(names)}")
     scorer = _scorer(cfg, paths, small_model_dir)
     calls = []
     real = scorer.answer_scores
@@ -178,6 +228,13 @@ def test_grpo_option_uses_one_callable_with_the_same_formula(tmp_path, small_mod
     assert len((paths.stage("05_ppo") / "log.jsonl").read_text().splitlines()) == 2
     assert [r["learning_rate"] for r in result.log] == [1e-3, 1e-3]  # constant, as our PPO loop's (not decayed)
     assert all(m.p == 0 for m in policy.model.modules() if isinstance(m, torch.nn.Dropout))  # no dropout anywhere
+    # issue 44: GRPO is TRL's trainer, so report_to reaches transformers' integrations; TensorBoard is the kit's
+    events = EventAccumulator(str(paths.tensorboard("ppo")))
+    events.Reload()
+    rewards = [r["reward_mean"] for r in result.log]
+    assert [e.value for e in events.Scalars("train/reward")] == pytest.approx(rewards, rel=1e-6)
+    if "mlflow" in names:
+        assert _mlflow_curve(f"{cfg.run_name}-ppo", "reward") == pytest.approx(rewards, rel=1e-9)
 
 
 def test_gradient_checkpointing_gives_the_same_update(tmp_path, small_model_dir):

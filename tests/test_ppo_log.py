@@ -64,3 +64,23 @@ def test_the_phase_and_update_figures_draw_a_log_with_and_without_timings():
     assert plot_ppo_phases([{"step": 0, "reward_mean": 0.1}]).axes[0].texts[0].get_text() == \
         "this log has no per-phase timings"
     assert len(plot_update_diagnostics(log).axes) == 3
+
+
+def test_stage_05_records_the_value_heads_verdict_between_the_gate_and_the_ab(tiny_cfg, monkeypatch):
+    """run_ppo builds 05's verdicts (what the notebook records and the report shows): the value head's explained
+    variance from the loop's log is one of them; GRPO's log, without the figure, adds none."""
+    import rleif_kit.ppo.stage as stage
+    from rleif_kit.core.verdict import Verdict
+    from rleif_kit.ppo.trainer import PPOResult
+
+    cfg, paths = tiny_cfg(stage="05_ppo")
+    log = [{"step": i, "explained_variance": -0.5} for i in range(5)]  # the last fifth: -0.5, below -0.1
+    gate = [Verdict("low_ra_share", "ok")]
+    for name in ("check_can_start", "load_policy", "RewardScorer", "instruction_pool"):
+        monkeypatch.setattr(stage, name, lambda *a, **k: [])
+    monkeypatch.setattr(stage, "train", lambda *a, **k: (None, PPOResult(steps=5, log=log, gate=gate)))
+    ran = stage.run_ppo(cfg, paths, gate=gate, evaluate=False, export_model=False, progress=False)
+    assert [v.check for v in ran.verdicts] == ["low_ra_share", "value_head"]
+    assert ran.value.status == "warn" and ran.value.source == "05_ppo/log.jsonl"
+    monkeypatch.setattr(stage, "train", lambda *a, **k: (None, PPOResult(steps=5, log=[{"step": 0}], gate=gate)))
+    assert stage.run_ppo(cfg, paths, gate=gate, evaluate=False, export_model=False, progress=False).value is None

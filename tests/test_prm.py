@@ -151,7 +151,7 @@ def test_prm_trains_every_parameter_and_scores(tmp_path, small_model_dir, finetu
     rows = load_dataset("json", data_files=str(paths.rm_rows("prm")), cache_dir=str(tmp_path / "hf"))["train"]
     assert len(rows) == result.train_examples + result.heldout_examples and rows["split"].count("heldout") == \
         result.heldout_examples
-    assert all(len(r["steps"]) == len(r["labels"]) for r in rows) and rows[0]["source"] is None  # no source given
+    assert all(len(r["completions"]) == len(r["labels"]) for r in rows) and rows[0]["source"] is None  # no source given
 
     # no absolute path written; moved elsewhere, the folder still loads (base + adapter for LoRA) and scores
     info = json.loads((result.model_dir / "rm_info.json").read_text())

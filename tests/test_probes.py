@@ -217,3 +217,62 @@ def test_the_gate_probes_the_whole_reward_so_a_formula_that_ignores_ra_fails():
     assert ignores["verifier_probe_wrong_answer"] == "fail" and ignores["verifier_probe_early_stop"] == "fail"
     reads = {v.check: v.status for v in prm_probes(_reward_of(Stub("rI * rA")), _items(), D, model="verifier")}
     assert set(reads.values()) == {"ok"}, reads
+
+
+def _verdict(name, direction, deltas, model="PRM"):
+    stats = probe_stats(name, direction, [0.5] * len(deltas), [0.5 + d for d in deltas], 0.05)
+    return probe_verdict(model, stats, D)
+
+
+@pytest.mark.parametrize("name, delta, way, what, todo", [
+    ("rename", +0.2, "rises", "only the function's first parameter is renamed", "renamed copies of right programs"),
+    ("comment", -0.1, "falls", "only a comment line is added above the return", "commented copies of right programs"),
+    ("commute", +0.2, "rises", "only the operands of a step are swapped, a + b as b + a", "prm_same_edits"),
+])
+def test_a_meaning_preserving_probe_the_reward_reacts_to_says_so_never_ignores(name, delta, way, what, todo):
+    """The code preset's PRM moved under rename and comment, and 07 said "the reward ignores this edit"; now the
+    advice names the probe's edit, which way the score moved and by how much, and that probe's own remedy."""
+    v = _verdict(name, "same", [delta] * 10)
+    assert v.status == "fail" and v.check == f"prm_probe_{name}"
+    assert f"the score {way} when {what} ({delta:+.3f} on average; it must stay within 0.05, and moved more on " \
+        "100% of pairs)" in v.advice, v.advice
+    assert todo in v.advice and "ignores" not in v.advice
+    both = _verdict(name, "same", [0.2, -0.2] * 5)  # the mean 0, every pair moved by 0.2 one way or the other
+    assert f"the score moves both ways when {what} (" in both.advice and "moved more on 100% of pairs" in both.advice
+
+
+def test_a_lowering_probe_that_moved_the_wrong_way_says_it_rose_and_names_that_probe():
+    v = _verdict("wrong_sign", "down", [0.2] * 9 + [-0.1])  # the mean +0.17, its interval above 0
+    assert v.status == "fail"
+    assert "the score rises when the program returns the negated result (+0.170 on average)" in v.advice
+    assert "prefers the broken one" in v.advice and "reward_formula = 'rI * rV'" in v.advice
+    assert "ignores" not in v.advice
+    tie = _verdict("wrong_sign", "down", [0.0] * 10)  # blind: every pair ties
+    assert "does not move when the program returns the negated result (it ties): the reward ignores" in tie.advice
+    slack = _verdict("cut_code", "down", [-0.3] * 5 + [0.1] * 5)  # half drop: too few, the mean -0.1
+    assert "drops on too few pairs when the program's last line is cut off (-0.100 on average)" in slack.advice
+
+
+def test_number_format_has_its_own_advice_not_commutes():
+    """The gate stopped PPO twice on prm_probe_number_format, whose advice was "as commute"."""
+    from rleif_kit.checks.probes import PRM_ADVICE
+
+    v = _verdict("number_format", "same", [-0.3] * 10)
+    assert "the score falls when only the final answer is written with thousands separators" in v.advice
+    assert PRM_ADVICE["number_format"][1] in v.advice and PRM_ADVICE["commute"][1] not in v.advice
+    assert "force = true" in v.advice and "prm_same_edits = true" in v.advice
+
+
+def test_every_probe_of_every_world_has_its_own_advice():
+    from rleif_kit.checks.probes import IRM_ADVICE, PRM_ADVICE
+    from rleif_kit.worlds import all_worlds
+
+    edits = {edit for world in all_worlds() for edit in world.solution_edits}
+    assert edits - set(PRM_ADVICE) == set() and {"rename", "comment", "number_format"} <= edits
+    todos = [todo for _, todo in PRM_ADVICE.values()]
+    assert len(set(todos)) == len(todos)  # no probe borrows another's advice
+    assert {"unsolvable", "number_removed", "ambiguous"} <= set(IRM_ADVICE)
+    irm = _verdict("unsolvable", "down", [0.0] * 10, model="IRM")
+    assert irm.check == "irm_probe_unsolvable" and "): rI does not move when" in irm.advice
+    other = _verdict("swap_args", "same", [0.3] * 10)  # an edit of a world the tables do not know: named
+    assert "the swap args edit is made" in other.advice and "swap_args probe" in other.advice

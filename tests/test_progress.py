@@ -6,11 +6,13 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
+
 from conftest import TINY_PARAMS, tiny_overrides
 from rleif_kit.core.config import load_config
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.progress import LINE, ProgressLines, fmt_duration
-from rleif_kit.models import trainer_logs
+from rleif_kit.models import trackers, trainer_logs
 from rleif_kit.pipeline.run_status import RunStatus, StageStream
 
 
@@ -70,7 +72,8 @@ def test_run_status_keeps_the_wall_time_of_the_run_that_made_a_skipped_stage(tmp
     assert entry["status"] == "skipped" and entry["seconds"] == 248.0 and entry["log"] == "logs/03_sft.log"
 
 
-def test_base_report_to_drives_every_trainer_and_sft_may_override_it(tmp_path):
+def test_base_report_to_drives_every_trainer_and_sft_may_override_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(trackers, "missing_package", lambda name: "")  # as if wandb were installed
     cfg = load_config(TINY_PARAMS, tiny_overrides(tmp_path / "run", 'base.report_to=["tensorboard", "wandb"]'))
     assert [trainer_logs.requested(cfg, m) for m in ("sft", "irm", "ppo")] == [["tensorboard", "wandb"]] * 3
     assert trainer_logs.report_to(cfg, "prm") == ["wandb"]  # TensorBoard is the kit's own callback
@@ -92,6 +95,180 @@ def test_the_ppo_step_log_writes_every_numeric_column_as_a_scalar(tmp_path):
     events.Reload()
     assert sorted(events.Tags()["scalars"]) == ["ppo/kl", "reward/reward_mean"]  # no bool, text, None or step
     assert [(e.step, e.value) for e in events.Scalars("reward/reward_mean")] == [(0, 0.25), (1, 0.5)]
+
+
+class FakeTracker:
+    """A tracker that records what it is given; ``fail_at``: the step whose log raises (a network error)."""
+
+    def __init__(self, name, fail_at=None, fail_start=False):
+        self.name, self.fail_at, self.fail_start = name, fail_at, fail_start
+        self.rows, self.config, self.finished = [], None, False
+
+    def start(self):
+        if self.fail_start:
+            raise PermissionError("api_key not configured")
+
+    def store_init_configuration(self, values):
+        self.config = values
+
+    def log(self, values, step=None):
+        if step == self.fail_at:
+            raise ConnectionError("Max retries exceeded with url: /graphql\n(a long traceback)")
+        self.rows.append((step, values))
+
+    def finish(self):
+        self.finished = True
+
+
+def _fakes(**made):
+    """A ``make`` for StepLog handing out the fake trackers ``made`` by name (tensorboard: the real one)."""
+    def make(name, run_name, logging_dir):
+        if name == "tensorboard":
+            return trackers.make_tracker(name, run_name, logging_dir)
+        made[name].run_name = run_name
+        return made[name]
+    return make
+
+
+def test_each_trainer_names_its_run_after_the_run_and_the_model(tmp_path, monkeypatch):
+    """In wandb or mlflow a run's four trainings sit side by side as tiny-cpu-sft, -irm, -prm, -ppo (transformers'
+    default is no name), and each trainer gets the installed trackers but TensorBoard (the kit's own callback)."""
+    from transformers import TrainingArguments
+
+    from rleif_kit.rewards.rm_training import trainer_args_for
+    from rleif_kit.sft.stage import _trainer_args
+
+    monkeypatch.setattr(trackers, "missing_package", lambda name: "")
+    cfg = load_config(TINY_PARAMS, tiny_overrides(tmp_path / "run", 'base.report_to=["tensorboard", "mlflow"]'))
+    sft = _trainer_args(cfg, RunPaths(tmp_path / "run"), False)
+    assert (sft.run_name, sft.report_to) == ("tiny-cpu-sft", ["mlflow"])
+    for model in ("irm", "prm"):
+        args = trainer_args_for(TrainingArguments, cfg, tmp_path, 10, False, model)
+        assert (args.run_name, args.report_to) == (f"tiny-cpu-{model}", ["mlflow"])
+    assert trainer_logs.run_name(cfg, "ppo") == "tiny-cpu-ppo"
+
+
+def test_a_report_to_typo_is_one_config_error_with_did_you_mean(tmp_path):
+    from rleif_kit.core.config import ConfigError
+
+    for value, hint in (('["wandbb"]', "wandbb (did you mean 'wandb'?)"),
+                        ('["WandB"]', "WandB (did you mean 'wandb'?)"),
+                        ('["tensorboard", "tensorbord"]', "tensorbord (did you mean 'tensorboard'?)")):
+        try:
+            load_config(TINY_PARAMS, tiny_overrides(tmp_path / "run", f"base.report_to={value}"))
+        except ConfigError as e:
+            assert str(e).count("\n") == 0 and f"(unknown: {hint})" in str(e), str(e)
+        else:
+            raise AssertionError(f"{value} loaded")
+
+
+def test_a_tracker_whose_package_is_missing_is_one_note_and_the_trainer_goes_without_it(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """transformers raises when a trainer is built with report_to = ["wandb"] and no wandb; accelerate drops it
+    without a word. Here: one note naming the pip package, once, and the trainers get the rest."""
+    monkeypatch.setattr(trackers, "_said", set())
+    not_installed = {"wandb": "wandb", "comet_ml": "comet-ml"}
+    monkeypatch.setattr(trackers, "missing_package", lambda name: not_installed.get(name, ""))
+    cfg = load_config(TINY_PARAMS, tiny_overrides(tmp_path / "run",
+                                                  'base.report_to=["tensorboard", "wandb", "comet_ml"]'))
+    assert trainer_logs.report_to(cfg, "sft") == ["none"]  # not ["wandb", "comet_ml"]: their callbacks would raise
+    assert trainer_logs.report_to(cfg, "sft") == ["none"]
+    assert trackers.ppo_names(["tensorboard", "wandb", "comet_ml"]) == ["tensorboard"]
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["note: report_to wandb skipped for 03_sft: wandb is not installed (pip install wandb); the curves "
+                   "are in its log.jsonl",
+                   "note: report_to comet_ml skipped for 03_sft: comet_ml is not installed (pip install comet-ml); the "
+                   "curves are in its log.jsonl",
+                   "note: report_to wandb skipped for 05_ppo: wandb is not installed (pip install wandb); the curves "
+                   "are in its log.jsonl",
+                   "note: report_to comet_ml skipped for 05_ppo: comet_ml is not installed (pip install comet-ml); the "
+                   "curves are in its log.jsonl"]  # once each, though asked twice
+
+
+def test_the_real_check_finds_tensorboard_installed_and_a_package_that_is_not():
+    assert trackers.missing_package("tensorboard") == ""  # installed with the kit
+    assert trackers.missing_package("neptune") in ("", "neptune")
+    assert all(name in trackers.PACKAGES for name in ("wandb", "mlflow", "trackio", "comet_ml"))
+
+
+def test_ppo_says_which_names_accelerate_has_no_tracker_for(monkeypatch, capsys):
+    monkeypatch.setattr(trackers, "_said", set())
+    monkeypatch.setattr(trackers, "missing_package", lambda name: "")
+    assert trackers.ppo_names(["neptune", "wandb", "mlflow"]) == ["wandb", "mlflow"]
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("note: report_to neptune skipped for 05_ppo: our PPO loop logs through "
+                                               "accelerate's trackers, which have none for neptune")
+
+
+def test_the_ppo_step_log_goes_to_every_tracker_report_to_names(tmp_path, monkeypatch):
+    """Before: PPO wrote TensorBoard alone, whatever else report_to named. Now each named tracker gets every
+    numeric column under the same names as TensorBoard, at the same steps, and the run's [ppo] keys."""
+    monkeypatch.setattr(trackers, "missing_package", lambda name: "")
+    cfg = load_config(TINY_PARAMS, tiny_overrides(tmp_path / "run", 'base.report_to=["wandb", "mlflow"]'))
+    wandb, mlflow = FakeTracker("wandb"), FakeTracker("mlflow")
+    log = trainer_logs.StepLog(cfg, RunPaths(tmp_path / "run"), "ppo", total=2, make=_fakes(wandb=wandb, mlflow=mlflow))
+    log.add({"step": 0, "reward_mean": 0.25, "kl": -0.01, "flagged": True, "note": "x", "update_s": 1.5}, 0)
+    log.add({"step": 1, "reward_mean": 0.5, "kl": 0.02, "rA_truth_auc": None}, 1)
+    log.close()
+    for fake in (wandb, mlflow):
+        assert fake.rows == [(0, {"reward/reward_mean": 0.25, "ppo/kl": -0.01, "time/update_s": 1.5}),
+                             (1, {"reward/reward_mean": 0.5, "ppo/kl": 0.02})]
+        assert fake.finished and fake.run_name == f"{cfg.run_name}-ppo" == "tiny-cpu-ppo"
+        assert fake.config["ppo.lr"] == cfg.ppo.lr and fake.config["ppo.total_steps"] == cfg.ppo.total_steps
+        assert all(v is None or isinstance(v, (bool, int, float, str)) for v in fake.config.values())
+    assert not (tmp_path / "run" / "tensorboard").exists()  # TensorBoard only when named
+
+
+def test_a_tracker_that_fails_mid_run_is_one_warning_and_training_goes_on(tmp_path, monkeypatch, capsys):
+    """wandb's network drops at step 1: one warning line, wandb gets no more, TensorBoard and the other tracker
+    get every step; a tracker that cannot start (no API key) is one warning before the first step."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.setattr(trackers, "missing_package", lambda name: "")
+    cfg = load_config(TINY_PARAMS, tiny_overrides(tmp_path / "run", 'base.report_to=["tensorboard", "wandb", "mlflow", '
+                                                                     '"trackio"]'))
+    paths = RunPaths(tmp_path / "run")
+    wandb, mlflow = FakeTracker("wandb", fail_at=1), FakeTracker("mlflow")
+    trackio = FakeTracker("trackio", fail_start=True)
+    log = trainer_logs.StepLog(cfg, paths, "ppo", total=3, make=_fakes(wandb=wandb, mlflow=mlflow, trackio=trackio))
+    for step in range(3):
+        log.add({"step": step, "reward_mean": step / 4}, step)
+    log.close()
+    err = [line for line in capsys.readouterr().err.splitlines() if "report_to" in line]
+    assert err == ["warning: report_to trackio failed at start (PermissionError: api_key not configured); PPO goes "
+                   "on without it, 05_ppo/log.jsonl has every step",
+                   "warning: report_to wandb failed at step 1 (ConnectionError: Max retries exceeded with url: "
+                   "/graphql); PPO goes on without it, 05_ppo/log.jsonl has every step"]
+    assert [step for step, _ in wandb.rows] == [0] and not wandb.finished  # dropped: no finish on a broken tracker
+    assert [step for step, _ in mlflow.rows] == [0, 1, 2] and mlflow.finished and trackio.rows == []
+    events = EventAccumulator(str(paths.tensorboard("ppo")))
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("reward/reward_mean")] == [(0, 0.0), (1, 0.25), (2, 0.5)]
+
+
+def test_ppo_curves_read_back_from_mlflows_local_store(tmp_path, monkeypatch):
+    """An offline tracker end to end: accelerate's MLflowTracker, as report_to = ["mlflow"] makes it, writes to a
+    local file store (MLFLOW_TRACKING_URI, as the SFT trainer's MLflowCallback reads it); MLflow's client reads the
+    run, its name, its [ppo] keys and each curve back."""
+    pytest.importorskip("mlflow")  # the `test` extra (pyproject.toml)
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # mlflow 3.18 wants a database; a file store suffices
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    cfg = load_config(TINY_PARAMS, tiny_overrides(tmp_path / "run", 'base.report_to=["mlflow"]'))
+    log = trainer_logs.StepLog(cfg, RunPaths(tmp_path / "run"), "ppo", total=2)
+    log.add({"step": 0, "reward_mean": 0.25, "kl": 0.01}, 0)
+    log.add({"step": 1, "reward_mean": 0.5, "kl": 0.03}, 1)
+    log.close()
+    client = MlflowClient()
+    (run,) = client.search_runs(["0"])  # the Default experiment, as for a Trainer stage
+    assert run.info.run_name == "tiny-cpu-ppo" and run.info.status == "FINISHED"
+    assert run.data.params["ppo.total_steps"] == str(cfg.ppo.total_steps)
+    assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "reward/reward_mean")] == [(0, 0.25),
+                                                                                                         (1, 0.5)]
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "ppo/kl")] == [0.01, 0.03]
 
 
 def test_a_bar_also_prints_lines_under_rleif_run(monkeypatch, capsys):

@@ -10,15 +10,15 @@ background networking off, no network (it skips without Chromium, except under C
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
+from browser import chromium as _chromium
+from browser import run_chromium as _run_chromium
 from conftest import ROOT
 
 from rleif_kit.core.records import write_json_atomic
@@ -397,6 +397,112 @@ def test_eval_shows_accuracy_per_scorer_and_links_the_disagreement_file(report_d
     assert _scorer_rows(write_report(report_dir).read_text()) is None
 
 
+# ------------------------------------------------------------------ the run's words and 06's results by family
+
+CODE_FAMILIES = {"tiny_code": [
+    {"family": "range", "n": {"sft": 2, "ppo": 2}, "right": {"sft": 0, "ppo": 2},
+     "failures": {"sft": {"wrong value": 2}, "ppo": {}}},
+    {"family": "slice", "n": {"sft": 2, "ppo": 2}, "right": {"sft": 0, "ppo": 0},
+     "failures": {"sft": {"wrong value": 2}, "ppo": {"syntax error": 2}}},
+    {"family": "all", "n": {"sft": 4, "ppo": 4}, "right": {"sft": 0, "ppo": 2},
+     "failures": {"sft": {"wrong value": 4}, "ppo": {"syntax error": 2}}}]}
+PROGRAM = "def f(a, b):\n    return sum(range(a, b))  # <the off-by-one>"
+
+
+def _table_rows(text, cls):
+    """A table of the page as [[cell text, ...], ...] (the header row first), or None."""
+    table = re.search(rf'<table class="{cls}">(.*?)</table>', text, re.S)
+    return [[re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
+            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table.group(1), re.S)] if table else None
+
+
+def code_run(report_dir):
+    """The healthy run made a code run: tiny_code's world and r = rI · rV, 06 with its breakdown by family, the
+    scorers a code benchmark does not have recorded empty (as 06 recorded them before), a wrong program."""
+    run = json.loads((report_dir / "run.json").read_text())
+    run["config_changes"] += [{"key": "base.world", "value": "tiny_code", "default": "math", "override": False,
+                               "reason": ""},
+                              {"key": "ppo.reward_formula", "value": "rI * rV", "default": "rI * rA",
+                               "override": False, "reason": "the execution reward"}]
+    write_json_atomic(report_dir / "run.json", run)
+    metrics = json.loads((report_dir / "metrics.json").read_text())
+    metrics["06_eval"] = {
+        "ab": {"tiny_code": {"gain": 0.5, "ci95": [0.1, 0.9], "n": 4}}, "verdicts": {"sft_vs_ppo_tiny_code": "ok"},
+        "accuracy": {"sft": {"tiny_code": 0.0}, "ppo": {"tiny_code": 0.5}}, "n_items": {"sft": {"tiny_code": 4},
+                                                                                       "ppo": {"tiny_code": 4}},
+        "flexible_accuracy": {"sft": {}, "ppo": {}}, "compat_accuracy": {"sft": {}, "ppo": {}},
+        "math_verify_accuracy": {}, "math_verify_disagreements": {"sft": {}, "ppo": {}}, "families": CODE_FAMILIES,
+        "wrong_answers": [{"model": "sft", "benchmark": "tiny_code", "id": "t1#0", "gold": None,
+                           "failure": "wrong value", "response": PROGRAM}]}
+    write_json_atomic(report_dir / "metrics.json", metrics)
+    return report_dir
+
+
+def test_a_code_run_names_its_world_and_formula_and_shows_its_results_by_family(report_dir):
+    text = write_report(code_run(report_dir)).read_text()
+    top = text[:text.index('id="next"')]
+    assert "World <b>tiny_code</b>" in top and "<code>r = rI · rV</code>" in top and "r = rI · rA" not in text
+    assert "<b>rV</b> the task's tests, run in the sandbox" in top and "Scored by pass@1 on held-out tasks" in top
+    # the one-glance results, above the box: pass@1 per model and family, PPO's change in points
+    assert top.index('id="results"') < text.index('id="next"') and 'href="#results"' in text
+    assert _table_rows(top, "results") == [
+        ["benchmark", "family", "sft pass@1", "ppo pass@1", "change (points)"],
+        ["tiny_code", "range", "0/2 (0.0%)", "2/2 (100.0%)", "100"],  # 0/2 -> 2/2
+        ["tiny_code", "slice", "0/2 (0.0%)", "0/2 (0.0%)", "0"],
+        ["tiny_code", "all", "0/4 (0.0%)", "2/4 (50.0%)", "50"]]  # 0/4 -> 2/4
+    section = text[text.index('id="06_eval"'):text.index('id="07_reward_diagnostics"')]
+    assert _table_rows(section, "families")[2] == ["tiny_code", "slice", "0/2 (0.0%)", "0/2 (0.0%)", "0",
+                                                   "wrong value 2", "syntax error 2"]
+    # scorers a code benchmark does not have: no row, no table; the gold no row has: no column
+    assert not re.search(r"<th>(flexible_accuracy|compat_accuracy|math_verify\w*|families)</th>", section)
+    assert _scorer_rows(section) is None and "<th>gold</th>" not in section
+    # the wrong program as code: escaped, its line break and indent kept, whole
+    assert "<pre>def f(a, b):\n    return sum(range(a, b))  # &lt;the off-by-one&gt;</pre>" in section
+    # the stages and the headline in the run's words
+    assert "PPO on the reward <code>r = rI · rV</code>" in text
+    assert "SFT: held-out pass@1 0.0% → <b>52.0%</b>" in text
+    assert 'aria-label="PPO minus SFT pass@1"' in text
+
+
+def test_without_run_json_or_with_a_world_it_cannot_load_the_page_has_no_words():
+    from rleif_kit.pipeline.report import report_words
+
+    assert report_words({}) is None
+    assert report_words({"config_changes": [{"key": "base.world", "value": "no_such_pkg.world"}]}) is None
+    words = report_words({"config_changes": [{"key": "base.world", "value": "arith"}]})
+    assert (words.world, words.shown, words.score) == ("arith", "r = rI · rA", "accuracy")  # the kit's defaults
+
+
+def test_a_code_runs_next_steps_start_with_the_wizardcoder_arm(report_dir):
+    metrics = json.loads((report_dir / "metrics.json").read_text())
+    for stage in ("02_dedup", "07_reward_diagnostics"):
+        metrics[stage]["verdicts"] = {k: "ok" for k in metrics[stage]["verdicts"]}  # a healthy run: the demo box
+    write_json_atomic(report_dir / "metrics.json", metrics)
+    box = lambda t: t[t.index('id="next"'):t.index('id="headline"')]  # noqa: E731
+    math_box = box(write_report(report_dir).read_text())
+    assert math_box.index("Your own 7B run") < math_box.index("The WizardCoder arm")
+    code_run(report_dir)
+    code_box = box(write_report(report_dir).read_text())
+    assert code_box.index("The WizardCoder arm") < code_box.index("Your own 7B run")
+
+
+def test_a_math_run_keeps_its_scorer_rows_and_its_words(report_dir):
+    metrics = json.loads((report_dir / "metrics.json").read_text())
+    metrics["06_eval"].update(accuracy={"sft": {"gsm8k": 0.5}, "ppo": {"gsm8k": 0.75}},
+                              n_items={"sft": {"gsm8k": 8}, "ppo": {"gsm8k": 8}},
+                              compat_accuracy={"sft": {"gsm8k": 0.5}, "ppo": {"gsm8k": 0.625}},
+                              flexible_accuracy={"sft": {"gsm8k": 0.625}, "ppo": {}})
+    write_json_atomic(report_dir / "metrics.json", metrics)
+    text = write_report(report_dir).read_text()
+    section = text[text.index('id="06_eval"'):text.index('id="07_reward_diagnostics"')]
+    assert "<th>compat_accuracy</th>" in section and "<th>flexible_accuracy</th>" in section
+    assert sorted(r[:3] for r in _scorer_rows(section)[1:]) == [["ppo", "gsm8k", "75.0%"], ["sft", "gsm8k", "50.0%"]]
+    # recorded before families were: each benchmark's one row out of its accuracy and n, no family column
+    assert _table_rows(text, "results") == [["benchmark", "sft accuracy", "ppo accuracy", "change (points)"],
+                                            ["gsm8k", "4/8 (50.0%)", "6/8 (75.0%)", "25"]]  # 0.5 x 8, 0.75 x 8
+    assert "<code>r = rI · rA</code>" in text and "r = rI · rV" not in text and _table_rows(text, "families") is None
+
+
 def test_a_stale_eval_reads_no_summary_from_the_run(report_dir):
     from rleif_kit.core.paths import RunPaths
 
@@ -486,25 +592,91 @@ def test_without_the_kits_docs_the_page_has_no_docs_links(tmp_path, monkeypatch)
     assert not [h for h in dom.links if ".md" in h] and "prm_probe_cut_answer" in "".join(dom.box_text)
 
 
+# ------------------------------------------------------------------ what a model, a user or a file wrote is text
+
+
+def hostile(where: str) -> str:
+    """Text that would be markup, a table cell's end or a template if the page took it as anything but text."""
+    return f'<script>document.title = "{where}"</script></td><td>{{{{ 7*7 }}}} {{% raw %}} <b>{where}</b>'
+
+
+FIELDS = ("completion", "judge reply", "stage error", "config value", "config reason", "advice", "override",
+          "run name", "A/B n")
+
+
+def hostile_run(tmp_path):
+    """A run whose every written field holds ``hostile``: a completion (06's wrong answers, a program of several
+    lines), a judge's reply (01's failed request), a stage's error, a config value and reason, a check's advice, a
+    ``--set``, the run's name, and the A/B's n (a figure metrics.json holds)."""
+    metrics = json.loads(json.dumps(METRICS))
+    metrics["01_evolve"]["failures"]["causes"]["timeout"]["example"] = hostile("judge reply")
+    metrics["06_eval"]["ab"]["arith"]["n"] = hostile("A/B n")
+    metrics["06_eval"]["wrong_answers"] = [{"model": "sft", "id": "t1", "response": hostile("completion")
+                                            + "\n    return x"}]
+    step_format = metrics["07_reward_diagnostics"]["verdict_details"][1]
+    assert step_format["check"] == "step_format"
+    step_format["advice"] = hostile("advice")
+    d = _report(tmp_path, {"03_sft": {"status": "failed", "reason": hostile("stage error")}}, metrics)
+    run = json.loads((d / "run.json").read_text())
+    run.update({"run": hostile("run name"), "overrides": [hostile("override")]})
+    run["config_changes"].append({"key": "evol_instruct.judge_prompt", "value": hostile("config value"),
+                                  "default": "", "override": True, "reason": hostile("config reason")})
+    write_json_atomic(d / "run.json", run)
+    return d
+
+
+class _Cells(HTMLParser):
+    """The elements a page holds (by tag), its text (the title's too) and each table's rows as cell counts."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.text, self.tables, self._open = [], [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag == "table":
+            self._open.append((dict(attrs).get("class"), []))
+            self.tables.append(self._open[-1])
+        elif tag == "tr" and self._open:
+            self._open[-1][1].append(0)
+        elif tag in ("td", "th") and self._open and self._open[-1][1]:
+            self._open[-1][1][-1] += 1
+
+    def handle_endtag(self, tag):
+        if tag == "table" and self._open:
+            self._open.pop()
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def _cells(html: str) -> _Cells:
+    page = _Cells()
+    page.feed(html)
+    return page
+
+
+def assert_written_text_is_text(html: str):
+    """Each hostile field shown as typed, no script element, and every row of the tables that hold them as wide as
+    their header."""
+    page = _cells(html)
+    text = "".join(page.text)
+    assert "script" not in page.tags, "a written field reached the page as markup"
+    missing = [f for f in FIELDS if hostile(f) not in text]
+    assert missing == [], f"not shown as typed: {missing}"
+    assert text.count("{{ 7*7 }}") >= len(FIELDS) and "{% raw %}" in text
+    widths = {cls: {n for n in rows} for cls, rows in page.tables if cls in ("config", "verdicts", "failures")}
+    assert widths == {"config": {4}, "verdicts": {5}, "failures": {3}}, widths
+
+
+def test_what_a_model_a_user_or_a_file_wrote_reaches_the_page_as_text(tmp_path):
+    html = write_report(hostile_run(tmp_path)).read_text()
+    assert_written_text_is_text(html)
+    assert "<pre>&lt;script&gt;" in html  # the completion of several lines: code, escaped, whole
+    assert "49" not in html.split("<title>")[1].split("</title>")[0]  # the run's name as typed, never evaluated
+
+
 # ------------------------------------------------------------------ headless Chromium
-
-
-def _chromium() -> str:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe is None:
-        reason = "headless Chromium not found (Debian: apt-get install chromium; .ci/run installs it)"
-        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
-            pytest.fail(f"{reason}, and CI=true requires it")
-        pytest.skip(reason)
-    return exe
-
-
-def _run_chromium(tmp_path, url: str, *args: str) -> subprocess.CompletedProcess:
-    flags = ["--headless", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage",
-             "--no-first-run", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'chromium-profile'}"]
-    if os.geteuid() == 0:
-        flags.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
-    return subprocess.run([_chromium(), *flags, *args, url], capture_output=True, text=True, timeout=120)
 
 
 def _share(image, colour, tolerance=8) -> float:
@@ -614,3 +786,12 @@ def test_chromium_a_run_terminated_by_sigterm_is_amber_and_the_box_says_rerun(tm
     assert _share(image, AMBER, tolerance=4) > 0.0005, "the stopped stage is not amber on the page"
     assert _share(image, RED, tolerance=4) == 0.0
     assert json.loads((d / "run.json").read_text())["stages"]["05_ppo"]["status"] == "stopped"
+
+
+def test_chromium_builds_no_element_from_what_a_run_wrote(tmp_path):
+    """The browser's own DOM: no script element, no extra cell, each field's text as typed."""
+    _chromium()
+    d = hostile_run(tmp_path)
+    dom = _run_chromium(tmp_path, write_report(d).as_uri(), "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert_written_text_is_text(dom.stdout)

@@ -6,6 +6,7 @@ Pure: in-memory, no pipeline runs, no browser (``test_report.py`` renders the pa
 
 from __future__ import annotations
 
+import ast
 import re
 
 import pytest
@@ -17,17 +18,21 @@ from rleif_kit.pipeline.report_sections import (
     STAGE_COLOURS,
     TOP,
     check_anchor,
+    check_cell,
     counted,
     doc_entry,
     docs_href,
     failures_table,
     fmt,
+    md_inline,
     owners,
     page_anchors,
     png_width,
     preset_marks,
     probe_chart,
     probe_rows,
+    stage_about,
+    text_cell,
     value_cell,
 )
 
@@ -151,3 +156,64 @@ def test_every_threshold_key_names_a_config_key():
     assert {k for keys in THRESHOLD_KEYS.values() for k in keys} <= known
     assert threshold_keys("irm_probe_unsolvable") == ("diagnostics.probe_ok", "diagnostics.probe_fail")
     assert threshold_keys("sft_vs_ppo_arith") == ("diagnostics.ab_min_gain",) and threshold_keys("config") == ()
+
+
+def test_text_of_several_lines_is_code_and_a_figure_with_nothing_in_it_is_left_out():
+    from rleif_kit.pipeline.report_sections import empty, figures_table
+
+    program = "def f(xs, n):\n    return xs[-n:]  # <n = 0>"
+    assert text_cell(program) == "<pre>def f(xs, n):\n    return xs[-n:]  # &lt;n = 0&gt;</pre>"  # whole, escaped
+    assert text_cell("one line") == "one line" and text_cell(None) == "—"
+    assert value_cell(program) == text_cell(program)
+    rows = value_cell([{"id": "a", "gold": None, "response": program}, {"id": "b", "gold": None, "response": "x"}])
+    assert "<th>gold</th>" not in rows and "<pre>def f(xs, n):" in rows  # the column no row has, left out
+    cell = value_cell({"sft": {"gsm8k": 0.5, "math": None}, "ppo": {"gsm8k": 0.75, "math": None}})
+    assert "<th>math</th>" not in cell and "<th>gsm8k</th>" in cell
+    assert empty({"sft": {}, "ppo": {}}) and empty({}) and empty(None) and empty([]) and empty("")
+    assert not empty({"sft": {"gsm8k": 0.0}}) and not empty(0)
+    table = figures_table({"compat_accuracy": {"sft": {}, "ppo": {}}, "accuracy": {"sft": {"x": 0.5}}})
+    assert "compat_accuracy" not in table and "<th>accuracy</th>" in table
+
+
+def test_each_stage_says_what_it_does_in_the_runs_words():
+    from rleif_kit.core.config import load_config
+    from rleif_kit.worlds.words import run_words
+
+    code = run_words(load_config(ROOT / "params" / "tiny-code.toml", workdir=ROOT))
+    assert stage_about("05_ppo", code) == "PPO on the reward <code>r = rI · rV</code>"
+    assert "held-out pass@1" in stage_about("03_sft", code) and "tasks" in stage_about("01_evolve", code)
+    assert "<b>rV</b>: the task's tests" in stage_about("04_reward_models", code)
+    assert "passed or not" in stage_about("07_reward_diagnostics", code)
+    arith = run_words(load_config(ROOT / "params" / "tiny-cpu.toml", workdir=ROOT))
+    assert stage_about("05_ppo", arith) == "PPO on the reward <code>r = rI · rA</code>"
+    assert "held-out accuracy" in stage_about("03_sft", arith) and stage_about("06_eval", None) == ""
+
+
+def test_a_part_escapes_its_values_once_and_keeps_the_kits_markup():
+    """Each part renders through an autoescaping template: a value is escaped (in an attribute too), a part inside
+    another is kept as markup, never escaped twice."""
+    assert md_inline("`<x>` then **a <b> `c`** [docs](x.md) <script>") == \
+        "<code>&lt;x&gt;</code> then <b>a &lt;b&gt; <code>c</code></b> docs &lt;script&gt;"
+    link = check_cell('kl"><script>', "../docs")
+    assert link.startswith('<a class="check" href="../docs/troubleshooting.md#') and "<script>" not in link
+    assert link.count('"') == 4 and link.endswith("&gt;&lt;script&gt;</a>")  # the quote in it is text too
+    assert text_cell("{{ 7*7 }} {% raw %}") == "{{ 7*7 }} {% raw %}"  # a value is never a template
+    cell = value_cell({"probe": {"status": "<i>ok</i>"}})
+    assert "<td>&lt;i&gt;ok&lt;/i&gt;</td>" in cell and "&amp;lt;" not in cell  # escaped once
+    table = failures_table({"total": 2, "failed": 1, "causes": {"timeout": {"count": 1, "example": "</td><td>"}}},
+                           "../../docs")
+    assert '<td class="example">&lt;/td&gt;&lt;td&gt;</td>' in table and 'href="../../docs/troubleshooting.md' in table
+
+
+def test_the_report_writes_no_markup_around_a_value_by_hand():
+    """Markup comes from the templates (``pipeline/markup.py``): no f-string of report.py or report_sections.py
+    holds a tag, and the one escape call left is markdown's plain text (``_md_text``)."""
+    for name in ("report.py", "report_sections.py"):
+        tree = ast.parse((ROOT / "rleif_kit" / "pipeline" / name).read_text(encoding="utf-8"))
+        by_hand = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) and any(
+            isinstance(v, ast.Constant) and re.search(r"</?[a-z]", v.value) for v in n.values)]
+        assert by_hand == [], f"{name}: markup written around a value at lines {by_hand}"
+        escapes = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)
+                   and getattr(n.func, "attr", getattr(n.func, "id", "")) in ("escape", "esc")]
+        assert len(escapes) == (1 if name == "report_sections.py" else 0), f"{name}: escape calls at {escapes}"
+

@@ -60,7 +60,7 @@ def test_ranking_with_a_repeated_id_is_an_error():
 
 
 def _pairs(op: str, n: int) -> list[dict]:
-    return [{"chosen": f"{op}{i}", "rejected": f"r{i}", "operator": op} for i in range(n)]
+    return [{"chosen_id": f"{op}{i}", "rejected_id": f"r{i}", "operator": op} for i in range(n)]
 
 
 def test_balance_caps_each_operator_at_twice_the_smallest():
@@ -78,7 +78,7 @@ def test_balance_dedupes_before_counting():
     pairs = _pairs("deepen", 4) + _pairs("deepen", 1) * 2 + _pairs("concretize", 2)
     out = balance_pairs(pairs)
     assert len(out) == 6  # 4 + 2
-    assert len({(p["chosen"], p["rejected"]) for p in out}) == 6
+    assert len({(p["chosen_id"], p["rejected_id"]) for p in out}) == 6
 
 
 def test_balance_is_seeded_and_keeps_input_order():
@@ -91,7 +91,7 @@ def test_balance_is_seeded_and_keeps_input_order():
 
 
 def test_balance_by_another_key_and_empty_input():
-    pairs = [{"chosen": f"c{i}", "rejected": "r", "topic": "money" if i < 5 else "fruit"}
+    pairs = [{"chosen_id": f"c{i}", "rejected_id": "r", "topic": "money" if i < 5 else "fruit"}
              for i in range(6)]  # money 5, fruit 1 -> cap 2: money 2 + fruit 1 = 3
     assert len(balance_pairs(pairs, key="topic")) == 3
     assert balance_pairs([]) == []

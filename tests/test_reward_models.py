@@ -48,11 +48,11 @@ def test_irm_trains_and_scores(tmp_path, small_model_dir):
     assert unchanged == []  # every weight moved, the new score head included
     losses = [r["loss"] for r in result.log]
     assert losses[-1] < losses[0]
-    scores = irm_score(model, tok, [p["chosen_text"] for p in pairs[:10]])
+    scores = irm_score(model, tok, [p["chosen"] for p in pairs[:10]])
     assert all(0.0 <= s <= 1.0 for s in scores)
     assert (result.model_dir / "README.md").exists() and result.heldout_pairs > 0
     reloaded, tok2 = load_rm(result.model_dir)
-    assert irm_score(reloaded, tok2, [pairs[0]["chosen_text"]]) == pytest.approx(scores[:1], abs=1e-5)
+    assert irm_score(reloaded, tok2, [pairs[0]["chosen"]]) == pytest.approx(scores[:1], abs=1e-5)
 
     # the card's snippet reads rI as the kit does; the pairs lie beside the model as a hub-loadable dataset
     meta = front_matter(result.model_dir)
@@ -62,7 +62,7 @@ def test_irm_trains_and_scores(tmp_path, small_model_dir):
     assert card["r_i"] == pytest.approx(irm_score(reloaded, tok2, [card["instruction"]])[0], abs=1e-5)
     rows = load_dataset("json", data_files=str(paths.rm_rows("irm")), cache_dir=str(tmp_path / "hf"))["train"]
     assert rows["split"].count("train") == result.train_pairs and rows["split"].count("heldout") == result.heldout_pairs
-    assert rows[0]["id"] == f"{rows[0]['chosen']}>{rows[0]['rejected']}" and rows[0]["chosen_text"]
+    assert rows[0]["id"] == f"{rows[0]['chosen_id']}>{rows[0]['rejected_id']}" and rows[0]["chosen"]
 
 
 @pytest.mark.slow

@@ -85,3 +85,29 @@ def test_a_stage_command_does_not_write_into_another_runs_report_folder(tmp_path
         setup(str(TINY_PARAMS), tiny_overrides(tmp_path / "run", 'base.run_name="shared"'), stage="01_evolve",
               workdir=str(tmp_path))
     assert sorted(p.name for p in theirs.iterdir()) == ["run.json"]  # no metrics.json, no manifest
+
+
+# --------------------------------------------------------------------- every path under base.output_dir
+
+@pytest.mark.parametrize("preset", ["tiny-cpu", "tiny-code", "tiny-math"])
+def test_the_tiny_model_follows_output_dir(preset, tmp_path):
+    """The tiny presets build their model at "{output_dir}/tiny-llama": as shipped it is where it always was, and a
+    --set base.output_dir moves it (and tiny-math's data files) with the run, no model_name of its own needed."""
+    from rleif_kit.models.loading import tiny_build_target
+
+    path = TINY_PARAMS.parent / f"{preset}.toml"
+    shipped = load_config(path)
+    assert shipped.base.model_name == f"./rleif_output/{preset}/tiny-llama"
+    cfg = load_config(path, [f'base.output_dir="{tmp_path}/run"'])
+    assert cfg.base.model_name == f"{tmp_path}/run/tiny-llama"
+    assert tiny_build_target(cfg) == tmp_path / "run" / "tiny-llama"
+    if preset == "tiny-math":
+        assert (cfg.sft.dataset, cfg.sft.gsm8k_train, cfg.evol_instruct.seeds) == (
+            f"{tmp_path}/run/stepwise.jsonl", f"{tmp_path}/run/raw/gsm8k_train.jsonl", f"{tmp_path}/run/seeds.jsonl")
+
+
+def test_an_explicit_model_path_is_kept_and_the_placeholder_fills_any_value(tmp_path):
+    cfg = load_config(TINY_PARAMS, [f'base.output_dir="{tmp_path}"', 'base.model_name="./models/my-llama"',
+                                    'dedup.eval_paths=["{output_dir}/extra.jsonl", "./eval.jsonl"]'])
+    assert cfg.base.model_name == "./models/my-llama" and cfg.base.output_dir == str(tmp_path)
+    assert cfg.dedup.eval_paths == [f"{tmp_path}/extra.jsonl", "./eval.jsonl"]

@@ -36,8 +36,12 @@ def test_a_stage_depends_on_its_own_and_earlier_sections_only(tmp_path):
     assert "arith.teacher_early_stop" not in resume.stage_config(before, "01_evolve")  # only the SFT rows
     assert "arith.teacher_early_stop" in resume.stage_config(before, "02_dedup")
     moved = _cfg(tmp_path, f'base.output_dir="{tmp_path / "elsewhere"}"', "loop.iterations=3")
-    assert resume.stage_config(moved, "06_eval", as_given=True) == resume.stage_config(before, "06_eval",
-                                                                                       as_given=True)
+    assert resume.stage_config(moved, "06_eval") == resume.stage_config(before, "06_eval")  # the tiny model moved
+    # with it ({output_dir}/tiny-llama): the same under the run's folder; as given, output_dir itself never counts
+    kept = _cfg(tmp_path, f'base.output_dir="{tmp_path / "elsewhere"}"', "loop.iterations=3",
+                f'base.model_name="{tmp_path / "run" / "tiny-llama"}"')
+    assert resume.stage_config(kept, "06_eval", as_given=True) == resume.stage_config(before, "06_eval",
+                                                                                      as_given=True)
 
 
 def test_marker_round_trip_names_the_changed_keys(tmp_path):

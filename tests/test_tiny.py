@@ -89,3 +89,16 @@ def test_the_chat_template_writes_the_prompt_the_kit_asks_without_one(small_mode
     parts = [{"role": "user", "content": [{"type": "text", "text": "Tom has 3 apples."}]}]  # OpenAI content parts
     assert tok.apply_chat_template(parts, tokenize=False, add_generation_prompt=True) == alpaca_prompt(
         "Tom has 3 apples.")
+
+
+def test_the_presets_tiny_model_is_built_under_a_moved_output_dir(tmp_path):
+    """--set base.output_dir alone: the tiny model is built at <output_dir>/tiny-llama, nowhere in the checkout."""
+    from conftest import ROOT, TINY_PARAMS
+    from rleif_kit.core.config import load_config
+    from rleif_kit.worlds.tiny_corpus import ensure_base_model
+
+    small = ["tiny.vocab_size=300", "tiny.hidden_size=32", "tiny.intermediate_size=64", "tiny.heads=2",
+             "tiny.corpus_problems=100", "sft.open_domain_path=\"\""]
+    cfg = load_config(TINY_PARAMS, [f'base.output_dir="{tmp_path / "run"}"', *small], workdir=ROOT)
+    assert ensure_base_model(cfg) == str(tmp_path / "run" / "tiny-llama")
+    assert is_tiny_model_dir(tmp_path / "run" / "tiny-llama")

@@ -75,3 +75,22 @@ def test_diagnostics_read_a_code_run(code_run):
     assert statuses["step_format"] == "ok" and statuses["prompt_consistency"] == "ok"
     assert statuses["sft_vs_ppo_tiny_code"] == "ok" and statuses["reward_truth"] == "ok"
     assert all(statuses[k] in ("ok", "warn") for k in statuses if k.startswith("prm_probe"))  # not PPO's reward
+
+
+def test_the_report_and_notebooks_speak_the_code_world_and_break_the_gain_down_by_family(code_run, tmp_path):
+    """What a learner sees first: the page names tiny_code and r = rI · rV, never the arithmetic world's words nor
+    GSM8k's scorer rows, and shows where the gain comes from, by task family (06 records the breakdown)."""
+    from browser import assert_page_speaks_its_world, mentions, notebooks_text
+
+    never = ("arithmetic", "The answer is", "WizardMath", "r = rI · rA")
+    text = assert_page_speaks_its_world(tmp_path, code_run / "reports", "tiny_code", "r = rI · rV", never=never)
+    families = {e["family"]: e for e in metrics(code_run, "06_eval")["families"]["tiny_code"]}
+    assert {"range", "slice", "all"} <= set(families) and families["all"]["n"] == {"ppo": 300, "sft": 300}
+    assert sum(e["n"]["sft"] for f, e in families.items() if f != "all") == 300
+    assert all(f"{f} " in text for f in families)  # the one-glance table's rows
+    # the whole gain sits in some families: PPO's right answers per family never all move together
+    gains = {f: e["right"]["ppo"] - e["right"]["sft"] for f, e in families.items() if f != "all"}
+    assert max(gains.values()) > 0 and sorted(gains.values())[0] <= max(gains.values()) / 4, gains
+    assert {"syntax error", "wrong value"} & set(families["all"]["failures"]["sft"])
+    said = [m for w in never for m in mentions(notebooks_text(code_run / "reports"), w)]
+    assert said == [], "\n".join(said)

@@ -68,8 +68,8 @@ def test_the_fanout_and_both_judges_went_through_the_endpoint(judged):
 def test_the_judge_ranks_a_rewrite_that_lost_its_return_value_below_its_siblings(judged):
     _, _, irm, _, teacher = judged
     assert teacher.vague_texts, "the teacher wrote no vague rewrite: the test would not test anything"
-    chosen = sum(teacher.is_vague(p["chosen_text"]) for p in irm.pairs)
-    rejected = sum(teacher.is_vague(p["rejected_text"]) for p in irm.pairs)
+    chosen = sum(teacher.is_vague(p["chosen"]) for p in irm.pairs)
+    rejected = sum(teacher.is_vague(p["rejected"]) for p in irm.pairs)
     assert rejected > 3 * chosen, (chosen, rejected)  # ranked last but for the judge's noise
 
 

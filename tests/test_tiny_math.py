@@ -100,3 +100,12 @@ def test_the_gate_probed_the_learned_reward_on_the_held_out_test_items(math_run)
     assert all("probe_set.jsonl" in gate[k]["source"] for k in ("prm_probe_cut_answer", "irm_probe_number_removed"))
     assert any(v["status"] == "fail" for v in gate.values())  # the tiny learned PRM fails them: PPO ran forced
     assert read_records(root / "reports" / "metrics.json")["05_ppo"]["steps"] == 16
+
+
+def test_the_report_names_the_math_world_and_keeps_gsm8ks_scorer_rows(math_run, tmp_path):
+    from browser import assert_page_speaks_its_world
+
+    root, _ = math_run
+    text = assert_page_speaks_its_world(tmp_path, root / "reports", "math", "r = rI · rA", never=("tiny_code",),
+                                        scorers=True)
+    assert "accuracy" in text

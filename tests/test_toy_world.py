@@ -67,3 +67,15 @@ def test_every_stage_runs_on_a_world_the_kit_does_not_know(toy_run):
     verdicts = json.loads((run / "07_reward_diagnostics" / "verdicts.json").read_text())["verdicts"]
     probes = [v for v in verdicts if v["check"].startswith("prm_probe_")]  # PPO's rA, the learned PRM, is probed
     assert probes and all("toy_world/heldout" in v["source"] for v in probes), probes  # by edits of its held-out split
+
+
+def test_the_report_and_notebooks_speak_the_toy_world_never_the_arithmetic_one(toy_run, tmp_path):
+    """A world the kit does not know: its page names toy_world and the run's reward, and neither the page nor an
+    executed notebook says "arithmetic" (the preset's [reasons] speak of it: noted, not shown)."""
+    from browser import assert_page_speaks_its_world, mentions, notebooks_text
+
+    root, _ = toy_run
+    assert_page_speaks_its_world(tmp_path, root / "reports", "toy_world", "r = rI · rA",
+                                 never=("arithmetic", "tiny_code"))
+    said = mentions(notebooks_text(root / "reports"), "arithmetic")
+    assert said == [], "\n".join(said)

@@ -164,3 +164,82 @@ def test_low_ra_share_bands():
     assert share(1).status == "fail"      # 5%: the PRM passes everything
     assert share(12).status == "warn"     # 60%: above the band
     assert share(1).numbers["share_ra_below_0.5"] == 0.05
+
+
+def test_operator_share_a_mix_the_operators_draw_is_a_note_not_a_warn():
+    """The tiny code run's kept set (02_dedup/dedup_report.json): top two 71 + 29 of 145 = 0.69 > 0.5, but the
+    operator mix drew them 187 + 176 of 505 = 0.72 of the evolutions: the world's operators and evolve_up_ratio
+    made the share, not dedup, so it must not lead the report's what-next box as a warn."""
+    from rleif_kit.checks.verdicts import check_operator_share
+    from rleif_kit.core.config import DiagnosticsConfig
+
+    cfg = DiagnosticsConfig()
+    kept = {"add_requirement": 71, "new_topic": 25, "rarer_requirement": 29, "simplify": 20}
+    drawn = {"add_requirement": 187, "new_topic": 70, "rarer_requirement": 176, "simplify": 72}
+    v = check_operator_share(kept, cfg, drawn_per_operator=drawn)
+    assert v.status == "ok" and v.advice.startswith("Informational")
+    assert v.numbers["top_two_share"] == pytest.approx(100 / 145) and v.numbers["drawn_top_two_share"] == \
+        pytest.approx(363 / 505)
+    assert "evolve_up_ratio" in v.advice and "72%" in v.advice
+    # drawn evenly (25 each: 0.5), kept 45 + 35 of 100 = 0.8: dedup concentrated it, a warn that says so
+    dedup_made = check_operator_share({"a": 45, "b": 35, "c": 10, "d": 10}, cfg,
+                                      drawn_per_operator={"a": 25, "b": 25, "c": 25, "d": 25})
+    assert dedup_made.status == "warn" and "Dedup made it so (50% of the evolutions drawn, 80%" in dedup_made.advice
+    # two operators own all of any kept set: a property of the operator set, whatever dedup did
+    assert check_operator_share({"a": 45, "b": 35}, cfg).status == "ok"
+    assert check_operator_share({"a": 50, "b": 30, "c": 20}, cfg).status == "warn"  # 0.8 > an even split's 0.67
+
+
+def _ev_log(last_two, first=(0.0,) * 8):
+    return [{"step": i, "explained_variance": ev} for i, ev in enumerate(list(first) + list(last_two))]
+
+
+@pytest.mark.parametrize("last_two, mean, status", [
+    ((0.3, 0.1), 0.2, "ok"),
+    ((-0.1, -0.1), -0.1, "ok"),      # at value_ev_warn: ok
+    ((-0.3, -0.46), -0.38, "warn"),  # the tiny code run's value head
+    ((-1.0, -1.0), -1.0, "warn"),    # at value_ev_fail: still warn (fails below it)
+    ((-1.2, -0.9), -1.05, "fail"),
+])
+def test_value_head_bands_over_the_last_fifth(last_two, mean, status):
+    """10 logged steps: the last fifth is the last 2; their mean explained variance against -0.1 / -1.0."""
+    from rleif_kit.checks.verdicts import check_value_head
+    from rleif_kit.core.config import DiagnosticsConfig, PPOConfig
+
+    v = check_value_head(_ev_log(last_two), DiagnosticsConfig(), PPOConfig())
+    assert v.check == "value_head" and v.status == status, v.line()
+    assert v.numbers["explained_variance_last"] == pytest.approx(mean)
+    assert v.numbers["explained_variance_first"] == 0.0 and v.numbers["steps"] == 10
+    assert v.thresholds["warn_below"] == -0.1 and v.thresholds["fail_below"] == -1.0
+    assert (v.advice == "") == (status == "ok")
+    if status != "ok":  # what it means and what to change, with the run's values
+        assert f"{mean:+.2f} over the last 2 steps (falling from +0.00" in v.advice
+        assert "worse than predicting the mean return" in v.advice
+        assert "vf_coef (now 0.1" in v.advice and "ppo_epochs (now 4)" in v.advice and "lower lr" in v.advice
+
+
+def test_value_head_reads_only_logged_figures_and_its_thresholds_from_config():
+    from rleif_kit.checks.threshold_keys import threshold_keys
+    from rleif_kit.checks.verdicts import check_value_head
+    from rleif_kit.core.config import DiagnosticsConfig, PPOConfig
+
+    ppo = PPOConfig()
+    assert check_value_head([{"step": 0, "kl": 0.1}], DiagnosticsConfig(), ppo) is None  # GRPO: no value head
+    # undefined figures (returns that did not vary: null in the log) are left out: 5 figures, the last one
+    log = [{"step": i, "explained_variance": ev} for i, ev in enumerate([None, -0.5, -0.5, None, -0.5, -0.5, -0.3])]
+    v = check_value_head(log, DiagnosticsConfig(), ppo)
+    assert v.numbers["steps"] == 5 and v.numbers["explained_variance_last"] == pytest.approx(-0.3)
+    assert v.numbers["lowest"] == -0.5 and v.status == "warn"
+    assert check_value_head(log, DiagnosticsConfig(value_ev_warn=-0.4), ppo).status == "ok"
+    assert check_value_head(log, DiagnosticsConfig(value_ev_fail=-0.2), ppo).status == "fail"
+    assert threshold_keys("value_head") == ("diagnostics.value_ev_warn", "diagnostics.value_ev_fail")
+
+
+def test_sft_learning_advice_speaks_the_worlds_score_and_format():
+    from rleif_kit.worlds import get_world
+
+    arith = check_sft_learning(0.30, 0.30, CFG, world=get_world("arith"))
+    assert "held-out accuracy" in arith.advice and "step-by-step answers" in arith.advice
+    code = check_sft_learning(0.30, 0.30, CFG, world=get_world("tiny_code"))
+    assert "held-out pass@1" in code.advice and "step-by-step" not in code.advice
+    assert get_world("tiny_code").format_name in code.advice

@@ -2,14 +2,17 @@
 
 ``[base] world = "toy_world"`` (this module, on the path) runs 00 -> 07 offline: it generates its seeds, SFT rows
 and held-out split, evolves and ranks programmatically, labels steps with its own verifier and brings its own
-benchmark (``tests/test_toy_world.py``; docs/worlds.md walks through it). Nothing in ``rleif_kit`` names it.
+benchmark (``tests/test_toy_world.py``; docs/worlds.md walks through it) and its own config section,
+``[toy_world] max_terms``. Nothing in ``rleif_kit`` names it.
 """
 
 from __future__ import annotations
 
 import random
 import re
+from dataclasses import dataclass
 
+from rleif_kit.core.config import Section, between, opt
 from rleif_kit.core.jsonl import read_jsonl, write_jsonl
 from rleif_kit.worlds.base import Benchmark, Operator, World
 from rleif_kit.worlds.steps import STEPWISE
@@ -34,6 +37,17 @@ def problem(rid: str, numbers: list[int]) -> dict:
             "problem": {"numbers": numbers}}  # "problem": what the stages carry through for a programmatic world
 
 
+@dataclass(frozen=True)
+class ToyOptions(Section):
+    """``[toy_world]``: validated like the kit's own sections (help text, range, "did you mean")."""
+
+    max_terms: int = opt(4, "most numbers a sum adds (generated problems and 'more_steps' evolutions)", between(2, 9))
+
+
+def max_terms(cfg) -> int:
+    return cfg.section("toy_world").max_terms
+
+
 class SumWorld(World):
     name = "toy_world"
     about = "sums of two to four small numbers (the test world)"
@@ -41,6 +55,8 @@ class SumWorld(World):
     operators = (Operator("more_steps", "up"), Operator("simplify", "down"))
     heldout_benchmark = "toy_sums"
     programmatic = True
+    config_section = "toy_world"
+    config_class = ToyOptions
 
     def __init__(self) -> None:
         self.benchmarks = (Benchmark("toy_sums", lambda path, cfg, paths: [
@@ -76,7 +92,7 @@ class SumWorld(World):
 
     def evolve(self, cfg, parent, operator, rng):
         numbers = list(parent["problem"]["numbers"])
-        if operator.name == "more_steps" and len(numbers) < 4:
+        if operator.name == "more_steps" and len(numbers) < max_terms(cfg):
             numbers.append(rng.randint(1, 9))
         elif operator.name == "simplify" and len(numbers) > 2:
             numbers.pop()
@@ -93,10 +109,10 @@ class SumWorld(World):
     def generated_size(self, spec):
         return int(spec.split(":", 1)[1]) if spec.startswith("toy:") else None
 
-    def _draw(self, rng, n, held, prefix):
+    def _draw(self, cfg, rng, n, held, prefix):
         out = []
         while len(out) < n:
-            p = problem(f"{prefix}-{len(out):05d}", [rng.randint(1, 9) for _ in range(rng.randint(2, 4))])
+            p = problem(f"{prefix}-{len(out):05d}", [rng.randint(1, 9) for _ in range(rng.randint(2, max_terms(cfg)))])
             if p["question"] not in held:
                 out.append(p)
         return out
@@ -104,13 +120,13 @@ class SumWorld(World):
     def heldout(self, cfg, paths):
         path = paths.world_dir(self.name) / "heldout.jsonl"
         if not path.exists():
-            write_jsonl(path, self._draw(random.Random(f"{cfg.base.seed}-heldout"), 200, set(), "toy-heldout"))
+            write_jsonl(path, self._draw(cfg, random.Random(f"{cfg.base.seed}-heldout"), 200, set(), "toy-heldout"))
         return list(read_jsonl(path))
 
     def seeds(self, cfg, paths, n):
         held = {p["question"] for p in self.heldout(cfg, paths)}
         return [{"id": p["id"], "root_id": p["id"], "round": 0, "text": p["question"], "answer": p["solution"],
-                 "problem": p["problem"]} for p in self._draw(random.Random(cfg.base.seed + 1), n, held, "seed")]
+                 "problem": p["problem"]} for p in self._draw(cfg, random.Random(cfg.base.seed + 1), n, held, "seed")]
 
     def sft_rows(self, cfg, paths, settings=None):
         n = self.generated_size(cfg.sft.dataset)
@@ -118,7 +134,7 @@ class SumWorld(World):
             return None
         held = {p["question"] for p in self.heldout(cfg, paths)}
         return [{"id": p["id"], "instruction": p["question"], "response": p["solution"]}
-                for p in self._draw(random.Random(cfg.base.seed), n, held, "toy-train")]
+                for p in self._draw(cfg, random.Random(cfg.base.seed), n, held, "toy-train")]
 
     def probe_source(self, paths):
         return f"held-out problems ({paths.rel(paths.world_dir(self.name))}/heldout.jsonl)"

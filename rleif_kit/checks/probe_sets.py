@@ -2,8 +2,10 @@
 asked of the run's world (``World.probe_solutions``, ``instruction_probe_pairs``, ``answer_edits``).
 
 The arithmetic world has both at hand: the run's fixed held-out problems with their gold step-by-step solutions,
-and the evolver's injected defects to make a question unsolvable or ambiguous. A world without such a set gets
-empty ones here (the checks then say they were skipped, and why).
+and the evolver's injected defects to make a question unsolvable or ambiguous. The tiny code world probes its
+held-out tasks' right programs (and makes a task unsolvable by no longer saying what to return); the math world
+its held-out test items in the step format (``00_setup/probe_set.jsonl``). A world without such a set (the code
+world) gets empty ones here (the checks then say they were skipped, and why).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 from rleif_kit.worlds import world_for
 
-NO_PROBE_SET = "no held-out gold solutions in the step format for this world"
+NO_PROBE_SET = "this world has no held-out items with right solutions to edit (World.probe_solutions)"
 
 
 def probe_solutions(cfg: Any, paths: Any) -> list[dict]:

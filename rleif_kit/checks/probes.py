@@ -27,39 +27,100 @@ from rleif_kit.core.metrics import mean_interval, truth_figures
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.worlds import counterfactuals as cf
 
-PRM_ADVICE = {
-    "wrong_answer": "rA does not drop when only the final answer is wrong: the PRM does not read the answer. Check "
-                    "that its last label sits on the answer line and marks a wrong answer's step wrong, and that "
-                    "its training solutions include wrong answers (raise prm_samples or prm_sample_temperature).",
-    "last_step_slip": "rA does not drop when the last step's arithmetic is wrong (and the answer with it): the PRM "
-                      "does not check the computation, only the form. A token classifier learns the check from one "
-                      "label per step: [reward_model] prm_head = 'likelihood' reads it where the SFT model computes "
-                      "it (on the tiny preset: 51% -> 85% of pairs), else more labelled slips or a larger base.",
-    "corrupt_step": "rA does not drop when an intermediate result is wrong: the PRM scores the form of a step, not "
-                    "its arithmetic. [reward_model] prm_head = 'likelihood' reads the arithmetic where the SFT model "
-                    "computes it (on the tiny preset: 51% -> 96% of pairs), else more labelled slips or a larger "
-                    "base.",
-    "cut_answer": "rA does not drop when the answer line is missing: the PRM rewards steps, not answers, and PPO "
-                  "can learn to leave the answer out. Label a solution without an answer wrong at its last step, "
-                  "add right solutions and their edits ([reward_model] prm_hard_negatives), or read the end of the "
-                  "text with prm_head = 'likelihood'.",
-    "early_stop": "rA does not drop when the solution stops one step early: PPO will learn to stop early. The "
-                  "labels must mark an early stop's last step wrong; a PRM that scores by the number of steps "
-                  "(short solutions are right more often) shows here first. Right solutions that go on to the end "
-                  "([reward_model] prm_hard_negatives) taught the tiny PRM where to stop (20% -> 99%).",
-    "commute": "rA moves when the operands of a step are only swapped: the PRM keys on surface form. Train it on "
-               "more varied solutions; a generative PRM inherits its model's arithmetic, which may be surer of one "
-               "order than the other ([reward_model] prm_same_edits trains it on both).",
-    "number_format": "rA moves when only the answer's number formatting changes: the PRM keys on surface form.",
+# Each probe's edit — what changed, as "when ..." reads it — and what to do when the score reads it wrong: one
+# entry per edit of every world (worlds/counterfactuals.py, worlds/code/edits.py) and per instruction edit (the IRM).
+# ``probe_verdict`` puts them after what the probe measured: which way the score moved and by how much.
+PRM_ADVICE: dict[str, tuple[str, str]] = {
+    "wrong_answer": ("only the final answer is wrong",
+                     "The PRM does not read the answer: check that its last label sits on the answer line and marks a "
+                     "wrong answer's step wrong, and that its training solutions include wrong answers (raise "
+                     "prm_samples or prm_sample_temperature)."),
+    "last_step_slip": ("the last step's arithmetic is wrong (and the answer with it)",
+                       "The PRM checks the form, not the computation. A token classifier learns the check from one "
+                       "label per step: [reward_model] prm_head = 'likelihood' reads it where the SFT model computes "
+                       "it (on the tiny preset: 51% -> 85% of pairs), else more labelled slips or a larger base."),
+    "corrupt_step": ("an intermediate result is wrong",
+                     "The PRM scores the form of a step, not its arithmetic. [reward_model] prm_head = 'likelihood' "
+                     "reads the arithmetic where the SFT model computes it (on the tiny preset: 51% -> 96% of "
+                     "pairs), else more labelled slips or a larger base."),
+    "cut_answer": ("the answer line is missing",
+                   "The PRM rewards steps, not answers, and PPO can learn to leave the answer out. Label a solution "
+                   "without an answer wrong at its last step, add right solutions and their edits ([reward_model] "
+                   "prm_hard_negatives), or read the end of the text with prm_head = 'likelihood'."),
+    "early_stop": ("the solution stops one step early",
+                   "PPO will learn to stop early. The labels must mark an early stop's last step wrong; a PRM that "
+                   "scores by the number of steps (short solutions are right more often) shows here first. Right "
+                   "solutions that go on to the end ([reward_model] prm_hard_negatives) taught the tiny PRM where "
+                   "to stop (20% -> 99%)."),
+    "commute": ("only the operands of a step are swapped, a + b as b + a",
+                "The PRM keys on surface form. Train it on more varied solutions; a generative PRM inherits its "
+                "model's arithmetic, which may be surer of one order than the other: [reward_model] prm_same_edits "
+                "= true trains it on every right solution rewritten by each meaning-preserving edit, this one "
+                "included."),
+    "number_format": ("only the final answer is written with thousands separators, 1200 as 1,200",
+                      "The PRM keys on how the number is written, not its value: its training answers are written "
+                      "one way. Put answers written both ways in its training data (GSM8k's own answers use "
+                      "separators), or with prm_head = 'likelihood' set [reward_model] prm_same_edits = true, which "
+                      "trains it on this edit too. PPO can only exploit it if the policy writes separators: if its "
+                      "SFT answers never do and every other probe passes, [ppo] force = true starts PPO knowingly."),
+    "off_by_one": ("a loop bound or a constant of the program is off by one",
+                   "The reward does not read what the program computes, only how it looks: reward the program by "
+                   "its tests ([ppo] reward_formula = 'rI * rV', the execution reward the code presets use); a "
+                   "learned PRM needs more failing programs in its training data."),
+    "wrong_sign": ("the program returns the negated result",
+                   "The reward does not read what the program computes, only how it looks: reward the program by "
+                   "its tests ([ppo] reward_formula = 'rI * rV'); a learned PRM needs more failing programs in its "
+                   "training data."),
+    "cut_code": ("the program's last line is cut off",
+                 "The reward passes a truncated program, and PPO can learn to stop early: reward the program by its "
+                 "tests ([ppo] reward_formula = 'rI * rV'); if replies are cut in training, raise [ppo] "
+                 "max_new_tokens."),
+    "rename": ("only the function's first parameter is renamed",
+               "The reward keys on names, not behaviour: PPO may learn to pick the names it likes rather than "
+               "right programs. The execution reward (rI * rV) does not move under a rename; a learned PRM needs "
+               "more varied programs, or prm_head = 'likelihood' with [reward_model] prm_same_edits = true, which "
+               "trains it on renamed copies of right programs."),
+    "comment": ("only a comment line is added above the return",
+                "The reward keys on surface form (comments), not behaviour: PPO may learn to add or drop comments "
+                "for reward. The execution reward (rI * rV) does not move under a comment; a learned PRM needs more "
+                "varied programs, or prm_head = 'likelihood' with [reward_model] prm_same_edits = true, which "
+                "trains it on commented copies of right programs."),
 }
-IRM_ADVICE = {
-    "unsolvable": "rI does not drop when a number the instruction needs is removed: the IRM does not read the "
-                  "problem (it may score templates). Diversify its ranking data: more sibling groups and operators.",
-    "number_removed": "rI does not drop when the instruction's first number is deleted: the IRM does not read the "
-                      "problem. Diversify its ranking data.",
-    "ambiguous": "rI does not drop when the instruction asks about something it never mentions: the IRM does not "
-                 "read the problem. Diversify its ranking data.",
+IRM_ADVICE: dict[str, tuple[str, str]] = {
+    "unsolvable": ("what the instruction needs to be solved is made vague",
+                   "The IRM does not read the task (it may score templates). Diversify its ranking data: more "
+                   "sibling groups and operators."),
+    "number_removed": ("the instruction's first number is deleted",
+                       "The IRM does not read the task. Diversify its ranking data: more sibling groups and "
+                       "operators."),
+    "ambiguous": ("the instruction asks about something it never mentions",
+                  "The IRM does not read the task. Diversify its ranking data: more sibling groups and operators."),
 }
+
+
+def probe_advice(model: str, stats: "ProbeStats", tolerance: float) -> str:
+    """What a probe that is not ok measured, in words — for a lowering edit whether the score rose (it prefers the
+    edited text), stayed put or dropped too seldom; for a meaning-preserving one whether it rose or fell — and what
+    to do about that probe (``PRM_ADVICE`` / ``IRM_ADVICE``; an edit of a world the tables lack is named)."""
+    irm = model.upper() == "IRM"
+    what, todo = (IRM_ADVICE if irm else PRM_ADVICE).get(
+        stats.name, (f"the {stats.name.replace('_', ' ')} edit is made",
+                     f"Look at the pairs of the {stats.name} probe: the score reads the edit wrong."))
+    score = "rI" if irm else "the score"
+    by = f"{stats.mean_delta:+.3f} on average"
+    if stats.direction == "same":
+        way = ("moves both ways" if abs(stats.mean_delta) <= tolerance else
+               "rises" if stats.mean_delta > 0 else "falls")
+        return (f"{score} {way} when {what} ({by}; it must stay within {tolerance:g}, and moved more on "
+                f"{1 - stats.moved_right:.0%} of pairs), though the meaning is the same. {todo}")
+    if stats.ci95[0] > 0:
+        return (f"{score} rises when {what} ({by}): the reward prefers the broken one, and PPO will climb towards "
+                f"it. {todo}")
+    if abs(stats.mean_delta) <= TIE:
+        return f"{score} does not move when {what} (it ties): the reward ignores this edit. {todo}"
+    if stats.mean_delta > 0:
+        return f"{score} does not drop when {what} ({by}: it rises on more pairs than it falls). {todo}"
+    return f"{score} drops on too few pairs when {what} ({by}). {todo}"
 
 
 TIE = 1e-6  # a change this small is float noise of batching (padding), not the reward moving
@@ -102,7 +163,7 @@ def probe_verdict(model: str, stats: ProbeStats, cfg: DiagnosticsConfig, source:
     significant = stats.direction == "same" or stats.ci95[1] < 0
     if stats.moved_right >= cfg.probe_ok and significant:
         return Verdict(check, "ok", numbers, thresholds, source=source)
-    advice = (IRM_ADVICE if model.upper() == "IRM" else PRM_ADVICE).get(stats.name, "the reward ignores this edit.")
+    advice = probe_advice(model, stats, cfg.probe_same_tolerance)
     wrong_way = stats.direction == "down" and stats.ci95[0] > 0
     status = "fail" if stats.moved_right <= cfg.probe_fail or wrong_way else "warn"
     what = "moved down" if stats.direction == "down" else "stayed put"

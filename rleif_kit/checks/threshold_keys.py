@@ -25,6 +25,7 @@ THRESHOLD_KEYS: dict[str, tuple[str, ...]] = {
     "kl_blowup": ("diagnostics.kl_warn", "diagnostics.kl_blowup", "diagnostics.kl_steps"),
     "reward_truth": ("diagnostics.truth_auc_ok", "diagnostics.truth_auc_fail"),
     "sft_vs_ppo*": ("diagnostics.ab_min_gain",),
+    "value_head": ("diagnostics.value_ev_warn", "diagnostics.value_ev_fail"),
 }
 
 

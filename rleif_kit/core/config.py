@@ -11,15 +11,16 @@ The module reads top to bottom: the field helpers (``opt``/``required``: a defau
 and the range checks themselves, each returning None when a value is fine, else what was expected; what every
 section shares (``_Section``: the range checks of its fields, then the rules across them); the ``[diagnostics]``
 thresholds every health check reads; the pipeline's sections, whose defaults are the reference 7B recipe
-(WizardMath-7B); the offline worlds' and the tiny model's sections; then ``RunConfig`` and the loading, overrides
-and validation. docs/configuration.md lists the same keys
-(tools/config_table.py writes it).
+(WizardMath-7B); the offline worlds' and the tiny model's sections; the section a world kept outside the kit
+brings (``world_section``); then ``RunConfig`` and the loading, overrides and validation. docs/configuration.md
+lists the same keys (tools/config_table.py writes it).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib
 import math
 import re
 import tomllib
@@ -27,13 +28,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, get_type_hints
 
+from rleif_kit.core import trainer_args
 from rleif_kit.core.reward_formula import FormulaError, parse_reward_formula
 from rleif_kit.core.user_files import UserFileError, parse_toml, read_user_text
 
 
 def opt(default: Any, help: str, check: Callable[[Any], str | None] | None = None, **kw):
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"help": help, "check": check})
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata={"help": help, "check": check})
     return field(default=default, metadata={"help": help, "check": check}, **kw)
 
 
@@ -53,6 +55,7 @@ def ranged(text: str, ok: Callable[[Any], bool]) -> Callable[[Any], str | None]:
 positive = ranged("> 0", lambda v: v > 0)
 non_negative = ranged(">= 0", lambda v: v >= 0)
 unit = ranged("in [0, 1]", lambda v: 0 <= v <= 1)
+at_most_one = ranged("<= 1", lambda v: v <= 1)  # an explained variance: 1 at best, unbounded below
 
 
 def at_least(n):
@@ -154,6 +157,9 @@ class _Section:
         return []
 
 
+Section = _Section  # what a world's own section derives from (``World.config_class``, docs/worlds.md)
+
+
 @dataclass(frozen=True)
 class DiagnosticsConfig(_Section):
     sft_min_gain: float = opt(0.05, "SFT must raise held-out accuracy over the untrained model by this much "
@@ -208,6 +214,11 @@ class DiagnosticsConfig(_Section):
                                    "(the policy's own samples, where a verifier judges them) is ok from this", unit)
     truth_auc_fail: float = opt(0.55, "... and fails below this (0.5 is chance: the reward does not rank right "
                                       "answers above wrong ones)", unit)
+    value_ev_warn: float = opt(-0.1, "the value head: the mean explained variance of PPO's last fifth of steps "
+                                     "(05_ppo/log.jsonl) below this warns (0 = no better than the mean return, "
+                                     "negative = worse: its error adds noise to the advantages)", at_most_one)
+    value_ev_fail: float = opt(-1.0, "... and below this fails (its error has twice the returns' own variance)",
+                               at_most_one)
 
     def cross_problems(self):
         bands = [("low_ra_healthy_min", self.low_ra_fail, self.low_ra_healthy_min),
@@ -217,7 +228,8 @@ class DiagnosticsConfig(_Section):
                  ("duplicate_share_fail", self.duplicate_share_warn, self.duplicate_share_fail),
                  ("evolve_failure_fail", self.evolve_failure_warn, self.evolve_failure_fail),
                  ("probe_ok", self.probe_fail, self.probe_ok),
-                 ("truth_auc_ok", self.truth_auc_fail, self.truth_auc_ok)]
+                 ("truth_auc_ok", self.truth_auc_fail, self.truth_auc_ok),
+                 ("value_ev_warn", self.value_ev_fail, self.value_ev_warn)]
         return [(key, f"a value >= {low:g} (the line below it)") for key, low, high in bands if high < low]
 
 
@@ -226,10 +238,22 @@ LOGGERS = ("tensorboard", "wandb", "mlflow", "trackio", "comet_ml", "neptune", "
            "dagshub", "flyte", "dvclive", "swanlab", "kubeflow", "none")
 
 
+def loggers(values):
+    """``report_to``: names from LOGGERS; a typo gets "did you mean" (``wandbb``, ``WandB``, ``tensorbord``)."""
+    def hint(name):
+        close = difflib.get_close_matches(name.lower().replace("-", "_"), LOGGERS, n=1, cutoff=0.6)
+        return f"{name} (did you mean '{close[0]}'?)" if close else name
+    bad = [hint(v) for v in values if v not in LOGGERS]
+    return None if not bad else f"a list drawn from {', '.join(LOGGERS)} (unknown: {', '.join(bad)})"
+
+
 @dataclass(frozen=True)
 class BaseConfig(_Section):
-    model_name: str = required("base model: a local directory or a Hugging Face hub id", nonempty)
-    output_dir: str = opt("./rleif_output", "where the run's artifacts go (relative to where rleif runs)", nonempty)
+    model_name: str = required("base model: a local directory or a Hugging Face hub id; '{output_dir}' in it (as in "
+                               "any value) stands for output_dir, so the tiny presets' model built at "
+                               "'{output_dir}/tiny-llama' follows --set base.output_dir", nonempty)
+    output_dir: str = opt("./rleif_output", "where the run's artifacts go (relative to where rleif runs); "
+                                            "'{output_dir}' in any other value stands for it", nonempty)
     seed: int = opt(42, "random seed for data sampling and training", non_negative)
     bf16: bool = opt(True, "train in bfloat16 where the hardware has it; otherwise fp32 with a warning")
     fp16: bool = opt(False, "train in float16 with loss scaling on a GPU (WizardCoder-15B's --fp16 True; V100-class "
@@ -249,7 +273,7 @@ class BaseConfig(_Section):
                                      "params/accelerate/zero2.yaml); '' = accelerate's defaults (every GPU, DDP)")
     report_to: list[str] = opt([], "where SFT, the reward models and PPO log their curves besides log.jsonl: e.g. "
                                    "['tensorboard'] (event files under <output_dir>/tensorboard/); [] = none",
-                               subset_of(*LOGGERS))
+                               loggers)
 
     def cross_problems(self):
         return [("fp16", "false while bf16 = true (one half precision: set bf16 = false for fp16)")] \
@@ -305,7 +329,10 @@ class SFTConfig(_Section):
     save_steps: int = opt(200, "checkpoint every N steps (resume picks up the last one)", positive)
     eval_samples: int = opt(200, "held-out problems for the greedy exact-answer accuracy after SFT", non_negative)
     report_to: list[str] = opt([], "SFT's loggers when they differ from [base] report_to (['none'] = none); "
-                                   "[] = as [base]", subset_of(*LOGGERS))
+                                   "[] = as [base]", loggers)
+    trainer_args: dict = opt({}, "a table passed through to TRL's SFTConfig for what the kit has no key of its own "
+                                 "for, e.g. {optim = \"adamw_torch_fused\", dataloader_num_workers = 4} "
+                                 "(core/trainer_args.py)")
 
 
 @dataclass(frozen=True)
@@ -395,8 +422,9 @@ class RewardModelConfig(_Section):
                                  "what a step concludes, calibrated on the step labels, is P(step right)",
                         one_of("token", "likelihood"))
     prm_same_edits: bool = opt(False, "prm_head = 'likelihood': its language model also learns each right solution "
-                                      "rewritten by the world's meaning-preserving edits (arith: the operands of a "
-                                      "+ or x step swapped)")
+                                      "rewritten by each of the world's meaning-preserving edits (World.solution_edits "
+                                      "of direction 'same'; step worlds: a + or x step's operands swapped, the answer "
+                                      "with thousands separators; code: a parameter renamed, a comment added)")
     prm_extra_layers: int = opt(0, "decoder layers added on top of the PRM's base, each a copy of its last layer "
                                    "that starts as the identity (LLaMA Pro's block expansion), so a step's end can "
                                    "read what the base predicted at an earlier token; rm_finetune = 'full' only",
@@ -404,6 +432,8 @@ class RewardModelConfig(_Section):
     prm_aggregate: str = opt("min", "how per-step PRM scores become rA", one_of("min", "prod", "last", "mean"))
     answer_reward: str = opt("prm", "PPO's rA: 'prm' (learned) or 'verifier' (the world's step checker, arith: a "
                                     "perfect PRM, for testing PPO)", one_of("prm", "verifier"))
+    trainer_args: dict = opt({}, "a table passed through to TRL's RewardConfig (IRM) and TrainingArguments (PRM: "
+                                 "the keys it has), e.g. {optim = \"adafactor\"} (core/trainer_args.py)")
 
 
 @dataclass(frozen=True)
@@ -438,7 +468,7 @@ class PPOConfig(_Section):
     save_every: int = opt(50, "checkpoint every N steps (resume starts from the last one)", positive)
     gate_samples: int = opt(64, "responses the reward-health gate scores before the first update", positive)
     force: bool = opt(False, "start PPO even when the reward-health gate fails")
-    eval_samples: int = opt(200, "held-out arithmetic problems for the SFT-vs-PPO accuracy (arith world)",
+    eval_samples: int = opt(200, "held-out problems for the SFT-vs-PPO A/B (a world with its own held-out split)",
                             non_negative)
     algorithm: str = opt("ppo", "'ppo' (our loop) or 'grpo' (TRL's GRPOTrainer with the same reward formula)",
                          one_of("ppo", "grpo"))
@@ -446,6 +476,8 @@ class PPOConfig(_Section):
     generation_backend: str = opt("transformers", "rollout generation: 'transformers', or 'vllm' with algorithm "
                                                   "= 'grpo' (TRL's colocated vLLM); our PPO loop refuses 'vllm' for "
                                                   "now", one_of("transformers", "vllm"))
+    trainer_args: dict = opt({}, "algorithm = 'grpo': a table passed through to TRL's GRPOConfig, e.g. "
+                                 "{loss_type = \"dr_grpo\"} (core/trainer_args.py)")
 
 
 WIZARDMATH_STOP = ["Question:", "Question", "USER:", "USER", "ASSISTANT:", "ASSISTANT", "Instruction:", "Instruction",
@@ -518,12 +550,12 @@ class LoopConfig(_Section):
 @dataclass(frozen=True)
 class TinyConfig(_Section):
     build: bool = opt(False, "build the offline tiny Llama at [base].model_name when that directory is missing")
-    vocab_size: int = opt(1000, "tokenizer vocabulary size (BPE trained on the arithmetic world)", at_least(300))
+    vocab_size: int = opt(1000, "tokenizer vocabulary size (BPE trained on the run's world's corpus)", at_least(300))
     hidden_size: int = opt(128, "hidden size", positive)
     layers: int = opt(2, "transformer layers", positive)
     heads: int = opt(4, "attention heads (must divide hidden_size)", positive)
     intermediate_size: int = opt(256, "MLP size", positive)
-    corpus_problems: int = opt(3000, "arithmetic problems the tokenizer is trained on", positive)
+    corpus_problems: int = opt(3000, "problems of the run's world the tokenizer is trained on", positive)
 
     def cross_problems(self):
         if self.heads <= 0 or self.hidden_size % self.heads == 0:
@@ -546,7 +578,7 @@ class ArithConfig(_Section):
 @dataclass(frozen=True)
 class TinyCodeConfig(_Section):
     heldout_size: int = opt(300, "held-out tasks of the tiny code world, kept out of every training set", positive)
-    max_ops: int = opt(2, "most arithmetic ops a task applies to its result (\"... plus 3 times b\")", between(0, 4))
+    max_ops: int = opt(2, "most operations a task applies to its result (\"... plus 3 times b\")", between(0, 4))
     teacher_fault: float = opt(0.0, "share of the SFT solutions to tasks with a known pitfall "
                                     "(\"from a to b inclusive\", \"the last n items\") that the tiny teacher writes "
                                     "with its systematic fault (an off-by-one, a missed n = 0), for execution reward "
@@ -567,6 +599,38 @@ SECTIONS: dict[str, type] = {
     "diagnostics": DiagnosticsConfig,
     "loop": LoopConfig,
 }
+
+
+# A world kept outside the kit (``[base] world = "my_pkg.my_world"``) may bring a section of its own, validated like
+# the kit's: its WORLD's ``config_section`` (the TOML table's name) and ``config_class`` (a frozen dataclass of
+# ``opt(...)`` fields deriving ``Section``). core sits below the worlds (.importlinter), so it never imports the
+# kit's worlds: it imports an outside world's module by the path [base] world gives, as rleif_kit.worlds.get_world
+# does. The kit's own worlds keep their sections above ([arith], [tiny_code]); their names are never a module path.
+KIT_WORLDS = ("arith", "math", "code", "tiny_code")  # rleif_kit.worlds.WORLDS' names (tests/test_world_config.py)
+
+
+def world_section(world: str) -> tuple[str, type] | None:
+    """``(name, class)`` of the config section the world ``world`` declares, or None: a kit world, a world without
+    one, or a name no module answers (``rleif_kit.worlds.world_for`` says why when the run asks for the world)."""
+    if world in KIT_WORLDS or not re.fullmatch(r"[A-Za-z_][\w.]*", world):
+        return None
+    try:
+        module = importlib.import_module(world)
+    except ModuleNotFoundError as e:
+        if e.name is None or not world.startswith(e.name):  # a module the world itself imports is missing
+            raise
+        return None
+    found = getattr(module, "WORLD", None)
+    name, cls = getattr(found, "config_section", ""), getattr(found, "config_class", None)
+    if not name:
+        return None
+    if not (isinstance(cls, type) and issubclass(cls, _Section) and dataclasses.is_dataclass(cls)):
+        raise ConfigError([f"[base] world = {world!r}: its config_class must be a dataclass deriving "
+                           f"rleif_kit.core.config.Section (got {cls!r})"])
+    if name in SECTIONS or name == REASONS or not re.fullmatch(r"[A-Za-z_]\w*", name):
+        raise ConfigError([f"[base] world = {world!r}: its config_section {name!r} must be a plain name that is not "
+                           f"one of the kit's sections ({', '.join(SECTIONS)}) nor [{REASONS}]"])
+    return name, cls
 
 
 KIT_ROOT = Path(__file__).resolve().parents[2]  # the kit's checkout: its params/ presets and prompt templates
@@ -615,6 +679,28 @@ class RunConfig:
     workdir: str = "."
     overrides: tuple[str, ...] = field(default=())
     reasons: dict[str, str] = field(default_factory=dict, hash=False, compare=False)  # [reasons]: key -> why
+    # [reasons] keys that do not apply to this run -> why not (the run leaves the key at the kit's default, ...)
+    reason_notes: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    world_section: str = ""  # the name of the section the run's world brings ("" when it brings none)
+    world_options: Any = None  # that section's values (a frozen dataclass), as ``section(world_section)`` gives
+
+    def section(self, name: str) -> Any:
+        """One section by its TOML name: the kit's (``section("ppo") is cfg.ppo``) or the run's world's own
+        (``cfg.section("units").max_digits``); a name neither is raises KeyError naming the known ones."""
+        if name in SECTIONS:
+            return getattr(self, name)
+        if name and name == self.world_section:
+            return self.world_options
+        known = ", ".join([*SECTIONS, *([self.world_section] if self.world_section else [])])
+        raise KeyError(f"no config section [{name}] in this run (sections: {known}; a world's own section exists "
+                       f"only when [base] world names that world)")
+
+    def sections(self) -> dict[str, Any]:
+        """Every section of the run by its TOML name, the world's own last."""
+        out = {name: getattr(self, name) for name in SECTIONS}
+        if self.world_section:
+            out[self.world_section] = self.world_options
+        return out
 
     @property
     def run_name(self) -> str:
@@ -640,7 +726,7 @@ class RunConfig:
         return self.resolve(self.base.output_dir)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
+        return {name: dataclasses.asdict(section) for name, section in self.sections().items()}
 
 
 MAX_INT = 2**53  # integers a float holds exactly; the settings that can hang a run have bounds of their own
@@ -667,6 +753,8 @@ def _type_error(value: Any, hint: Any, check: Any = None) -> str | None:
     if hint == list[str]:
         ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
         return None if ok else "expected a list of strings"
+    if hint is dict:
+        return None if isinstance(value, dict) else "expected a table, e.g. {optim = \"adafactor\"}"
     raise TypeError(f"unsupported config type {hint!r}")
 
 
@@ -683,10 +771,11 @@ def _close_key(key: str, known: list[str]) -> list[str]:
     return difflib.get_close_matches(key, known, n=1) or [ours[a] for a in difflib.get_close_matches(key, ours, n=1)]
 
 
-def _build_section(source: str, name: str, raw: dict[str, Any], errors: list[str], set_by: dict | None = None):
+def _build_section(source: str, name: str, raw: dict[str, Any], errors: list[str], set_by: dict | None = None,
+                   cls: type | None = None):
     """``set_by``: (section, key) -> the ``--set`` text that gave the value, so its error names the --set, not the
-    file."""
-    cls = SECTIONS[name]
+    file. ``cls``: the section's class when it is not one of the kit's (a world's own)."""
+    cls = cls or SECTIONS[name]
     hints = get_type_hints(cls)
     checks = {f.name: f.metadata.get("check") for f in fields(cls)}
     known = [f.name for f in fields(cls)]
@@ -744,6 +833,7 @@ def build_config(raw: dict[str, Any], source: str = "<config>", overrides: list[
     """Validate a parsed TOML document (plus overrides) into a RunConfig, or raise ConfigError."""
     errors: list[str] = []
     data = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
+    in_file = {(s, k): v for s, table in data.items() if isinstance(table, dict) for k, v in table.items()}
     set_by: dict[tuple[str, str], str] = {}  # (section, key) -> the --set that gave it
     for text in overrides:
         try:
@@ -756,25 +846,81 @@ def build_config(raw: dict[str, Any], source: str = "<config>", overrides: list[
             data[section][key] = value
             set_by[section, key] = text
     reasons = data.pop(REASONS, {})
-    errors.extend(_reason_problems(source, reasons))
+    world = data.get("base", {}).get("world", _default_of("base", "world")) if isinstance(data.get("base"), dict) \
+        else _default_of("base", "world")
+    try:  # the run's world's own section, when it brings one (core imports the world by its module path only)
+        extra = world_section(world) if isinstance(world, str) else None
+    except ConfigError as e:
+        errors.extend(f"{source}: {line}" for line in e.errors)
+        extra = None
+    known = {**SECTIONS, **dict([extra] if extra else [])}
+    errors.extend(_reason_problems(source, reasons, known))
     for name, value in data.items():
-        if name not in SECTIONS:
-            close = difflib.get_close_matches(name, list(SECTIONS), n=1)
-            hint = f" (did you mean [{close[0]}]?)" if close else f" (known sections: {', '.join(SECTIONS)})"
+        if name not in known:
+            close = difflib.get_close_matches(name, list(known), n=1)
+            hint = f" (did you mean [{close[0]}]?)" if close else \
+                f" (known sections: {', '.join(known)}{_world_hint(world, extra)})"
             given = [f"--set {t}" for (s, _), t in set_by.items() if s == name] if name not in raw else [source]
             errors.extend(f"{where}: unknown section [{name}]{hint}" for where in given)
         elif not isinstance(value, dict):
             errors.append(f"{source}: '{name}' must be a [{name}] section, got {value!r}")
     sections = {n: _build_section(source, n, data.get(n, {}) if isinstance(data.get(n), dict) else {}, errors,
-                                  set_by) for n in SECTIONS}
+                                  set_by, cls) for n, cls in known.items()}
+    errors.extend(_trainer_args_problems(source, sections, set_by))
     if not errors:
         errors.extend(f"{source}: {msg}" for msg in _cross_checks(sections))
     if not errors:
+        sections = _fill_output_dir(sections)
         errors.extend(_directory_problems(source, sections["base"], Path(workdir), set_by))
     if errors:
         raise ConfigError(errors)
+    own = {n: sections.pop(n) for n in list(sections) if n not in SECTIONS}
     return RunConfig(**sections, source=str(source), workdir=str(Path(workdir).resolve()),
-                     overrides=tuple(overrides), reasons=dict(reasons))
+                     overrides=tuple(overrides), reasons=dict(reasons),
+                     reason_notes=_unapplied_reasons(reasons, {**sections, **own}, known, in_file, set_by),
+                     world_section=next(iter(own), ""), world_options=next(iter(own.values()), None))
+
+
+def _default_of(section: str, key: str, cls: type | None = None) -> Any:
+    """The default of ``[section] key`` (None for a required key)."""
+    f = next(f for f in fields(cls or SECTIONS[section]) if f.name == key)
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None  # required: no default to differ from
+
+
+def _world_hint(world: Any, extra: tuple[str, type] | None) -> str:
+    """What an unknown section's error adds: a world's own section counts only in a run of that world (a
+    ``[units]`` left in a preset copied to another world is refused), and which one this run's world brings."""
+    return f"; a world's own section only where [base] world names that world: {world!r} brings " + \
+        (f"[{extra[0]}]" if extra else "none")
+
+
+OUTPUT_DIR = "{output_dir}"  # in any string value: [base] output_dir, so what a run writes follows --set output_dir
+
+
+def _fill_output_dir(sections: dict[str, Any]) -> dict[str, Any]:
+    """``sections`` with ``{output_dir}`` in every string value (and string list) replaced by [base] output_dir:
+    the tiny presets build their model at ``{output_dir}/tiny-llama``, so ``--set base.output_dir=...`` moves it
+    with the rest of the run."""
+    out_dir = sections["base"].output_dir
+
+    def fill(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace(OUTPUT_DIR, out_dir)
+        if isinstance(value, list):
+            return [fill(v) for v in value]
+        return value
+
+    out = {}
+    for name, section in sections.items():
+        filled = {f.name: fill(getattr(section, f.name)) for f in fields(section)
+                  if (name, f.name) != ("base", "output_dir")}
+        changed = {key: value for key, value in filled.items() if value != getattr(section, key)}
+        out[name] = dataclasses.replace(section, **changed) if changed else section
+    return out
 
 
 # A TOML comment is lost to tomllib, so a preset says why it moves a key (a threshold above all) in a table code
@@ -782,38 +928,76 @@ def build_config(raw: dict[str, Any], source: str = "<config>", overrides: list[
 REASONS = "reasons"
 
 
-def _reason_problems(source: str, reasons: Any) -> list[str]:
+def _reason_problems(source: str, reasons: Any, known: dict[str, type]) -> list[str]:
     if not isinstance(reasons, dict):
         return [f"{source}: '{REASONS}' must be a [{REASONS}] table of \"section.key\" = \"why\""]
     out = []
     for name, why in reasons.items():
         section, _, key = name.partition(".")
-        if section not in SECTIONS or key not in {f.name for f in fields(SECTIONS[section])}:
+        if section not in known or key not in {f.name for f in fields(known[section])}:
             out.append(f"{source}: [{REASONS}] '{name}' names no config key (expected \"section.key\")")
         elif not isinstance(why, str) or not why.strip():
             out.append(f"{source}: [{REASONS}] '{name}': expected a non-empty string saying why")
     return out
 
 
+def _unapplied_reasons(reasons: dict[str, str], sections: dict[str, Any], known: dict[str, type],
+                       in_file: dict[tuple[str, str], Any], set_by: dict[tuple[str, str], str]) -> dict[str, str]:
+    """[reasons] keys the reason cannot speak for in this run -> why: the run leaves the key at the kit's default,
+    the file does not set it (a --set does), or a --set gives it another value than the file's, which the reason
+    was written for, or a --set moves the run to another world than the file's (its reasons speak of that world).
+    A reason then shows in no table, only as this one-line note."""
+    out = {}
+    file_world, world = in_file.get(("base", "world")), sections["base"].world
+    for name in reasons:
+        section, _, key = name.partition(".")
+        if ("base", "world") in set_by and file_world is not None and world != file_world:
+            out[name] = f"written for the file's world {file_world!r}; --set {set_by['base', 'world']} runs {world!r}"
+            continue
+        value, default = getattr(sections[section], key), _default_of(section, key, known[section])
+        if value == default:
+            out[name] = f"the config leaves {name} at the kit's default ({_toml_value(default)})"
+        elif (section, key) not in in_file:
+            given = f"--set {set_by[section, key]} does" if (section, key) in set_by else "nor does a --set"
+            out[name] = f"the file does not set {name} ({given})"
+        elif (section, key) in set_by and value != in_file[section, key]:
+            out[name] = (f"--set {set_by[section, key]} replaces the file's {_toml_value(in_file[section, key])}, "
+                         "the value the reason speaks of")
+    return out
+
+
+def reason_notes(cfg: RunConfig) -> list[str]:
+    """One line per [reasons] entry that does not apply to this run (``RunConfig.reason_notes``), for the report
+    and the resolved config: a preset copied for another world or edited since keeps reasons nobody should read as
+    this run's."""
+    return [f"[{REASONS}] '{key}' not shown: {why}" for key, why in cfg.reason_notes.items()]
+
+
 def config_changes(cfg: RunConfig) -> list[dict[str, Any]]:
-    """Every key whose value differs from the kit's default (the reference 7B recipe): ``{key, value, default,
-    reason, override}`` — ``override`` when a ``--set`` gave it, ``reason`` from the preset's [reasons]."""
+    """Every key whose value differs from the kit's default (the reference 7B recipe; a world's own section: the
+    world's default): ``{key, value, default, reason, override}`` — ``override`` when a ``--set`` gave it,
+    ``reason`` from the preset's [reasons] where it applies to this value (``reason_notes`` says where not)."""
     set_keys = {parse_override(o)[0] + "." + parse_override(o)[1] for o in cfg.overrides}
     out = []
-    for name, cls in SECTIONS.items():
-        section = getattr(cfg, name)
-        for f in fields(cls):
-            if f.default is not dataclasses.MISSING:
-                default = f.default
-            elif f.default_factory is not dataclasses.MISSING:
-                default = f.default_factory()
-            else:
-                default = None  # required: no default to differ from
+    for name, section in cfg.sections().items():
+        for f in fields(section):
+            default = _default_of(name, f.name, type(section))
             value, key = getattr(section, f.name), f"{name}.{f.name}"
             if value != default:
-                override = key in set_keys  # the preset's reason was for the preset's value, not this one
-                out.append({"key": key, "value": value, "default": default, "override": override,
-                            "reason": "" if override else cfg.reasons.get(key, "")})
+                reason = "" if key in cfg.reason_notes else cfg.reasons.get(key, "")
+                out.append({"key": key, "value": value, "default": default, "override": key in set_keys,
+                            "reason": reason})
+    return out
+
+
+def _trainer_args_problems(source: str, s: dict[str, Any], set_by: dict) -> list[str]:
+    """Each key of ``[sft|reward_model|ppo] trainer_args`` that is no field of its TRL config, or one the kit sets
+    itself: one line each (``core/trainer_args.py``)."""
+    out = []
+    for name in trainer_args.TARGETS:
+        origin = f"--set {set_by[name, 'trainer_args']}" if (name, "trainer_args") in set_by else source
+        out += [f"{origin}: [{name}] {line}"
+                for line in trainer_args.problems(name, getattr(s[name], "trainer_args", {}), s["ppo"].algorithm)]
     return out
 
 
@@ -905,6 +1089,9 @@ def _toml_value(value: Any) -> str:
                              for c in value) + '"'
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table (trainer_args); a key that is no bare key is quoted
+        return "{" + ", ".join(f"{k if re.fullmatch(r'[A-Za-z0-9_-]+', k) else _toml_value(k)} = {_toml_value(v)}"
+                               for k, v in value.items()) + "}"
     raise TypeError(f"cannot write {value!r} as TOML")
 
 
@@ -916,5 +1103,6 @@ def to_toml(cfg: RunConfig) -> str:
         lines.extend(f"{k} = {_toml_value(v)}" for k, v in values.items())
     if cfg.reasons:
         lines.append(f"\n[{REASONS}]")
+        lines.extend(f"# {note}" for note in reason_notes(cfg))
         lines.extend(f"{_toml_value(k)} = {_toml_value(v)}" for k, v in cfg.reasons.items())
     return "\n".join(lines) + "\n"

@@ -227,8 +227,10 @@ def plot_ppo_curves(log: Sequence[dict], title: str = "PPO training") -> Figure:
     return fig
 
 
-def plot_eval_bars(accuracy: dict[str, dict[str, float]], title: str = "Accuracy per benchmark (strict)") -> Figure:
-    """Grouped bars: one group per benchmark, one bar per model (``{model: {benchmark: accuracy}}``)."""
+def plot_eval_bars(accuracy: dict[str, dict[str, float]], title: str = "Accuracy per benchmark (strict)",
+                   ylabel: str = "accuracy (%)") -> Figure:
+    """Grouped bars: one group per benchmark (or task family), one bar per model (``{model: {group: share}}``);
+    ``ylabel`` names the share in the run's words (a code run's pass@1)."""
     models = list(accuracy)
     benches = list(dict.fromkeys(b for m in models for b in accuracy[m]))
     fig, ax = plt.subplots(figsize=(max(4.5, 1.6 * len(benches) * max(1, len(models)) / 2 + 2), 3.4))
@@ -241,7 +243,7 @@ def plot_eval_bars(accuracy: dict[str, dict[str, float]], title: str = "Accuracy
         ax.bar_label(bars, labels=[f"{v:.1f}" if v == v else "" for v in values], fontsize=8)
     ax.set_xticks(range(len(benches)), benches)
     ax.set_ylim(0, 105)
-    ax.set_ylabel("accuracy (%)")
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()

@@ -2,7 +2,9 @@
 
 Loads and validates the run config, fixes the thread count and seeds, writes the resolved config
 and the run manifest (versions, git commit, hardware) into the output directory, and points
-``record(...)`` at ``reports/<run>/metrics.json``.
+``record(...)`` at ``reports/<run>/metrics.json``. A notebook opened by hand (``make lab``) leaves ``params_path``
+empty: the run config is then ``$RLEIF_PARAMS`` (``make lab PARAMS=params/tiny-code.toml`` sets it), else the
+tiny CPU preset (``params_for``); papermill and ``rleif run`` always pass one.
 
 A notebook takes from here what every stage's notebook needs — ``setup``, ``record`` (``core/records.py``) and
 ``load_settings`` for the endpoint (``core/settings.py``) — and everything else from its stage's module: two kit
@@ -31,12 +33,28 @@ from rleif_kit.core.settings import load_settings
 from rleif_kit.core.stages import EVOLVE, SETUP
 
 __all__ = ["setup", "record", "load_settings", "default_workdir", "write_manifest", "check_prompts_root",
-           "claim_report_folder", "RUN_FILE"]
+           "claim_report_folder", "params_for", "RUN_FILE", "PARAMS_ENV", "DEFAULT_PARAMS"]
 
 RUN_FILE = "run.json"  # what `rleif run` writes in its report folder (pipeline/run_status.py)
 
 MANIFEST_PACKAGES = ("rleif-kit", "torch", "transformers", "trl", "peft", "bitsandbytes", "accelerate",
                      "datasets", "tokenizers", "openai", "papermill")
+
+
+PARAMS_ENV = "RLEIF_PARAMS"  # the run config of a notebook opened by hand: `make lab PARAMS=...` exports it
+DEFAULT_PARAMS = "params/tiny-cpu.toml"
+
+
+def params_for(params_path: str | None) -> tuple[str, str]:
+    """(the run config a notebook runs, where that choice came from): ``params_path`` when given (papermill,
+    ``rleif run``), else ``$RLEIF_PARAMS``, else the tiny CPU preset. So one ``make lab PARAMS=...`` opens every
+    notebook on another preset without editing the eight parameters cells."""
+    if params_path:
+        return str(params_path), "params_path"
+    env = os.environ.get(PARAMS_ENV, "").strip()
+    if env:
+        return env, f"${PARAMS_ENV}"
+    return DEFAULT_PARAMS, "the default"
 
 
 def default_workdir() -> Path:
@@ -160,9 +178,13 @@ def claim_report_folder(report_dir: str | Path, output_dir: str | Path) -> None:
 
 def setup(params_path: str, overrides: list[str] | tuple = (), stage: str = SETUP,
           report_dir: str | None = None, workdir: str | None = None) -> tuple[RunConfig, RunPaths]:
-    """Everything a notebook needs before its first step."""
+    """Everything a notebook needs before its first step. ``params_path`` "" (a notebook opened by hand): the run
+    config ``params_for`` chooses ($RLEIF_PARAMS, else the tiny CPU preset), named in one printed line."""
     quiet_harmless_noise()
     wd = Path(workdir) if workdir else default_workdir()
+    params_path, chosen_by = params_for(params_path)
+    if chosen_by != "params_path":  # a notebook opened by hand: say which preset it runs, and how to pick another
+        print(f"params: {params_path} ({chosen_by}; make lab PARAMS=params/<preset>.toml picks another)")
     cfg = load_config(params_path, list(overrides or ()), workdir=wd)
     check_prompts_root(cfg, stage)
     note = numerics.pin(cfg.base.cpu_kernels)  # before anything loads torch: the libraries read it once

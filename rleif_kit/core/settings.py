@@ -31,6 +31,7 @@ from rleif_kit.core.urls import has_credentials, redact_url, valid_authority
 from rleif_kit.core.user_files import UserFileError, parse_json, read_user_text
 
 __all__ = [
+    "API_MODES",
     "ROLES",
     "SettingsError",
     "ApiConfig",
@@ -46,7 +47,13 @@ __all__ = [
 ROLES = ("evolve", "irm_judge", "prm_judge", "code_eval", "math_eval")
 
 _TOP_KEYS = ("api", "models", "eval", "prices")
-_API_KEYS = ("base_url", "api_key_env", "timeout", "max_retries", "max_reply_bytes")
+_API_KEYS = ("base_url", "api_key_env", "timeout", "max_retries", "max_reply_bytes", "mode")
+
+#: How a prompt goes to the server (``api.mode``, or a model entry's ``mode``): "chat" as one user message on
+#: ``/v1/chat/completions`` (the server wraps it in the model's chat template), "completions" as the exact text on
+#: ``/v1/completions`` (no template: a base model's published prompt as it is), "auto" chat until the server says
+#: the model has no chat template, then completions (``llm/api_mode.py``).
+API_MODES = ("chat", "completions", "auto")
 
 #: Bounds of the numeric settings. ``timeout`` is each attempt's total deadline (connect, headers and body): an hour
 #: is far past any chat reply, and a larger value is a typo, not a wait anyone means. ``max_retries``: the client
@@ -90,6 +97,7 @@ class ApiConfig:
     timeout: float = 120.0
     max_retries: int = 3
     max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
+    mode: str = "chat"
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,7 @@ class Endpoint:
     timeout: float
     max_retries: int
     max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
+    mode: str = "chat"  # one of API_MODES
     key_origin: str = field(default="", compare=False, repr=False)
 
 
@@ -234,6 +243,7 @@ def _parse_api(v: _Validator, raw: Any) -> ApiConfig:
         max_retries=v.integer(sec, "max_retries", "api", d.max_retries, minimum=0, maximum=MAX_RETRIES),
         max_reply_bytes=v.integer(sec, "max_reply_bytes", "api", d.max_reply_bytes, minimum=REPLY_BYTES_RANGE[0],
                                   maximum=REPLY_BYTES_RANGE[1]),
+        mode=v.choice(sec, "mode", "api", d.mode, API_MODES),
     )
 
 
@@ -266,9 +276,11 @@ def _parse_model(v: _Validator, role: str, entry: Any, api: ApiConfig) -> Endpoi
     retries = v.integer(sec, "max_retries", kp, api.max_retries, minimum=0, maximum=MAX_RETRIES)
     reply_bytes = v.integer(sec, "max_reply_bytes", kp, api.max_reply_bytes, minimum=REPLY_BYTES_RANGE[0],
                             maximum=REPLY_BYTES_RANGE[1])
+    mode = v.choice(sec, "mode", kp, api.mode, API_MODES)
     if not name or base_url is None:
         return None
-    return Endpoint(role, name, base_url.rstrip("/"), key_env, timeout, retries, reply_bytes, key_origin=origin)
+    return Endpoint(role, name, base_url.rstrip("/"), key_env, timeout, retries, reply_bytes, mode=mode,
+                    key_origin=origin)
 
 
 def _parse_eval(v: _Validator, raw: Any) -> EvalDefaults:
@@ -382,6 +394,17 @@ class _Validator:
             self.bad(f"{kp}.{key}", sec[key], "true or false")
             return default
         return sec[key]
+
+    def choice(self, sec: dict, key: str, kp: str, default: str, choices: tuple[str, ...]) -> str:
+        """One of ``choices``, exactly; a near miss is named ("did you mean 'completions'?")."""
+        if key not in sec:
+            return default
+        value = sec[key]
+        if value not in choices:
+            near = _did_you_mean(value, choices) if isinstance(value, str) else ""
+            self.bad(f"{kp}.{key}", value, f"one of {', '.join(choices)}{near}")
+            return default
+        return value
 
     def string(self, sec: dict, key: str, kp: str, default: str | None) -> str | None:
         if key not in sec:

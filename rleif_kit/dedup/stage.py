@@ -142,7 +142,9 @@ def _verdicts(cfg: RunConfig, paths: RunPaths, kept: int, per_operator: dict,
     return [check_evolve_temperature(cfg.evol_instruct.temperature, cfg.diagnostics),
             check_kept_floor(kept, cfg.dedup.min_kept, cfg.evol_instruct.evolve_up_ratio,
                              paths.rel(paths.dedup_instructions)),
-            check_operator_share(kept_ops, cfg.diagnostics, source=paths.rel(paths.dedup_report)),
+            check_operator_share(kept_ops, cfg.diagnostics, source=paths.rel(paths.dedup_report),
+                                 drawn_per_operator={op: c.get("in", 0) for op, c in per_operator.items()
+                                                     if op != "seed"}),
             check_step_format(sft_responses, cfg.diagnostics, seed=cfg.base.seed, source=paths.rel(paths.sft_rows),
                               world=world_for(cfg))]
 

@@ -363,6 +363,8 @@ def check_ppo_log(cfg: RunConfig, paths: RunPaths, health: Health, scored: Score
         health.ppo_log = log
         health.verdicts += [dg.check_low_ra_log(log, cfg.diagnostics, paths.rel(path)),
                             dg.check_kl_blowup(log, cfg.diagnostics, paths.rel(path))]
+        value = dg.check_value_head(log, cfg.diagnostics, cfg.ppo, paths.rel(path))  # None: GRPO's log
+        health.verdicts += [value] if value is not None else []
     else:
         health.skipped.append(f"kl_blowup: {paths.rel(path)} not found (run {PPO})")
     held = scored.heldout

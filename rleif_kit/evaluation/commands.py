@@ -65,7 +65,7 @@ def served_endpoint(settings: Any, benchmark: str, name: str = "") -> Any:
             raise
         api = settings.api
         return Endpoint(role, name, api.base_url.rstrip("/"), api.api_key_env, api.timeout, api.max_retries,
-                        api.max_reply_bytes)
+                        api.max_reply_bytes, mode=api.mode)
     return dataclasses.replace(endpoint, name=name) if name else endpoint
 
 

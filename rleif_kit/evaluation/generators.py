@@ -9,8 +9,10 @@ mixed with the old ones). The runner picks one with a plain ``if``; tests pass t
   or an SFT adapter merged into its base (``sft_info.json``); bf16 on a GPU that has it, else fp32;
   batched, left-padded generation (``models.generation``).
 - ``ServedModel``: the OpenAI-compatible endpoint of ``settings.json`` (roles ``math_eval`` /
-  ``code_eval``), with the backend's concurrency and retries. The prompt goes as one user message:
-  serve a base-format model (WizardMath) without a chat template around it, or the score will drop.
+  ``code_eval``), with the backend's concurrency and retries. The prompt is the benchmark's whole published one:
+  settings.json's ``mode`` "completions" sends it as it is on ``/v1/completions`` (a base-format model such as
+  WizardMath, served without a chat template; "auto" finds that out), "chat" as one user message, which the
+  server wraps in the model's chat template (``llm/api_mode.py``).
   OpenAI's own API takes at most 4 stop strings, so at most 4 go to the server and every stop is
   applied again to the returned text (the same text either way, only a few more tokens paid for). A rejection
   (a wrong key, URL or model: the backend's ``stopped_reason``) raises ``EndpointRejected`` at once (exit 3,
@@ -93,7 +95,8 @@ class ServedModel:
 
     @property
     def fingerprint(self) -> dict[str, Any]:
-        return {"served": self.endpoint.name, "base_url": redact_url(self.endpoint.base_url)}  # never a credential
+        route = {"mode": self.endpoint.mode} if self.endpoint.mode != "chat" else {}  # another prompt, other answers
+        return {"served": self.endpoint.name, "base_url": redact_url(self.endpoint.base_url), **route}  # no credential
 
     def complete(self, prompts: Sequence[str], ev: Any, stop: Sequence[str] = (),
                  sample_indices: Sequence[int] | None = None) -> list[str | None]:

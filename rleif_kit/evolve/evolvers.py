@@ -210,6 +210,7 @@ def make_evolver(cfg: RunConfig, settings: Any = None, ledger: Path | None = Non
         backend = HFBackend(str(cfg.resolve(ev.hf_model)), load_model=load_causal_lm, load_tokenizer=load_tokenizer,
                             prompt_format=alpaca_prompt)
         return LLMEvolver(cfg, backend, templates, judge=False)
-    return LLMEvolver(cfg, make_llm_backend(cfg, settings, ledger=ledger), templates, judge=ev.equality_judge)
+    backend = make_llm_backend(cfg, settings, ledger=ledger, prompt_format=alpaca_prompt)  # as HFBackend's above
+    return LLMEvolver(cfg, backend, templates, judge=ev.equality_judge)
 
 

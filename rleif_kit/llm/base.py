@@ -49,6 +49,7 @@ class ChatResult:
     model: str
     latency_s: float
     cached: bool = False
+    mode: str = "chat"  # the route that answered (or was tried): "chat" or "completions" (llm/api_mode.py)
 
     @property
     def ok(self) -> bool:

@@ -8,7 +8,7 @@ by the next run, never replayed, and such rows in an older cache are ignored: on
 rerun must send those requests again, not record the same failures.
 
 The key is the sha256 of everything that decides the answer: model, messages, temperature, top_p,
-max_tokens, sample_index and stop.  ``sample_index`` is what lets k samples of one prompt at
+max_tokens, sample_index, stop and the route (chat or completions, ``llm/api_mode.py``).  ``sample_index`` is what lets k samples of one prompt at
 temperature > 0 be k different entries.
 
 A full disk: opening the cache stops the stage with one line (``core.disk``, exit 5: nothing was sent yet); a row
@@ -45,10 +45,13 @@ def complete_reply(text: str | None, finish_reason: str | None) -> bool:
     return bool(text and text.strip()) and finish_reason not in INCOMPLETE
 
 
-def cache_key(request: ChatRequest, model: str) -> str:
-    """The sha256 hex digest identifying ``request`` sent to ``model`` (``key`` is not part of it)."""
+def cache_key(request: ChatRequest, model: str, mode: str = "chat") -> str:
+    """The sha256 hex digest identifying ``request`` sent to ``model`` on the route ``mode`` (``key`` is not part
+    of it). The chat route's key is the one the cache had before routes existed (a rerun pays nothing again);
+    another route's adds its name: the same messages wrapped in a chat template or sent as they are are different
+    requests with different answers."""
     parts = [model, list(request.messages), request.temperature, request.top_p, request.max_tokens,
-             request.sample_index, list(request.stop)]
+             request.sample_index, list(request.stop)] + ([mode] if mode != "chat" else [])
     return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
@@ -91,13 +94,13 @@ class ResponseCache:
             raise
         return db
 
-    def get(self, request: ChatRequest, model: str) -> ChatResult | None:
-        """The stored result for this request and model (``cached=True``, ``key`` of ``request``); None also for a
-        row that is not a complete reply (an older cache kept cut-off ones)."""
+    def get(self, request: ChatRequest, model: str, mode: str = "chat") -> ChatResult | None:
+        """The stored result for this request and model on the route ``mode`` (``cached=True``, ``key`` of
+        ``request``); None also for a row that is not a complete reply (an older cache kept cut-off ones)."""
         with self._lock:
             row = self._db.execute(
                 "SELECT model, text, finish_reason, prompt_tokens, completion_tokens FROM responses WHERE key = ?",
-                (cache_key(request, model),)).fetchone()
+                (cache_key(request, model, mode),)).fetchone()
         if row is None:
             return None
         stored_model, text, finish_reason, prompt_tokens, completion_tokens = row
@@ -105,16 +108,16 @@ class ResponseCache:
             return None
         return ChatResult(key=request.key, text=text, error=None, finish_reason=finish_reason,
                           prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                          model=stored_model, latency_s=0.0, cached=True)
+                          model=stored_model, latency_s=0.0, cached=True, mode=mode)
 
     def put(self, request: ChatRequest, result: ChatResult) -> None:
-        """Store a complete, ok result under ``result.model`` (the name it was requested as); failures and cut-off
-        or empty replies are not stored."""
+        """Store a complete, ok result under ``result.model`` (the name it was requested as) and ``result.mode``
+        (the route that answered); failures and cut-off or empty replies are not stored."""
         if not result.ok or not complete_reply(result.text, result.finish_reason):
             return
         if self.full:
             return
-        key = cache_key(request, result.model)
+        key = cache_key(request, result.model, result.mode)
         try:
             with self._lock:
                 self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -10,7 +10,7 @@ spent still counts. Each step keeps its own beside its output (01's is ``RunPath
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.paths import RunPaths
@@ -19,12 +19,15 @@ from rleif_kit.llm.openai_backend import OpenAIBackend
 
 
 def make_llm_backend(cfg: RunConfig, settings: Any = None, role: str = "evolve",
-                     cache_path: Path | None = None, ledger: Path | None = None) -> Any:
+                     cache_path: Path | None = None, ledger: Path | None = None,
+                     prompt_format: Callable[[str], str] | None = None) -> Any:
     """The chat backend of ``role`` in settings.json with ``[evol_instruct]``'s concurrency, cache and caps.
 
     The cache is the run's ``01_evolve/cache.sqlite`` unless ``cache_path`` names another (a judge keeps
     its own next to its output). ``ledger``: the usage ledger every request is accounted in as it is sent (None:
     none), the calling step's own (01's ``RunPaths.evolve_usage_ledger``, a step's ``<out>.usage.jsonl``).
+    ``prompt_format``: what a request's instruction becomes where settings.json's ``mode`` sends it on
+    ``/v1/completions`` (a served base model: the Alpaca prompt a local one is asked, ``llm/api_mode.py``).
     """
     ev = cfg.evol_instruct
     if settings is None:
@@ -32,4 +35,5 @@ def make_llm_backend(cfg: RunConfig, settings: Any = None, role: str = "evolve",
     endpoint = settings.endpoint(role)
     cache = ResponseCache(cache_path or RunPaths(cfg.output_dir).response_cache) if ev.cache else None
     return OpenAIBackend(endpoint, concurrency=ev.concurrency, cache=cache, price=settings.price(endpoint.name),
-                         max_requests=ev.max_requests or None, max_cost=ev.max_cost or None, ledger=ledger)
+                         max_requests=ev.max_requests or None, max_cost=ev.max_cost or None, ledger=ledger,
+                         prompt_format=prompt_format)

@@ -1,5 +1,10 @@
 """Chat completions from any OpenAI-compatible server, many in flight, results as they complete.
 
+Each request goes on the route settings.json's ``mode`` names (``llm/api_mode.py``): ``/v1/chat/completions``
+("chat", the default), ``/v1/completions`` with the prompt's exact text ("completions": a base model without a chat
+template), or chat until the server says the model has no chat template, then completions ("auto"). Everything
+below holds for either route; a cached reply is kept under the route that answered it (``cache.cache_key``).
+
 Why it looks like this:
 
 * ONE ``openai.AsyncOpenAI`` client per backend (per event loop, see ``_client_for_loop``): its
@@ -37,12 +42,13 @@ import asyncio
 import os
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Iterable
+from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Callable, Iterable
 
 from rleif_kit.core.api_keys import make_async_client, read_api_key, redact
 from rleif_kit.core.settings import Endpoint, Price, SettingsError
 from rleif_kit.core.exits import BUDGET_PREFIX, REJECTED_PREFIX
 from rleif_kit.core.user_files import first_unsendable
+from rleif_kit.llm.api_mode import ModeChooser, chat_params, no_chat_template, no_template_advice, reply_choice
 from rleif_kit.llm.base import (
     ChatRequest,
     ChatResult,
@@ -69,11 +75,14 @@ __all__ = ["OpenAIBackend", "estimate"]
 
 
 class OpenAIBackend:
-    """Bounded-concurrency chat completions against ``endpoint`` (see the module docstring)."""
+    """Bounded-concurrency chat completions against ``endpoint`` (see the module docstring).
+
+    ``prompt_format``: on the completions route, the format the messages' text is sent in (``llm/api_mode.py``;
+    None: exactly as it is)."""
 
     def __init__(self, endpoint: Endpoint, *, concurrency: int = 16, cache: "ResponseCache | None" = None,
                  price: Price | None = None, max_requests: int | None = None, max_cost: float | None = None,
-                 ledger: str | os.PathLike[str] | None = None):
+                 ledger: str | os.PathLike[str] | None = None, prompt_format: Callable[[str], str] | None = None):
         if not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
         if max_cost is not None and price is None:
@@ -94,6 +103,9 @@ class OpenAIBackend:
         if ledger is not None:
             self.use_ledger(ledger)
         self._gate = FirstAnswerGate()  # one request until the endpoint first answered
+        # the route: chat or completions ("auto" decides on the first); prompt_format: how a completions request
+        # writes the instruction (None: the text as it is, e.g. evaluation's whole benchmark prompt)
+        self.modes = ModeChooser(endpoint.mode, prompt_format)
 
     def use_ledger(self, path: str | os.PathLike[str] | None) -> None:
         """Account every request of this backend in the usage ledger at ``path`` (None: no ledger)."""
@@ -216,8 +228,12 @@ class OpenAIBackend:
         return self.stopped_reason is not None
 
     def _cached(self, request: ChatRequest) -> ChatResult | None:
-        """The cache's answer to ``request`` (redacted again: a cache written before replies were), accounted."""
-        hit = self.cache.get(request, self.model) if self.cache is not None else None
+        """The cache's answer to ``request`` on the route in use (redacted again: a cache written before replies
+        were), accounted. "auto" before it decided: a reply either route gave this model for this request."""
+        hit = None
+        if self.cache is not None:
+            for mode in (self.modes.used,) if self.modes.used else ("chat", "completions"):
+                hit = hit or self.cache.get(request, self.model, mode)
         if hit is not None:
             hit = replace(hit, text=redact(hit.text, self._secrets()))
             self.usage.add(hit, self.price)
@@ -257,21 +273,17 @@ class OpenAIBackend:
     async def _send(self, client: "openai.AsyncOpenAI", request: ChatRequest) -> ChatResult:
         start = time.perf_counter()
         try:
-            response = await client.chat.completions.create(**self._params(request))
-            return self._result(request, response, time.perf_counter() - start)
+            mode, response = await self.modes.send(client, self._params(request))
+            return self._result(request, response, time.perf_counter() - start, mode)
         except Exception as exc:  # a per-request failure is a result, never an exception out of stream
             return await self._failure(client, request, exc, time.perf_counter() - start)
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
-        params = {"model": self.model, "messages": list(request.messages), "temperature": request.temperature,
-                  "top_p": request.top_p, "max_tokens": request.max_tokens}
-        if request.stop:
-            params["stop"] = list(request.stop)
-        return params
+        return chat_params(self.model, request.messages, temperature=request.temperature, top_p=request.top_p,
+                           max_tokens=request.max_tokens, stop=request.stop)
 
-    def _result(self, request: ChatRequest, response: Any, latency_s: float) -> ChatResult:
-        choice = response.choices[0] if response.choices else None
-        text = choice.message.content if choice is not None else None
+    def _result(self, request: ChatRequest, response: Any, latency_s: float, mode: str = "chat") -> ChatResult:
+        text, finish_reason = reply_choice(response)
         usage = response.usage
         error = None if text is not None else "empty response (no message content)"
         bad = first_unsendable(text) if text else None
@@ -281,24 +293,29 @@ class OpenAIBackend:
         return ChatResult(
             key=request.key, text=redact(text, self._secrets()) if text else text,  # a reply may quote the key
             error=error,
-            finish_reason=choice.finish_reason if choice is not None else None,
+            finish_reason=finish_reason,
             prompt_tokens=(usage.prompt_tokens or 0) if usage else 0,
             completion_tokens=(usage.completion_tokens or 0) if usage else 0,
-            model=self.model, latency_s=latency_s)
+            model=self.model, latency_s=latency_s, mode=mode)
 
     async def _failure(self, client: Any, request: ChatRequest, exc: Exception, latency_s: float) -> ChatResult:
         """The failed result; a rejection (bad key, URL or model) also stops the run, an unknown model's reason
-        with the server's model list (one short GET /models)."""
+        with the server's model list (one short GET /models). So does a chat request refused because the model has
+        no chat template, with what to set (every chat request would be refused the same way)."""
         reason = self._reason(exc)
         unknown = names_unknown_model(exc, self.model)
-        if (getattr(exc, "status_code", None) in FATAL_STATUSES or unknown) and self.stopped_reason is None:
+        templateless = self.modes.configured == "chat" and no_chat_template(exc) == "named"
+        if (getattr(exc, "status_code", None) in FATAL_STATUSES or unknown or templateless) \
+                and self.stopped_reason is None:
             self.stopped_reason = f"{REJECTED_PREFIX}: {reason}"  # set first: the other failures fetch nothing
-            if unknown:
+            if templateless:
+                self.stopped_reason = f"{self.stopped_reason.rstrip('.')}; {no_template_advice(self.endpoint.role)}"
+            elif unknown:
                 models = await served_models(client, self._secrets())
                 advice = unknown_model_advice(self.endpoint.role, self.model, models)
                 self.stopped_reason = f"{self.stopped_reason.rstrip('.')}; {advice}"
         return ChatResult(key=request.key, text=None, error=reason, finish_reason=None, prompt_tokens=0,
-                          completion_tokens=0, model=self.model, latency_s=latency_s)
+                          completion_tokens=0, model=self.model, latency_s=latency_s, mode=self.modes.now)
 
     def _reason(self, exc: Exception) -> str:
         """A short, redacted reason in the server's words: "timeout after 3 retries", "http 400: ..."."""

@@ -26,7 +26,12 @@ from rleif_kit.models.refs import is_local_ref
 README = "README.md"
 FIGURES = "figures"  # inside the model folder: where the card's image links point
 USAGE = "## Usage"
-TAGS = ["rleif", "wizardmath"]  # every model of the recipe; each kind adds its own
+
+
+def recipe_tags(recipe: str) -> list[str]:
+    """The tags every model of a run carries: RLEIF and the published model whose recipe its world follows
+    (``World.recipe``: "WizardMath" -> ``wizardmath``, "WizardCoder" -> ``wizardcoder``)."""
+    return ["rleif", recipe.lower()]
 
 
 @dataclass
@@ -138,6 +143,13 @@ def base_license(location: str | Path | None) -> str | None:
     return str(license_) if license_ else None
 
 
+def template_opener(world: Any, cot: bool) -> str:
+    """The words ' with the chain-of-thought opener' where ``cot`` changes the world's training template (the code
+    world's prompt has no opener), else ''."""
+    differs = world.train_template(True) != world.train_template(False)
+    return " with the chain-of-thought opener" if cot and differs else ""
+
+
 # ------------------------------------------------------------------ usage snippets
 
 def py_literal(value: Any) -> str:
@@ -155,10 +167,18 @@ def _adapter_load(auto_class: str, base: str | None, head: str = "") -> str:
             f'model = PeftModel.from_pretrained(base, ".").merge_and_unload().eval()')
 
 
+def _steps_lines(steps: list[str], join: str, lead: str) -> str:
+    """The snippet's solution: its steps, how they join into it, and what comes between the prompt and it."""
+    return (f"steps = {py_literal(steps)}\n"
+            f"JOIN, LEAD = {py_literal(join)}, {py_literal(lead)}  # the steps joined make the solution; LEAD comes "
+            "before it")
+
+
 def prm_likelihood_usage(template: str, question: str, steps: list[str], calibration: list[float],
-                         adapter_base: str | None = None) -> str:
+                         adapter_base: str | None = None, join: str = " ", lead: str = " ") -> str:
     """P(step right) of each step of one solution from a generative PRM: the lowest log-probability of a token of what
-    the step concludes (after its last '='; the last step's answer line and the end of text too), calibrated."""
+    the step concludes (after its last '='; the last step's answer line and the end of text too), calibrated.
+    ``join``: what joins the steps into the solution; ``lead``: what the world puts between prompt and solution."""
     peft = "from peft import PeftModel\n" if adapter_base is not None else ""
     return f"""import math
 
@@ -167,19 +187,20 @@ import torch
 
 PROMPT = {py_literal(template)}
 question = {py_literal(question)}
-steps = {py_literal(steps)}
+{_steps_lines(steps, join, lead)}
 A, B = {calibration[0]!r}, {calibration[1]!r}  # the calibration (rm_info.json): P(right) = sigmoid(A * x + B)
 
 tokenizer = AutoTokenizer.from_pretrained(".")
 {_adapter_load("AutoModelForCausalLM", adapter_base)}
-solution = " ".join(steps)
-text = PROMPT.format(instruction=question) + " " + solution
+solution = JOIN.join(steps)
+text = PROMPT.format(instruction=question) + LEAD + solution
 spans, pos = [], len(text) - len(solution)  # each step, and what it concludes: after its last "=", to its end
 for step in steps:
-    eq = step.rfind("=")
-    start = pos + eq + 1 if eq >= 0 and step[eq + 1:].strip() else pos  # no value claimed: the whole step
-    spans.append(((start, pos + len(step)), (pos, pos + len(step))))
-    pos += len(step) + 1
+    body = step.rstrip()
+    eq = body.rfind("=")
+    start = pos + eq + 1 if eq >= 0 and body[eq + 1:].strip() else pos  # no value claimed: the whole step
+    spans.append(((start, pos + len(body)), (pos, pos + len(body))))
+    pos += len(step) + len(JOIN)
 enc = tokenizer(text, return_offsets_mapping=True)
 ids = enc["input_ids"] + [tokenizer.eos_token_id]
 with torch.no_grad():
@@ -243,9 +264,11 @@ print(f"rI = {{r_i:.3f}}")
 
 
 def prm_usage(template: str, question: str, steps: list[str], labels: dict[int, str],
-              adapter_base: str | None = None) -> str:
+              adapter_base: str | None = None, join: str = " ", lead: str = " ") -> str:
     """P(step right) of each step of one solution: the head read at each step's last token, label ``right``
-    (``labels``: the head's id2label, which an adapter's base must be given; full weights have it in config.json)."""
+    (``labels``: the head's id2label, which an adapter's base must be given; full weights have it in config.json).
+    ``join``: what joins the steps into the solution (" " for "Step k:" segments, "" for a program's exact slices);
+    ``lead``: what the world puts between prompt and solution (math: one space; code: nothing)."""
     peft = "from peft import PeftModel\n" if adapter_base is not None else ""
     names = "{" + ", ".join(f"{k}: {py_literal(v)}" for k, v in labels.items()) + "}"
     ids = "{" + ", ".join(f"{py_literal(v)}: {k}" for k, v in labels.items()) + "}"
@@ -257,17 +280,16 @@ def prm_usage(template: str, question: str, steps: list[str], labels: dict[int, 
 
 PROMPT = {py_literal(template)}
 question = {py_literal(question)}
-steps = {py_literal(steps)}
+{_steps_lines(steps, join, lead)}
 {classes}
 tokenizer = AutoTokenizer.from_pretrained(".")
 {_adapter_load("AutoModelForTokenClassification", adapter_base, head)}
-solution = " ".join(steps)
-text = PROMPT.format(instruction=question) + " " + solution
-ends, pos = [], len(text) - len(solution)  # character end of each step in the text
+solution = JOIN.join(steps)
+text = PROMPT.format(instruction=question) + LEAD + solution
+ends, pos = [], len(text) - len(solution)  # character end of each step in the text, trailing space excluded
 for step in steps:
-    pos += len(step)
-    ends.append(pos)
-    pos += 1
+    ends.append(pos + len(step.rstrip()))
+    pos += len(step) + len(JOIN)
 enc = tokenizer(text, return_offsets_mapping=True, return_tensors="pt")
 spans = enc.pop("offset_mapping")[0].tolist()
 last_tokens = [max(i for i, (a, b) in enumerate(spans) if a < b and a < end) for end in ends]

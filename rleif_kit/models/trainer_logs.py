@@ -2,13 +2,16 @@
 
     [base]
     report_to = ["tensorboard"]      # then: tensorboard --logdir rleif_output/<run>/tensorboard
+    report_to = ["tensorboard", "wandb"]   # wandb, mlflow, trackio, ...: SFT, the reward models and PPO alike
 
 TensorBoard is handled here rather than by name in ``report_to``: transformers 5 puts its event files under the
 trainer's ``output_dir/runs/<date>_<host>`` (checkpoint folders, a new folder per run), so the kit hands the
 trainers its own callback writing to ``RunPaths.tensorboard(model)`` — one folder per model (``03_sft``,
-``04_irm``, ``04_prm``, ``05_ppo``) that a rerun appends to. Our own PPO loop writes every numeric column of its
-log row as a scalar through ``StepLog``. The other integrations (wandb, mlflow, ...) pass through to
-transformers unchanged.
+``04_irm``, ``04_prm``, ``05_ppo``) that a rerun appends to. The other integrations (wandb, mlflow, ...) pass
+through to transformers, the run named ``<run>-<model>`` (:func:`run_name`). Our own PPO loop is no Trainer: it
+writes every numeric column of its log row through ``StepLog`` to accelerate's trackers of the same names,
+TensorBoard included (``models/trackers.py``). A name whose package is not installed is one note before
+training, and the stage trains without it (``trackers.installed``).
 
 Both also print ``core.progress`` lines (step, loss or reward, KL, ETA) when ``rleif run`` streams them.
 
@@ -19,7 +22,7 @@ run that was never interrupted. (Our PPO loop rewrites its log the same way on r
 
 from __future__ import annotations
 
-import importlib.util
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,7 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.progress import ProgressLines
 from rleif_kit.core.reward_formula import parse_reward_formula
 from rleif_kit.core.stages import PPO, REWARD_MODELS, SFT
+from rleif_kit.models import trackers
 
 LABELS = {"sft": SFT, "irm": f"{REWARD_MODELS} irm", "prm": f"{REWARD_MODELS} prm", "ppo": PPO}  # progress lines
 
@@ -43,26 +47,24 @@ def requested(cfg: RunConfig, model: str) -> list[str]:
     return [] if "none" in wanted else wanted
 
 
-def _tensorboard(wanted: list[str]) -> bool:
-    if "tensorboard" not in wanted:
-        return False
-    if importlib.util.find_spec("tensorboard") is None:  # an install without it: say so, train anyway
-        print("note: report_to tensorboard skipped: tensorboard is not installed (pip install tensorboard)")
-        return False
-    return True
+def run_name(cfg: RunConfig, model: str) -> str:
+    """The name of ``model``'s run in a tracker (wandb, mlflow, ...): ``<run>-<model>``, e.g. ``tiny-cpu-ppo``, so
+    a run's SFT, reward models and PPO sit side by side and tell apart."""
+    return f"{cfg.run_name}-{model}"
 
 
 def report_to(cfg: RunConfig, model: str) -> list[str]:
-    """``report_to`` for a transformers / TRL trainer's arguments: every requested integration but TensorBoard
-    (``callbacks`` adds ours); ``["none"]`` when nothing is left."""
-    return [w for w in requested(cfg, model) if w != "tensorboard"] or ["none"]
+    """``report_to`` for a transformers / TRL trainer's arguments: every requested integration that is installed
+    (one note for each that is not) but TensorBoard (``callbacks`` adds ours); ``["none"]`` when nothing is
+    left."""
+    return [w for w in trackers.installed(requested(cfg, model), LABELS[model]) if w != "tensorboard"] or ["none"]
 
 
 def callbacks(cfg: RunConfig, paths: RunPaths, model: str) -> list[Any]:
     """The progress-line callback, and a ``TensorBoardCallback`` writing to ``paths.tensorboard(model)`` when
     TensorBoard is asked for."""
     out = [progress_callback(model)]
-    if not _tensorboard(requested(cfg, model)):
+    if "tensorboard" not in trackers.installed(requested(cfg, model), LABELS[model]):
         return out
     from transformers.integrations import TensorBoardCallback  # heavy: loaded on first use
 
@@ -133,37 +135,39 @@ def line_terms(formula: str) -> list[tuple[str, str]]:
 
 
 class StepLog:
-    """Per step of our own loop: every numeric column of its log row as a TensorBoard scalar (when asked for) and a
-    progress line (reward, KL, the mean of each term of the reward formula); nothing on ranks other than the main
-    one (``enabled=False``)."""
+    """Per step of our own loop: every numeric column of its log row as a scalar in each tracker ``report_to``
+    names (``models/trackers.py``: TensorBoard, wandb, mlflow, ...) and a progress line (reward, KL, the mean of
+    each term of the reward formula); nothing on ranks other than the main one (``enabled=False``)."""
 
     def __init__(self, cfg: RunConfig, paths: RunPaths, model: str, total: int, start: int = 0,
-                 enabled: bool = True):
-        self.writer = None
+                 enabled: bool = True, make: Any = trackers.make_tracker):
         self.lines = ProgressLines(LABELS[model], total, start=start, enabled=None if enabled else False)
         self.terms = line_terms(cfg.ppo.reward_formula)
-        if enabled and _tensorboard(requested(cfg, model)):
-            from torch.utils.tensorboard import SummaryWriter  # heavy: loaded on first use
-
-            logdir: Path = paths.tensorboard(model)
-            logdir.mkdir(parents=True, exist_ok=True)
-            self.writer = SummaryWriter(log_dir=str(logdir))
+        names = trackers.ppo_names(requested(cfg, model), LABELS[model]) if enabled else []
+        if "tensorboard" in names:
+            paths.tensorboard(model).mkdir(parents=True, exist_ok=True)
+        self.trackers = trackers.Trackers(names, run_name(cfg, model), str(paths.tensorboard(model)),
+                                          config=hyperparameters(cfg), make=make)
 
     def add(self, row: dict[str, Any], step: int) -> None:
         """``row`` of step ``step`` (0-based): its line says step + 1 of ``total`` done."""
         self.lines.update(step + 1, reward=row.get("reward_mean"), kl=row.get("kl"),
                           **{name: row.get(key) for name, key in self.terms})
-        if self.writer is None:
-            return
-        for key, value in row.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "step":
-                self.writer.add_scalar(f"{model_prefix(key)}{key}", value, step)
-        self.writer.flush()  # a crash or a KL-guard stop keeps every step written so far
+        scalars = {f"{model_prefix(key)}{key}": value for key, value in row.items()
+                   if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "step"}
+        if scalars:
+            self.trackers.log(scalars, step)  # TensorBoard flushes each step: a crash keeps every step written
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+        self.trackers.close()
+
+
+def hyperparameters(cfg: RunConfig) -> dict[str, Any]:
+    """The run's ``[ppo]`` keys (and the model, seed, world) as a tracker's run configuration: ``ppo.lr``, ...;
+    lists as text, since trackers take numbers, text and booleans."""
+    flat = {f"ppo.{k}": v for k, v in dataclasses.asdict(cfg.ppo).items()}
+    flat.update({"base.model_name": cfg.base.model_name, "base.seed": cfg.base.seed, "base.world": cfg.base.world})
+    return {k: v if v is None or isinstance(v, (bool, int, float, str)) else str(v) for k, v in flat.items()}
 
 
 def model_prefix(key: str) -> str:

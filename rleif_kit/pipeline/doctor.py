@@ -3,8 +3,9 @@
 In order: the config is valid; the settings file is valid, each API key the run needs is in the
 environment and each configured role's endpoint answers one chat round trip (``check_api``); the base
 models resolve (``models.loading.resolve_model_name``); the evolution temperature; every data file the
-stages read, or the raw data stage 00 builds it from, and the evaluation sets (``data_checks``); a sample of the SFT data has
-explicit steps; then every reward-health check whose artifacts already exist (``diagnostics.stage.check_artifacts``).
+stages read, or the raw data stage 00 builds it from, and the evaluation sets (``data_checks``); a sample of the SFT
+data has explicit steps; the trackers ``report_to`` names are installed (``check_trackers``); then every
+reward-health check whose artifacts already exist (``diagnostics.stage.check_artifacts``).
 Each is a :class:`Verdict`; any fail makes the command exit non-zero.
 """
 
@@ -22,6 +23,7 @@ from rleif_kit.core.stages import SETUP, SFT
 from rleif_kit.core.verdict import Verdict
 from rleif_kit.diagnostics.stage import Health, check_artifacts
 from rleif_kit.llm.check_api import check_endpoint
+from rleif_kit.models import trackers, trainer_logs
 from rleif_kit.models.loading import ModelNotFound, resolve_model_name
 from rleif_kit.pipeline.data_checks import check_data
 from rleif_kit.rewards.irm_data import programmatic_judge
@@ -73,7 +75,8 @@ def check_endpoints(cfg: Any, settings_path: str | None) -> list[Verdict]:
                                advice=str(e), source=settings_path))
             continue
         row = check_endpoint(endpoint, secrets=secrets)
-        numbers = {"model": row.model, "latency_ms": None if row.latency_s is None else round(row.latency_s * 1000)}
+        numbers = {"model": row.model, "mode": row.mode,  # the route the round trip took (llm/api_mode.py)
+                   "latency_ms": None if row.latency_s is None else round(row.latency_s * 1000)}
         status = "ok" if row.ok else "fail" if needs else "warn"
         out.append(Verdict(f"endpoint_{role}", status, numbers, advice="" if row.ok else row.detail,
                            source=row.base_url))
@@ -97,6 +100,23 @@ def check_models(cfg: Any) -> list[Verdict]:
         except ModelNotFound as e:
             out.append(Verdict(check, "fail", {"model": name}, advice=str(e), source=key))
     return out
+
+
+def check_trackers(cfg: Any) -> list[Verdict]:
+    """One row for ``report_to``, when it names any tracker: warn for a tracker whose package is not installed (the
+    stages would train without it) and, with our PPO loop, for one accelerate has no tracker for."""
+    wanted = list(dict.fromkeys(trainer_logs.requested(cfg, "sft") + trainer_logs.requested(cfg, "ppo")))
+    if not wanted:
+        return []
+    missing = [trackers.missing_package(n) for n in wanted if trackers.missing_package(n)]
+    no_ppo = [n for n in trainer_logs.requested(cfg, "ppo") if n not in trackers.PPO_TRACKERS] \
+        if cfg.ppo.algorithm == "ppo" else []
+    advice = [f"pip install {' '.join(missing)} (a stage trains without a tracker that is not installed)"] \
+        if missing else []
+    advice += [f"our PPO loop cannot log to {', '.join(no_ppo)} (accelerate has no tracker for it); 05_ppo/log.jsonl "
+               "has its curves"] if no_ppo else []
+    return [Verdict("report_to", "warn" if advice else "ok", {"trackers": ", ".join(wanted)}, advice="; ".join(advice),
+                    source="[base] report_to, [sft] report_to")]
 
 
 def step_format_sample(cfg: Any) -> Verdict | str:
@@ -130,6 +150,7 @@ def run_doctor(params_path: str, overrides: list[str] | tuple = (), settings_pat
     report.verdicts += check_models(cfg)
     report.verdicts.append(dg.check_evolve_temperature(cfg.evol_instruct.temperature, cfg.diagnostics))
     report.verdicts += check_data(cfg, settings_path)
+    report.verdicts += check_trackers(cfg)
     paths = RunPaths(output_dir=cfg.output_dir, report_dir=wd / "reports" / cfg.run_name)  # nothing is written
     sft_data = (paths.sft_data, paths.sft_rows)
     if not any(p.exists() for p in sft_data):  # else health's step_format reads them

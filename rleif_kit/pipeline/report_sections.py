@@ -5,10 +5,18 @@ A section shows, top to bottom: the stage's status, and when it did not complete
 stopped amber with its reason, stale and not run grey); links to its executed notebook and its log; its failed
 requests by cause; its verdicts with their numbers, thresholds and advice; the counterfactual probes drawn beside
 their table; 06's accuracy per scorer; its other figures as tables; its plots. Plain HTML and inline SVG: no
-script, no matplotlib. This module reads, top to bottom:
+script, no matplotlib. Each part is a small Jinja2 template beside the code that picks its values, rendered with
+autoescaping (``markup.py``): a value is text, a part is ``Markup`` the next template takes as it is. This module
+reads, top to bottom:
 
 **Figures as text.** Never raw JSON: floats to 4 significant digits, an interval inline, a dict a nested table, a
-list of records a small table of its first rows, an empty one "none".
+list of records a small table of its first rows, an empty one "none"; a text of several lines (a program, a reply)
+as code, escaped in a ``<pre>`` with its whitespace kept and never cut. A figure with nothing in it (compat's
+accuracy on a code run) and a column no row has a value in are left out.
+
+**Words.** A section's one line on what its stage does, and 06's score, come from the run's words
+(``worlds/words.py``: its world's tasks, its reward formula's terms, its score), which ``report.py`` reads from
+``run.json``.
 
 **Links.** Every check name on the page links to its entry in ``docs/troubleshooting.md``: an ``<a id="...">`` at
 its row there, named after the check (``kl_blowup``) or, for a family, after the family (``key_role`` for
@@ -37,6 +45,10 @@ stages still show their row, marked "counted in NN".
   ``<model>_probe_<edit>`` (``checks/probes.py``): the PPO gate records them in 05 (``05_ppo/gate.json``), 07
   records them again on the run's files (its ``verdict_details``, and ``probes`` as ``{check: {moved_right,
   mean_change, pairs, status}}``). They are drawn in the stage that counts them: 07 when it ran, else 05;
+- 06's breakdown by task family: each family's right / n per model, PPO's change in points and each model's
+  failures by class (code: syntax error, wrong value, ...), from 06's recorded ``families``
+  (``evaluation/families.py``); the page's one-glance results table at its top is the same breakdown without the
+  failures (``results_table``);
 - 06's accuracy per scorer: a row per model and benchmark that more than one scorer judges (GSM8k, MATH) — strict
   (the headline), flexible, compat, math-verify — and how often math-verify and strict disagree, linked to the
   run's ``06_eval/math_verify_disagreements.jsonl``. Read from the run's ``06_eval/summary.json`` (``run.json``
@@ -63,10 +75,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
+from markupsafe import Markup
+
 from rleif_kit.checks.threshold_keys import threshold_keys
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.core.stages import EVAL
+from rleif_kit.core.stages import DEDUP, DIAGNOSTICS, EVAL, EVOLVE, PPO, REWARD_MODELS, SETUP, SFT
 from rleif_kit.core.verdict import STATUS_COLORS, fmt_number
+from rleif_kit.evaluation.families import ALL, family_rows, has_families
+from rleif_kit.pipeline.markup import join, render
 
 TRUSTED = ("ok", "skipped", "recorded")  # stage statuses whose figures are this run's
 
@@ -81,13 +97,9 @@ STAGE_WORDS = {"ok": "ok", "skipped": "ok · unchanged", "recorded": "recorded",
 RECORD_ROWS = 10  # a list of records shows its first rows
 
 
-def esc(value: Any) -> str:
-    return html.escape(str(value))
-
-
 def pill(text: str, colour: str, title: str = "") -> str:
-    t = f' title="{esc(title)}"' if title else ""
-    return f'<span class="pill" style="background:{colour}"{t}>{esc(text)}</span>'
+    return render('<span class="pill" style="background:{{ colour }}"{% if title %} title="{{ title }}"{% endif %}>'
+                  "{{ text }}</span>", text=text, colour=colour, title=title)
 
 
 def stage_pill(status: str) -> str:
@@ -129,29 +141,48 @@ def named(values: dict[str, Any], sep: str = "; ") -> str:
     return sep.join(f"{k} = {_figure_text(v)}" for k, v in values.items()) if isinstance(values, dict) else fmt(values)
 
 
+def text_cell(value: Any) -> str:
+    """A text as the page shows it: escaped; one of several lines (a program, a reply) as code in ``<pre>``, its
+    whitespace and line breaks kept and never cut; anything else as ``fmt``."""
+    if isinstance(value, str) and "\n" in value.strip("\n"):
+        return render("<pre>{{ value }}</pre>", value=value)
+    return render("{{ text }}", text=fmt(value))
+
+
+def empty(value: Any) -> bool:
+    """A figure with nothing in it: None, "", {}, [] or a dict of such (compat's ``{"sft": {}, "ppo": {}}`` on a
+    code run): a row the page leaves out."""
+    if isinstance(value, dict):
+        return all(empty(v) for v in value.values())
+    return value is None or value == "" or value == []
+
+
 def value_cell(value: Any, depth: int = 0) -> str:
     """A dict becomes a nested table (one level of rows per key), never JSON cut mid-word; a list of records a small
-    table of its first rows; a list of sentences one per line; an empty dict or list "none"."""
+    table of its first rows; a list of sentences one per line; an empty dict or list "none"; a text of several
+    lines as code (``text_cell``). A column no row has a value in is left out."""
     if isinstance(value, dict) and value and depth < 2:
         if all(isinstance(v, dict) for v in value.values()) and depth == 0:
-            cols = sorted({k for v in value.values() for k in v}, key=str)
+            cols = sorted({k for v in value.values() for k, x in v.items() if x is not None}, key=str)
             if 0 < len(cols) <= 8:
-                head = "".join(f"<th>{esc(c)}</th>" for c in cols)
-                rows = "".join(f"<tr><th>{esc(k)}</th>" + "".join(f"<td>{esc(fmt(v.get(c)))}</td>" for c in cols)
-                               + "</tr>" for k, v in value.items())
-                return f'<table class="inner"><tr><th></th>{head}</tr>{rows}</table>'
-        rows = "".join(f"<tr><th>{esc(k)}</th><td>{value_cell(v, depth + 1)}</td></tr>" for k, v in value.items())
-        return f'<table class="inner">{rows}</table>'
+                return render('<table class="inner"><tr><th></th>{% for c in cols %}<th>{{ c }}</th>{% endfor %}</tr>'
+                              "{% for k, cells in rows %}<tr><th>{{ k }}</th>{% for x in cells %}<td>{{ x }}</td>"
+                              "{% endfor %}</tr>{% endfor %}</table>", cols=cols,
+                              rows=[(k, [fmt(v.get(c)) for c in cols]) for k, v in value.items()])
+        return render('<table class="inner">{% for k, cell in rows %}<tr><th>{{ k }}</th><td>{{ cell }}</td></tr>'
+                      "{% endfor %}</table>", rows=[(k, value_cell(v, depth + 1)) for k, v in value.items()])
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) and depth == 0:
-        cols = list(dict.fromkeys(k for v in value[:RECORD_ROWS] for k in v))[:8]
-        rows = "".join("<tr>" + "".join(f"<td>{esc(fmt(v.get(c)))}</td>" for c in cols) + "</tr>"
-                       for v in value[:RECORD_ROWS])
-        more = f'<div class="muted">{len(value) - RECORD_ROWS} more</div>' if len(value) > RECORD_ROWS else ""
-        head = "".join(f"<th>{esc(c)}</th>" for c in cols)
-        return f'<table class="inner"><tr>{head}</tr>{rows}</table>{more}'
+        cols = list(dict.fromkeys(k for v in value[:RECORD_ROWS] for k, x in v.items() if not empty(x)))[:8]
+        return render('<table class="inner"><tr>{% for c in cols %}<th>{{ c }}</th>{% endfor %}</tr>'
+                      "{% for cells in rows %}<tr>{% for x in cells %}<td>{{ x }}</td>{% endfor %}</tr>{% endfor %}"
+                      '</table>{% if more > 0 %}<div class="muted">{{ more }} more</div>{% endif %}', cols=cols,
+                      rows=[[text_cell(v.get(c)) for c in cols] for v in value[:RECORD_ROWS]],
+                      more=len(value) - RECORD_ROWS)
     if isinstance(value, list) and any(isinstance(v, str) and len(v) > 40 for v in value):
-        return "<br>".join(esc(fmt(v)) for v in value)
-    return f'<span class="num">{esc(fmt(value))}</span>' if isinstance(value, (int, float)) else esc(fmt(value))
+        return join((fmt(v) for v in value), "<br>")
+    if isinstance(value, (int, float)):
+        return render('<span class="num">{{ text }}</span>', text=fmt(value))
+    return text_cell(value)
 
 
 # ------------------------------------------------------------------ where a check links
@@ -246,23 +277,44 @@ def doc_entry(anchor: str, text: str | None = None) -> dict[str, str]:
     return {}
 
 
+MD_SPAN = re.compile(r"`([^`]+)`|\*\*([^*]+)\*\*")  # code, or bold (which may hold code)
+
+
 def md_inline(text: str) -> str:
-    """A table cell's markdown as HTML: code, bold, a link's text (its target is the docs' own, not the page's)."""
+    """A table cell's markdown as HTML: code, bold, a link's text (its target is the docs' own, not the page's). The
+    text between them is escaped like any other value."""
     out = re.sub(r"<a\s+(?:id|name)=\"[^\"]*\"></a>", "", text)
-    out = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", html.escape(out, quote=False))
-    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
-    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
+    return _md_spans(re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", out))
+
+
+def _md_text(text: str) -> Markup:
+    # The one escape outside a template: markdown's plain text between its spans, as the text of an element, where a
+    # quote needs no escaping (the page keeps reading "the task's tests", as the tests that read it expect).
+    return Markup(html.escape(text, quote=False))
+
+
+def _md_spans(text: str) -> str:
+    parts, at = [], 0
+    for m in MD_SPAN.finditer(text):
+        parts.append(_md_text(text[at:m.start()]))
+        parts.append(render("<code>{{ t }}</code>", t=m[1]) if m[1] is not None else
+                     render("<b>{{ t }}</b>", t=_md_spans(m[2])))
+        at = m.end()
+    return join(parts + [_md_text(text[at:])])
 
 
 def doc_link(docs: str | None, anchor: str, text: str) -> str:
-    """``text`` linked to ``anchor`` of the troubleshooting page; the text alone without the kit's docs."""
-    return f'<a href="{esc(docs)}/{PAGE}#{esc(anchor)}">{text}</a>' if docs else text
+    """``text`` (text, or the kit's markup) linked to ``anchor`` of the troubleshooting page; the text alone without
+    the kit's docs."""
+    return render('{% if docs %}<a href="{{ docs }}/{{ page }}#{{ anchor }}">{{ text }}</a>{% else %}{{ text }}'
+                  "{% endif %}", docs=docs, page=PAGE, anchor=anchor, text=text)
 
 
 def check_cell(check: str, docs: str | None) -> str:
     """The check's name, linked to its troubleshooting entry when the kit's docs are there."""
-    name = esc(check)
-    return f'<a class="check" href="{esc(docs)}/{PAGE}#{esc(check_anchor(check))}">{name}</a>' if docs else name
+    return render('{% if docs %}<a class="check" href="{{ docs }}/{{ page }}#{{ anchor }}">{{ check }}</a>'
+                  "{% else %}{{ check }}{% endif %}", docs=docs, page=PAGE, check=check,
+                  anchor=check_anchor(check) if docs else "")
 
 
 # ------------------------------------------------------------------ where a check counts
@@ -321,8 +373,8 @@ def _problem(st: dict[str, Any]) -> str:
     what = {"failed": "This stage failed", "stopped": "This stage stopped before it was complete",
             "stale": "These figures are stale: they are from an older run", "not run": "Not run",
             "running": "Still marked running: the run was interrupted"}.get(status, status)
-    kind = esc(status.replace(" ", ""))
-    return f'<div class="problem {kind}"><b>{esc(what)}.</b> {esc(st.get("reason") or "")}</div>'
+    return render('<div class="problem {{ kind }}"><b>{{ what }}.</b> {{ reason }}</div>',
+                  kind=status.replace(" ", ""), what=what, reason=st.get("reason") or "")
 
 
 def failures_table(failures: Any, docs: str | None) -> str:
@@ -331,12 +383,14 @@ def failures_table(failures: Any, docs: str | None) -> str:
         return ""
     parts = [p for p in failures.get("parts") or [] if isinstance(p, dict) and p.get("failed")]
     detail = " (" + "; ".join(f"{p.get('failed')} of {p.get('total')} {p.get('what', '')}".strip() for p in parts) + ")"
-    rows = "".join(f'<tr><th>{doc_link(docs, cause_anchor(c), esc(c))}</th><td class="num">{esc(fmt(e.get("count")))}'
-                   f'</td><td class="example">{esc(e.get("example") or "none")}</td></tr>'
-                   for c, e in (failures.get("causes") or {}).items() if isinstance(e, dict))
-    return (f'<table class="failures"><caption>{esc(failures["failed"])} of {esc(failures.get("total", "?"))} '
-            f'requests failed{esc(detail) if parts else ""}, by cause</caption>'
-            f'<tr><th>cause</th><th>count</th><th>one example</th></tr>{rows}</table>')
+    rows = [(doc_link(docs, cause_anchor(c), c), fmt(e.get("count")), e.get("example") or "none")
+            for c, e in (failures.get("causes") or {}).items() if isinstance(e, dict)]
+    return render('<table class="failures"><caption>{{ failed }} of {{ total }} requests failed{{ detail }}, by cause'
+                  "</caption><tr><th>cause</th><th>count</th><th>one example</th></tr>"
+                  '{% for cause, n, example in rows %}<tr><th>{{ cause }}</th><td class="num">{{ n }}</td>'
+                  '<td class="example">{{ example }}</td></tr>'
+                  "{% endfor %}</table>", failed=failures["failed"], total=failures.get("total", "?"),
+                  detail=detail if parts else "", rows=rows)
 
 
 # ------------------------------------------------------------------ the verdict table
@@ -344,8 +398,8 @@ def failures_table(failures: Any, docs: str | None) -> str:
 
 def _numbers(d: Any) -> str:
     if not isinstance(d, dict):
-        return esc(fmt(d)) if d else "—"
-    return "<br>".join(f"{esc(k)} = {esc(_figure_text(v))}" for k, v in d.items()) or "—"
+        return fmt(d) if d else "—"
+    return join((f"{k} = {_figure_text(v)}" for k, v in d.items()), "<br>") or "—"
 
 
 def preset_marks(check: str, changed: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -364,19 +418,23 @@ def verdict_table(metrics: dict[str, Any], changed: dict[str, dict[str, Any]], d
     rows = []
     for v in details:
         marks = preset_marks(v.get("check", ""), changed)
-        mark = "".join(f'<div class="preset" title="{esc(c["reason"] or "no reason given")}">preset: '
-                       f'{esc(c["key"])} = {esc(fmt(c["value"]))} (kit default {esc(fmt(c["default"]))})'
-                       f'{" — " + esc(c["reason"]) if c["reason"] else ""}</div>' for c in marks)
+        mark = join(render('<div class="preset" title="{{ reason or \'no reason given\' }}">preset: {{ key }} = '
+                           "{{ value }} (kit default {{ default }}){% if reason %} — {{ reason }}{% endif %}</div>",
+                           reason=c["reason"], key=c["key"], value=fmt(c["value"]), default=fmt(c["default"]))
+                    for c in marks)
         where = (owner or {}).get(v["check"], stage if owner is None else None)
-        elsewhere = "" if where == stage else (
-            f'<div class="muted">counted in <a href="#{esc(prefix + where)}">{esc(where[:2])}</a></div>' if where
-            else '<div class="muted">not counted: not a current stage</div>')
-        rows.append(f'<tr class="verdict {esc(v.get("status", ""))}{" elsewhere" if elsewhere else ""}">'
-                    f'<th>{check_cell(v["check"], docs)}{elsewhere}</th>'
-                    f'<td>{verdict_pill(v.get("status", ""))}</td><td>{_numbers(v.get("numbers", {}))}</td>'
-                    f'<td>{_numbers(v.get("thresholds", {}))}{mark}</td><td>{esc(v.get("advice") or "")}</td></tr>')
-    head = "<tr><th>check</th><th>status</th><th>numbers</th><th>thresholds</th><th>advice</th></tr>"
-    return f'<table class="verdicts">{head}{"".join(rows)}</table>'
+        elsewhere = "" if where == stage else render(
+            '{% if where %}<div class="muted">counted in <a href="#{{ prefix }}{{ where }}">{{ where[:2] }}</a></div>'
+            '{% else %}<div class="muted">not counted: not a current stage</div>{% endif %}', where=where,
+            prefix=prefix)
+        rows.append(render('<tr class="verdict {{ status }}{% if elsewhere %} elsewhere{% endif %}"><th>{{ check }}'
+                           "{{ elsewhere }}</th><td>{{ pill }}</td><td>{{ numbers }}</td><td>{{ thresholds }}{{ mark }}"
+                           "</td><td>{{ advice }}</td></tr>", status=v.get("status", ""), elsewhere=elsewhere,
+                           check=check_cell(v["check"], docs), pill=verdict_pill(v.get("status", "")),
+                           numbers=_numbers(v.get("numbers", {})), thresholds=_numbers(v.get("thresholds", {})),
+                           mark=mark, advice=v.get("advice") or ""))
+    return render('<table class="verdicts"><tr><th>check</th><th>status</th><th>numbers</th><th>thresholds</th>'
+                  "<th>advice</th></tr>{{ rows }}</table>", rows=join(rows))
 
 
 # ------------------------------------------------------------------ the counterfactual probes
@@ -417,36 +475,37 @@ def probe_chart(rows: list[dict[str, Any]], ok_at: float, fail_at: float) -> str
     width, left, right, row_h, top = 410, 140, 40, 24, 22  # beside the table on a 1150 px page
     x = lambda v: left + max(0.0, min(1.0, v)) * (width - left - right)  # noqa: E731 - a scale, read once
     height = top + row_h * len(rows) + 34
-    parts = [f'<svg class="probes" width="{width}" height="{height}" role="img" aria-label="counterfactual probes: '
-             f'share of pairs the reward moved the right way">']
-    for tick in (0, 0.25, 0.5, 0.75, 1.0):
-        parts.append(f'<line x1="{x(tick):.1f}" y1="{top - 4}" x2="{x(tick):.1f}" y2="{height - 30}" '
-                     f'stroke="#d0d7de"/><text x="{x(tick):.1f}" y="{height - 18}" font-size="11" '
-                     f'text-anchor="middle">{tick:.0%}</text>')
-    for i, r in enumerate(rows):
-        y = top + i * row_h
-        colour = STATUS_COLORS.get(r["status"], "#57606a")
-        parts.append(f'<text x="{left - 6}" y="{y + 15}" font-size="11" text-anchor="end">'
-                     f'{esc(r["check"].replace("_probe_", " "))}</text>'
-                     f'<rect class="bar" x="{x(0):.1f}" y="{y + 4}" width="{x(r["moved_right"]) - x(0):.1f}" '
-                     f'height="{row_h - 8}" fill="{colour}"><title>{esc(r["check"])}: {r["moved_right"]:.0%} '
-                     f'({esc(r["status"])})</title></rect>'
-                     f'<text x="{x(r["moved_right"]) + 4:.1f}" y="{y + 15}" font-size="11">'
-                     f'{r["moved_right"]:.0%}</text>')
-    for value, status, label in ((ok_at, "ok", f"ok from {ok_at:.0%}"), (fail_at, "fail",
-                                                                           f"fail at {fail_at:.0%} or below")):
-        anchor = "start" if status == "ok" else "end"
-        parts.append(f'<line class="{status}-line" x1="{x(value):.1f}" y1="{top - 8}" x2="{x(value):.1f}" '
-                     f'y2="{height - 30}" stroke="{STATUS_COLORS[status]}" stroke-width="2" stroke-dasharray="5 3"/>'
-                     f'<text x="{x(value) + (3 if status == "ok" else -3):.1f}" y="{top - 10}" font-size="11" '
-                     f'fill="{STATUS_COLORS[status]}" text-anchor="{anchor}">{esc(label)}</text>')
-    parts.append(f'<text x="{width - right}" y="{height - 4}" font-size="11" fill="#57606a" text-anchor="end">'
-                 f'share of pairs moved the right way</text></svg>')
-    return "".join(parts)
+    ticks = [(f"{x(t):.1f}", f"{t:.0%}") for t in (0, 0.25, 0.5, 0.75, 1.0)]
+    bars = [{"y": top + i * row_h, "name": r["check"].replace("_probe_", " "), "check": r["check"],
+             "status": r["status"], "colour": STATUS_COLORS.get(r["status"], "#57606a"),
+             "width": f"{x(r['moved_right']) - x(0):.1f}", "share": f"{r['moved_right']:.0%}",
+             "end": f"{x(r['moved_right']) + 4:.1f}"} for i, r in enumerate(rows)]
+    lines = [{"status": status, "x": f"{x(value):.1f}", "colour": STATUS_COLORS[status], "label": label,
+              "text_x": f"{x(value) + (3 if status == 'ok' else -3):.1f}",
+              "anchor": "start" if status == "ok" else "end"}
+             for value, status, label in ((ok_at, "ok", f"ok from {ok_at:.0%}"),
+                                          (fail_at, "fail", f"fail at {fail_at:.0%} or below"))]
+    return render(
+        '<svg class="probes" width="{{ width }}" height="{{ height }}" role="img" aria-label="counterfactual probes: '
+        'share of pairs the reward moved the right way">'
+        '{% for tx, tick in ticks %}<line x1="{{ tx }}" y1="{{ top - 4 }}" x2="{{ tx }}" y2="{{ height - 30 }}" '
+        'stroke="#d0d7de"/><text x="{{ tx }}" y="{{ height - 18 }}" font-size="11" text-anchor="middle">{{ tick }}'
+        "</text>{% endfor %}"
+        '{% for b in bars %}<text x="{{ left - 6 }}" y="{{ b.y + 15 }}" font-size="11" text-anchor="end">{{ b.name }}'
+        '</text><rect class="bar" x="{{ x0 }}" y="{{ b.y + 4 }}" width="{{ b.width }}" height="{{ row_h - 8 }}" '
+        'fill="{{ b.colour }}"><title>{{ b.check }}: {{ b.share }} ({{ b.status }})</title></rect>'
+        '<text x="{{ b.end }}" y="{{ b.y + 15 }}" font-size="11">{{ b.share }}</text>{% endfor %}'
+        '{% for l in lines %}<line class="{{ l.status }}-line" x1="{{ l.x }}" y1="{{ top - 8 }}" x2="{{ l.x }}" '
+        'y2="{{ height - 30 }}" stroke="{{ l.colour }}" stroke-width="2" stroke-dasharray="5 3"/>'
+        '<text x="{{ l.text_x }}" y="{{ top - 10 }}" font-size="11" fill="{{ l.colour }}" text-anchor="{{ l.anchor }}">'
+        "{{ l.label }}</text>{% endfor %}"
+        '<text x="{{ width - right }}" y="{{ height - 4 }}" font-size="11" fill="#57606a" text-anchor="end">'
+        "share of pairs moved the right way</text></svg>", width=width, height=height, top=top, left=left,
+        right=right, row_h=row_h, x0=f"{x(0):.1f}", ticks=ticks, bars=bars, lines=lines)
 
 
 def _signed(value: Any) -> str:
-    return f"{value:+.3f}" if isinstance(value, (int, float)) else esc(fmt(value))
+    return f"{value:+.3f}" if isinstance(value, (int, float)) else fmt(value)
 
 
 def _interval(ci: Any) -> str:
@@ -461,16 +520,17 @@ def probe_block(metrics: dict[str, Any], changed: dict[str, dict[str, Any]], doc
     if not rows:
         return ""
     ok_at, fail_at = _lines(rows, changed)
-    body = "".join(
-        f'<tr class="probe {esc(r["status"])}"><th>{check_cell(r["check"], docs)}</th>'
-        f'<td>{verdict_pill(r["status"])}</td><td class="num">{r["moved_right"]:.0%}</td>'
-        f'<td class="num">{_signed(r["mean_change"])}<div class="muted">{_interval(r["ci95"])}</div></td>'
-        f'<td class="num">{esc(fmt(r["pairs"]))}</td>'
-        f'<td>{esc(MUST.get(r["direction"], r["direction"] or "—"))}</td></tr>' for r in rows)
-    table = ('<table class="probes"><tr><th>probe</th><th>status</th><th>moved right</th><th>mean change<div '
-             f'class="muted">95% interval</div></th><th>pairs</th><th>must go</th></tr>{body}</table>')
-    return (f'<div class="probes-block"><h3>What the reward reads: the counterfactual probes</h3>'
-            f'<div class="side">{table}{probe_chart(rows, ok_at, fail_at)}</div></div>')
+    cells = [{"status": r["status"], "check": check_cell(r["check"], docs), "pill": verdict_pill(r["status"]),
+              "moved": f"{r['moved_right']:.0%}", "change": _signed(r["mean_change"]), "ci": _interval(r["ci95"]),
+              "pairs": fmt(r["pairs"]), "must": MUST.get(r["direction"], r["direction"] or "—")} for r in rows]
+    return render(
+        '<div class="probes-block"><h3>What the reward reads: the counterfactual probes</h3><div class="side">'
+        '<table class="probes"><tr><th>probe</th><th>status</th><th>moved right</th><th>mean change<div '
+        'class="muted">95% interval</div></th><th>pairs</th><th>must go</th></tr>'
+        '{% for r in rows %}<tr class="probe {{ r.status }}"><th>{{ r.check }}</th><td>{{ r.pill }}</td>'
+        '<td class="num">{{ r.moved }}</td><td class="num">{{ r.change }}<div class="muted">{{ r.ci }}</div></td>'
+        '<td class="num">{{ r.pairs }}</td><td>{{ r.must }}</td></tr>{% endfor %}</table>{{ chart }}</div></div>',
+        rows=cells, chart=probe_chart(rows, ok_at, fail_at))
 
 
 # ------------------------------------------------------------------ 06's accuracy per scorer
@@ -525,30 +585,89 @@ def scorer_table(metrics: dict[str, Any], paths: RunPaths | None, report_dir: Pa
         n = s.get("math_verify_disagreements")
         if n is None:
             return "—"
-        return f'<a href="{esc(href)}">{esc(n)}</a>' if href and n else esc(n)
+        return render('<a href="{{ href }}">{{ n }}</a>', href=href, n=n) if href and n else str(n)
 
-    head = "".join(f"<th>{esc(c)}</th>" for c, _ in SCORERS)
-    body = "".join(f"<tr><th>{esc(m)}</th><th>{esc(b)}</th>"
-                   + "".join(f'<td class="num">{pct(s.get(k))}</td>' for _, k in SCORERS)
-                   + f'<td class="num">{disagreements(s)}</td></tr>' for m, b, s in rows)
-    note = ("flexible (GSM8k: the last number), compat (WizardMath's published scorer) and "
-            "math-verify are other readings of the same answers")
-    if second:
-        where = f'<a href="{esc(href)}">{esc(Path(href).name)}</a>' if href else esc(second.get("disagreements", ""))
-        note += (f"; the items where math-verify {esc(second.get('version') or '')} and strict disagree, both "
-                 f"readings on each line: {where}")
-    return (f'<table class="scorers"><caption>Accuracy per scorer</caption><tr><th>model</th><th>benchmark</th>'
-            f'{head}<th>disagreements (math-verify vs strict)</th></tr>{body}</table><p class="muted">{note}</p>')
+    return render(
+        '<table class="scorers"><caption>Accuracy per scorer</caption><tr><th>model</th><th>benchmark</th>'
+        "{% for c, _ in scorers %}<th>{{ c }}</th>{% endfor %}<th>disagreements (math-verify vs strict)</th></tr>"
+        "{% for m, b, pcts, n in rows %}<tr><th>{{ m }}</th><th>{{ b }}</th>"
+        '{% for p in pcts %}<td class="num">{{ p }}</td>{% endfor %}<td class="num">{{ n }}</td></tr>{% endfor %}'
+        '</table><p class="muted">flexible (GSM8k: the last number), compat (WizardMath\'s published scorer) and '
+        "math-verify are other readings of the same answers{% if second %}; the items where math-verify "
+        "{{ second.get('version') or '' }} and strict disagree, both readings on each line: "
+        '{% if href %}<a href="{{ href }}">{{ name }}</a>{% else %}{{ second.get("disagreements", "") }}{% endif %}'
+        "{% endif %}</p>", scorers=SCORERS, second=second, href=href, name=Path(href).name if href else "",
+        rows=[(m, b, [pct(s.get(k)) for _, k in SCORERS], disagreements(s)) for m, b, s in rows])
+
+
+# ------------------------------------------------------------------ 06's results: at a glance, and by family
+
+
+def _rows_table(rows: list[dict[str, Any]], cls: str, caption: str = "") -> str:
+    """Display rows (one dict each, the keys in column order; a missing cell a dash) as a plain table."""
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    body = [("all" if r.get("family") == ALL else "",
+             [(isinstance(r.get(c), (int, float)), text_cell(r.get(c)) if c in r else "—") for c in cols])
+            for r in rows]
+    return render('<table class="{{ cls }}">{% if caption %}<caption>{{ caption }}</caption>{% endif %}<tr>'
+                  "{% for c in cols %}<th>{{ c }}</th>{% endfor %}</tr>{% for kind, cells in body %}"
+                  '<tr class="{{ kind }}">{% for num, cell in cells %}<td{% if num %} class="num"{% endif %}>{{ cell }}'
+                  "</td>{% endfor %}</tr>{% endfor %}</table>", cls=cls, caption=caption, cols=cols, body=body)
+
+
+def _breakdowns(metrics: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """06's ``families`` (benchmark -> breakdown, ``evaluation/families.py``); for a run recorded before it, each
+    benchmark's one "all" row out of its recorded ``accuracy`` and ``n_items``."""
+    families = metrics.get("families")
+    if isinstance(families, dict) and families:
+        return {b: e for b, e in families.items() if isinstance(e, list)}
+    accuracy, n_items = metrics.get("accuracy") or {}, metrics.get("n_items") or {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for model, benches in accuracy.items() if isinstance(accuracy, dict) else ():
+        for bench, acc in (benches or {}).items() if isinstance(benches, dict) else ():
+            n = (n_items.get(model) or {}).get(bench) if isinstance(n_items, dict) else None
+            if isinstance(acc, (int, float)) and isinstance(n, int):
+                entry = out.setdefault(bench, [{"family": ALL, "n": {}, "right": {}}])[0]
+                entry["n"][model], entry["right"][model] = n, round(acc * n)
+    return out
+
+
+def results_table(metrics: dict[str, Any], score: str = "accuracy") -> str:
+    """The one-glance table at the top of the page: each model's ``score`` (the world's: accuracy, pass@1) per
+    benchmark, and per task family where a benchmark has families, with PPO's change over SFT; "" before 06."""
+    rows = []
+    for bench, entries in _breakdowns(metrics).items():
+        shown = entries if has_families(entries) else [e for e in entries if e.get("family") == ALL]
+        rows += [{k: v for k, v in r.items() if not k.endswith(" failures")}
+                 for r in family_rows({bench: shown}, score)]
+    if not rows:
+        return ""
+    if not any(r["family"] != ALL for r in rows):  # no benchmark has families: no column for them
+        rows = [{k: v for k, v in r.items() if k != "family"} for r in rows]
+    return _rows_table(rows, "results", f"{score} by model" + (", and by task family" if any(
+        "family" in r for r in rows) else "") + " (right / n)")
+
+
+def family_block(metrics: dict[str, Any], score: str = "accuracy") -> str:
+    """06's breakdown by family: each family's right / n per model, PPO's change, each model's failures by
+    class where the world classes them; "" when no benchmark of the run has families."""
+    shown = {b: e for b, e in _breakdowns(metrics).items() if has_families(e)}
+    if not shown:
+        return ""
+    return _rows_table(family_rows(shown, score), "families", f"SFT vs PPO by task family: {score} (right / n)"
+                       " and why the wrong ones are wrong")
 
 
 # ------------------------------------------------------------------ the other figures, and the plots
 
 
 def figures_table(metrics: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
-    """The stage's recorded figures, one row each (``skip``: those drawn elsewhere on the page)."""
-    rows = [f"<tr><th>{esc(k)}</th><td>{value_cell(v)}</td></tr>" for k, v in metrics.items()
-            if k not in ("verdicts", "verdict_details", *skip)]
-    return f'<table class="figures">{"".join(rows)}</table>' if rows else ""
+    """The stage's recorded figures, one row each (``skip``: those drawn elsewhere on the page); a figure with
+    nothing in it (``empty``: a scorer the run's benchmarks do not have) is left out."""
+    rows = [(k, value_cell(v)) for k, v in metrics.items()
+            if k not in ("verdicts", "verdict_details", *skip) and not empty(v)]
+    return render('<table class="figures">{% for k, cell in rows %}<tr><th>{{ k }}</th><td>{{ cell }}</td></tr>'
+                  "{% endfor %}</table>", rows=rows) if rows else ""
 
 
 WIDE_PX = 900  # a figure this wide (several panels side by side) gets the page's whole width, not half of it
@@ -565,11 +684,11 @@ def figure(path: Path, href: str) -> str:
     shown at its own size up to the page's width, where its labels read as in the notebook; a single panel at
     half the width, two side by side."""
     raw = path.read_bytes()
-    cls = ' class="wide"' if png_width(raw) >= WIDE_PX else ""
-    data = base64.b64encode(raw).decode("ascii")
-    return (f'<figure{cls}><a href="{esc(href)}" title="click to open at full size">'
-            f'<img alt="{esc(path.stem)}" src="data:image/png;base64,{data}"></a><figcaption>{esc(path.name)} · '
-            f'<a href="{esc(href)}">full size</a></figcaption></figure>')
+    return render('<figure{% if wide %} class="wide"{% endif %}><a href="{{ href }}" '
+                  'title="click to open at full size"><img alt="{{ path.stem }}" '
+                  'src="data:image/png;base64,{{ data }}"></a><figcaption>{{ path.name }} · '
+                  '<a href="{{ href }}">full size</a></figcaption></figure>', wide=png_width(raw) >= WIDE_PX,
+                  href=href, path=path, data=base64.b64encode(raw).decode("ascii"))
 
 
 def unique(pngs: list[Path]) -> list[Path]:
@@ -587,6 +706,29 @@ def unique(pngs: list[Path]) -> list[Path]:
 # ------------------------------------------------------------------ the section
 
 
+def stage_about(stage: str, words: Any) -> str:
+    """What a stage does, one line in the run's words (its world's tasks, its reward's terms, its score); "" without
+    them."""
+    if words is None:
+        return ""
+    about = {
+        SETUP: "the base model, the endpoints and the run's settings",
+        EVOLVE: "Evol-Instruct: new {{ w.tasks }} evolved from the seeds, ranked by {{ judge }}",
+        DEDUP: "near-duplicate {{ w.tasks }} and those that overlap the held-out set removed; the SFT data",
+        SFT: "supervised fine-tuning on the evolved {{ w.tasks }}: held-out {{ w.score }} before and after",
+        REWARD_MODELS: "the reward models behind <code>{{ w.shown }}</code> — {% for t in w.terms %}"
+                       "{% if not loop.first %}; {% endif %}<b>{{ t }}</b>: {{ sources[t] }}{% endfor %}",
+        PPO: "PPO on the reward <code>{{ w.shown }}</code>",
+        EVAL: "SFT vs PPO: {{ w.score }} on the benchmarks, by task family where a benchmark has them",
+        DIAGNOSTICS: "the reward's health, read again from the run's files: its terms, the probes, and "
+                     "whether <code>{{ w.shown }}</code> follows the truth ({{ w.right }} or not)",
+    }
+    if stage not in about:
+        return ""
+    return render(about[stage], w=words, judge=md_inline(words.judge),
+                  sources={t: md_inline(words.sources[t]) for t in words.terms})
+
+
 @dataclass
 class Links:
     """What every stage section links to: the moved config keys, the docs folder, each check's counting stage, the
@@ -596,6 +738,7 @@ class Links:
     owner: dict[str, str] = field(default_factory=dict)
     run: RunPaths | None = None
     page: Path = Path(".")
+    words: Any = None  # the run's words (``worlds/words.py``: world, formula, score), None without run.json
 
 
 def stage_section(folder: Path, prefix: str, stage: str, metrics: dict[str, Any], figures: list[Path],
@@ -603,20 +746,23 @@ def stage_section(folder: Path, prefix: str, stage: str, metrics: dict[str, Any]
     """One stage's ``<section>``. ``prefix``: "" for the run's own folder, "iter-k/" for an iteration's (ids and
     links); ``figures``: the stage's ``figures/NN_*.png``; ``st``: its status in ``run.json`` (``report.py``)."""
     status = st.get("status", "not run")
-    wall = f' <span class="muted">{st["seconds"]:.0f} s</span>' if "seconds" in st else ""
-    parts = [f'<section class="stage {esc(status.replace(" ", ""))}" id="{esc(prefix + stage)}" '
-             f'data-stage="{esc(stage)}" data-status="{esc(status)}"><h2>{esc(stage)} {stage_pill(status)}{wall}</h2>',
-             _problem(st)]
-    files = []
-    if (folder / f"{stage}.ipynb").exists():
-        files.append(f'executed notebook: <a href="{esc(prefix + stage)}.ipynb">{esc(stage)}.ipynb</a>')
-    if st.get("log"):  # relative to the run's report folder already, an iteration's too
-        files.append(f'log: <a href="{esc(st["log"])}">{esc(st["log"])}</a>')
-    if files:
-        parts.append(f'<p class="muted">{" · ".join(files)}</p>')
+    about = stage_about(stage, links.words)
+    parts = [render('<section class="stage {{ kind }}" id="{{ prefix }}{{ stage }}" data-stage="{{ stage }}" '
+                    'data-status="{{ status }}"><h2>{{ stage }} {{ pill }}{% if seconds is not none %} '
+                    '<span class="muted">{{ seconds }} s</span>{% endif %}</h2>', kind=status.replace(" ", ""),
+                    prefix=prefix, stage=stage, status=status, pill=stage_pill(status),
+                    seconds=f"{st['seconds']:.0f}" if "seconds" in st else None),
+             render('<p class="about">{{ about }}</p>', about=about) if about else "", _problem(st)]
+    # the log: relative to the run's report folder already, an iteration's too
+    parts.append(render('{% if notebook or log %}<p class="muted">{% if notebook %}executed notebook: '
+                        '<a href="{{ prefix }}{{ stage }}.ipynb">{{ stage }}.ipynb</a>{% endif %}'
+                        "{% if notebook and log %} · {% endif %}"
+                        '{% if log %}log: <a href="{{ log }}">{{ log }}</a>{% endif %}</p>{% endif %}',
+                        notebook=(folder / f"{stage}.ipynb").exists(), log=st.get("log"), prefix=prefix,
+                        stage=stage))
     parts.append(failures_table(metrics.get("failures"), links.docs))
     if status in ("failed", "not run") and not metrics:
-        return "\n".join(p for p in parts if p) + "</section>"
+        return join((p for p in parts if p), "\n") + Markup("</section>")
     parts.append(verdict_table(metrics, links.changed, links.docs, stage, links.owner, prefix))
     # the probes where they are counted: a chart beside their table (07's matplotlib copy is the same chart)
     probes = probe_block(metrics, links.changed, links.docs) if any(
@@ -624,7 +770,9 @@ def stage_section(folder: Path, prefix: str, stage: str, metrics: dict[str, Any]
     parts.append(probes)
     if stage == EVAL:  # accuracy per scorer; the run's summary.json only when these figures are this run's
         parts.append(scorer_table(metrics, links.run if status in TRUSTED else None, links.page))
-    parts.append(figures_table(metrics, ("failures", "probes") if probes else ("failures",)))
+        parts.append(family_block(metrics, links.words.score if links.words else "accuracy"))
+    drawn = ("failures", "probes") if probes else ("failures",)
+    parts.append(figures_table(metrics, drawn + (("families",) if stage == EVAL else ())))
     parts.extend(figure(p, prefix + "figures/" + p.name) for p in figures
                  if not (probes and p.stem.endswith("_probes")))
-    return "\n".join(p for p in parts if p) + "</section>"
+    return join((p for p in parts if p), "\n") + Markup("</section>")

@@ -26,7 +26,7 @@ from typing import Any
 
 from rleif_kit.core.paths import DONE_MARKER, RunPaths
 from rleif_kit.core.records import write_json_atomic
-from rleif_kit.core.stages import DEDUP, EVAL, EVOLVE, PPO, REWARD_MODELS, SETUP, STAGES
+from rleif_kit.core.stages import DEDUP, EVAL, EVOLVE, PPO, REWARD_MODELS, SETUP, SFT, STAGES
 
 MARKER = DONE_MARKER
 
@@ -42,6 +42,7 @@ FIRST_READER = {
     "arith.teacher_early_stop": DEDUP,  # only the SFT rows
     "evol_instruct": EVOLVE,
     "sft": DEDUP, "dedup": DEDUP, "diagnostics": DEDUP,
+    "sft.trainer_args": SFT,  # passed to TRL's SFTConfig only (core/trainer_args.py)
     "eval": DEDUP,  # cot_prompt, max_new_tokens, batch_size: the SFT rows, SFT/PRM/PPO generation
     **{f"eval.{k}": EVAL for k in ("benchmarks", "models", "limit", "temperature", "top_p", "n_samples",
                                          "stop", "stop_list", "code_prompt", "compat_gsm8k", "compat_math",
@@ -86,6 +87,8 @@ def stage_config(cfg, stage: str, as_given: bool = False) -> dict[str, Any]:
             continue
         for key, value in values.items():
             name = f"{section}.{key}"
+            if value == {}:  # an empty table (trainer_args) sets nothing: a run from before the key keeps its hash
+                continue
             reader = FIRST_READER.get(name, FIRST_READER.get(section, SETUP))
             if name not in IGNORED and STAGES.index(reader) <= rank:
                 out[name] = portable(value, anchors)

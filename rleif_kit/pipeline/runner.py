@@ -29,7 +29,7 @@ from pathlib import Path
 from rleif_kit.checks import stage_failures
 from rleif_kit.core import run_lock
 from rleif_kit.core.paths import RunPaths
-from rleif_kit.core.config import RunConfig, config_changes, load_config
+from rleif_kit.core.config import RunConfig, config_changes, load_config, reason_notes
 from rleif_kit.core.progress import ENV as PROGRESS_ENV
 from rleif_kit.core.records import read_records, write_json_atomic
 from rleif_kit.core.run_setup import claim_report_folder
@@ -301,7 +301,8 @@ def _terminate_as_interrupt():
 
 def _status_header(cfg: RunConfig, params_path: str, overrides: list[str], reports: Path) -> dict:
     return {"run": cfg.run_name, "params": params_path, "overrides": list(overrides),
-            "output_dir": os.path.relpath(cfg.output_dir, reports), "config_changes": config_changes(cfg)}
+            "output_dir": os.path.relpath(cfg.output_dir, reports), "config_changes": config_changes(cfg),
+            "reason_notes": reason_notes(cfg)}  # [reasons] entries that do not apply to this run, one line each
 
 
 def _step_key(k: int, stage: str) -> str:

@@ -14,6 +14,7 @@ import statistics
 import time
 from typing import Any, Sequence
 
+from rleif_kit.core import trainer_args
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.models import trainer_logs
@@ -55,13 +56,35 @@ class RLEIFReward:
                 **term_log_fields({k: v for k, v in merged.items() if v})}
 
 
+def grpo_config(cfg: RunConfig, paths: RunPaths, bf16: bool, progress: bool = True) -> Any:
+    """TRL's GRPOConfig from ``[ppo]`` (one PPO step = one rollout batch and its updates), then ``[ppo]
+    trainer_args`` (core/trainer_args.py)."""
+    import torch  # heavy: loaded on first use
+    from trl import GRPOConfig  # heavy: loaded on first use
+
+    ppo = cfg.ppo
+    per_step = ppo.rollout_batch // ppo.mini_batch * ppo.ppo_epochs  # optimizer steps per rollout
+    kit = dict(output_dir=str(paths.grpo_dir), learning_rate=ppo.lr,
+               max_steps=ppo.total_steps * per_step, per_device_train_batch_size=ppo.mini_batch,
+               steps_per_generation=ppo.rollout_batch // ppo.mini_batch, num_generations=ppo.num_generations,
+               num_iterations=ppo.ppo_epochs, max_completion_length=ppo.max_new_tokens,
+               temperature=ppo.temperature, beta=ppo.kl_coef, epsilon=ppo.clip_range,
+               max_grad_norm=ppo.max_grad_norm, logging_steps=per_step, save_strategy="no",
+               report_to=trainer_logs.report_to(cfg, "ppo"), run_name=trainer_logs.run_name(cfg, "ppo"),
+               use_cpu=not torch.cuda.is_available(), bf16=bf16,
+               seed=cfg.base.seed, disable_tqdm=not progress,
+               lr_scheduler_type="constant", warmup_steps=0,  # as our PPO loop: TRL's default decays to 0
+               use_vllm=ppo.generation_backend == "vllm", vllm_mode="colocate")
+    return GRPOConfig(**trainer_args.merged(kit, ppo.trainer_args))
+
+
 def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any, progress: bool = True):
     """Train with GRPO; returns (model with the adapter, tokenizer, PPOResult-shaped log)."""
     import torch  # heavy: loaded on first use
     from datasets import Dataset  # heavy: loaded on first use
     from peft import LoraConfig  # heavy: loaded on first use
     from transformers import TrainerCallback  # heavy: loaded on first use
-    from trl import GRPOConfig, GRPOTrainer  # heavy: loaded on first use
+    from trl import GRPOTrainer  # heavy: loaded on first use
 
     ppo = cfg.ppo
     sft_path = resolve_rm_base(cfg, paths, "sft", "[ppo] policy")
@@ -77,20 +100,10 @@ def run_grpo(cfg: RunConfig, paths: RunPaths, pool: Sequence[dict], scorer: Any,
                             "response_len": logs.get("completions/mean_length", 0.0),
                             "learning_rate": logs.get("learning_rate"), **reward.drain()})
 
-    per_step = ppo.rollout_batch // ppo.mini_batch * ppo.ppo_epochs  # optimizer steps per rollout
     if ppo.generation_backend == "vllm":  # TRL runs vLLM beside the trainer and syncs the weights each step
         require_vllm("[ppo] generation_backend")
     bf16 = use_bf16(cfg.base.bf16)
-    args = GRPOConfig(output_dir=str(paths.grpo_dir), learning_rate=ppo.lr,
-                      max_steps=ppo.total_steps * per_step, per_device_train_batch_size=ppo.mini_batch,
-                      steps_per_generation=ppo.rollout_batch // ppo.mini_batch, num_generations=ppo.num_generations,
-                      num_iterations=ppo.ppo_epochs, max_completion_length=ppo.max_new_tokens,
-                      temperature=ppo.temperature, beta=ppo.kl_coef, epsilon=ppo.clip_range,
-                      max_grad_norm=ppo.max_grad_norm, logging_steps=per_step, save_strategy="no",
-                      report_to=trainer_logs.report_to(cfg, "ppo"), use_cpu=not torch.cuda.is_available(), bf16=bf16,
-                      seed=cfg.base.seed, disable_tqdm=not progress,
-                      lr_scheduler_type="constant", warmup_steps=0,  # as our PPO loop: TRL's default decays to 0
-                      use_vllm=ppo.generation_backend == "vllm", vllm_mode="colocate")
+    args = grpo_config(cfg, paths, bf16, progress)
     lora = LoraConfig(r=ppo.lora_r, lora_alpha=ppo.lora_alpha, lora_dropout=0.0,
                       target_modules=list(cfg.sft.lora_targets),
                       task_type="CAUSAL_LM", bias="none")

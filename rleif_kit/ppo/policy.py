@@ -21,7 +21,8 @@ from rleif_kit.core.disk import size_of, writing
 from rleif_kit.core.paths import RunPaths, staged_dir
 from rleif_kit.models.loading import load_causal_lm, load_tokenizer, nf4_config, resolve_rm_base, use_bf16
 
-VALUE_HEAD = "value_head.pt"  # beside the exported weights
+VALUE_HEAD = "value_head.safetensors"  # beside the exported weights: safetensors too, no pickle in a Hub folder
+PICKLED_VALUE_HEAD = "value_head.pt"  # what exports before it wrote (torch.save): removed when 05 exports again
 
 
 @dataclass
@@ -173,15 +174,34 @@ def load_checkpoint(policy: Policy, optimizer: Any, directory: Path) -> dict:
     return json.loads((directory / "state.json").read_text())
 
 
-def export_policy(policy: Policy, out_dir: Path, card: str) -> None:
-    """Standalone transformers weights (PPO adapter merged into the SFT weights), tokenizer, value head, card."""
-    import torch  # heavy: loaded on first use
+def save_value_head(value_head: Any, path: Path) -> None:
+    """The value head's ``weight`` and ``bias`` as safetensors (the format ``save_pretrained`` gives the model)."""
+    from safetensors.torch import save_file  # heavy: loaded on first use
 
+    save_file({k: v.detach().float().cpu().contiguous() for k, v in value_head.state_dict().items()}, str(path),
+              metadata={"format": "pt", "module": "torch.nn.Linear(hidden_size, 1) on the last hidden state"})
+
+
+def load_value_head(path: Path) -> Any:
+    """The value head an export saved (``VALUE_HEAD``), as the ``torch.nn.Linear`` PPO trained, in float32."""
+    import torch  # heavy: loaded on first use
+    from safetensors.torch import load_file  # heavy: loaded on first use
+
+    state = load_file(str(path))
+    head = torch.nn.Linear(state["weight"].shape[1], state["weight"].shape[0])
+    head.load_state_dict(state)
+    return head
+
+
+def export_policy(policy: Policy, out_dir: Path, card: str) -> None:
+    """Standalone transformers weights (PPO adapter merged into the SFT weights), tokenizer, value head, card: a
+    folder ``from_pretrained`` and the Hub take as it is, every tensor in safetensors."""
     with writing(out_dir):  # a full disk: one line; the stage is not marked done, a rerun exports again
         out_dir.mkdir(parents=True, exist_ok=True)
         merged = policy.model.merge_and_unload()
         merged.save_pretrained(out_dir)
         policy.tokenizer.save_pretrained(out_dir)
+        (out_dir / PICKLED_VALUE_HEAD).unlink(missing_ok=True)  # an earlier export's pickle
         if policy.value_head is not None:  # GRPO trains without one
-            torch.save(policy.value_head.state_dict(), out_dir / VALUE_HEAD)
+            save_value_head(policy.value_head, out_dir / VALUE_HEAD)
         (out_dir / "README.md").write_text(card)

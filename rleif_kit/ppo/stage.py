@@ -26,6 +26,7 @@ from rleif_kit.checks.verdicts import (
     check_low_ra_share,
     check_reward_terms,
     check_score_distribution,
+    check_value_head,
     format_verdicts,
 )
 from rleif_kit.core import distributed as dist
@@ -40,7 +41,7 @@ from rleif_kit.core.stages import PPO
 from rleif_kit.core.tables import Note, missing, text_table
 from rleif_kit.core.user_files import parse_json, read_user_text
 from rleif_kit.core.verdict import Verdict
-from rleif_kit.models.cards import TAGS, ModelCard, generation_usage, hub_id, render, save_figures
+from rleif_kit.models.cards import ModelCard, generation_usage, hub_id, recipe_tags, render, save_figures
 from rleif_kit.models.refs import model_ref
 from rleif_kit.ppo.grpo import run_grpo
 from rleif_kit.ppo.policy import VALUE_HEAD, Policy, export_policy, last_checkpoint, load_checkpoint, load_policy
@@ -68,6 +69,7 @@ class PPOStage:
     result: PPOResult
     ab: dict[str, Any] | None = None  # heldout_ab's figures and verdict; None without a held-out benchmark
     model_dir: Path | None = None  # None when the KL guard stopped the run, or the export was left to the caller
+    value: Verdict | None = None  # the value head's explained variance (check_value_head); None without one
 
     @property
     def gate(self) -> list[Verdict]:
@@ -75,8 +77,8 @@ class PPOStage:
 
     @property
     def verdicts(self) -> list[Verdict]:
-        """The gate's verdicts and the A/B's."""
-        return self.gate + ([self.ab["verdict"]] if self.ab else [])
+        """The gate's verdicts, the value head's and the A/B's."""
+        return self.gate + ([self.value] if self.value else []) + ([self.ab["verdict"]] if self.ab else [])
 
 
 def run_ppo(cfg: RunConfig, paths: RunPaths, gate: list[Verdict] | None = None, evaluate: bool = True,
@@ -99,7 +101,7 @@ def run_ppo(cfg: RunConfig, paths: RunPaths, gate: list[Verdict] | None = None, 
         if progress and any(v.status == "fail" for v in gate) and not cfg.ppo.force:
             print(format_verdicts(gate))  # the whole table before the stop, whose message names the fails only
     policy, result = train(cfg, paths, pool, scorer, policy, gate if gate is not None else [], progress)
-    stage = PPOStage(result)
+    stage = PPOStage(result, value=check_value_head(result.log, cfg.diagnostics, cfg.ppo, paths.rel(paths.ppo_log)))
     if evaluate and world_for(cfg).heldout_benchmark and cfg.ppo.eval_samples:
         stage.ab = heldout_ab(cfg, paths, policy)
     if export_model and not result.stopped:
@@ -375,7 +377,7 @@ def build_card(cfg: RunConfig, paths: RunPaths, result: Any, instruction: str | 
                  f"against the SFT policy (`{sft}`). Standalone weights: the PPO adapter is merged in, so no base is "
                  "needed."),
         metadata={"base_model": root, "base_model_relation": "finetune" if root else None,
-                  "tags": [*TAGS, "ppo" if cfg.ppo.algorithm == "ppo" else "grpo", "rlhf"],
+                  "tags": [*recipe_tags(world.recipe), "ppo" if cfg.ppo.algorithm == "ppo" else "grpo", "rlhf"],
                   "library_name": "transformers", "pipeline_tag": "text-generation"},
         usage=generation_usage(template, instruction or EXAMPLE, cfg.eval.max_new_tokens),
         prompt=(f"The SFT model's prompt, which PPO's rollouts used too: the {world.name} world's training "

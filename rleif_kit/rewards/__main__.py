@@ -15,6 +15,7 @@ from rleif_kit.core.stages import REWARD_MODELS
 from rleif_kit.rewards.irm import train_irm
 from rleif_kit.rewards.launched import TRAINED
 from rleif_kit.rewards.prm import train_prm
+from rleif_kit.rewards.rm_datasets import training_examples
 from rleif_kit.rewards.stage import run_rewards
 
 
@@ -39,7 +40,7 @@ def train_launched(cfg: RunConfig, paths: RunPaths, which: str) -> None:
     """One rank of ``--only which``: every rank reads the rows the notebook wrote and trains; rank 0 saves the result
     the notebook reads back (``core/launch.load_result``)."""
     dist.barrier()  # as the whole stage's ranks wait for rank 0's rows (stage.training_rows)
-    rows = list(read_jsonl(paths.rm_rows(which)))  # every rank, rank 0 too: identical inputs
+    rows = training_examples(which, list(read_jsonl(paths.rm_rows(which))))  # every rank, rank 0 too: identical
     train = train_irm if which == "irm" else train_prm
     _, _, result = train(cfg, paths, rows)
     if dist.is_main():

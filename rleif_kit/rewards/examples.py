@@ -54,11 +54,15 @@ def _rankings(cfg: RunConfig, paths: RunPaths, groups: dict[str, list[dict]]) ->
 
 
 def _balanced(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict] | None) -> tuple[set | None, dict[str, str]]:
-    """The pairs kept by the operator balance, as (chosen, rejected), and each sibling group's split (``train`` /
-    ``heldout``): from ``pairs`` when given (split as ``train_irm`` splits them), else from ``irm_pairs.jsonl``
-    where the stage saved it. (None, {}) when neither is there."""
-    if pairs is None and paths.rm_rows("irm").exists():  # pairs given: this run's, the file may be an older run's
-        rows = list(read_jsonl(paths.rm_rows("irm")))
+    """The pairs kept by the operator balance, as (chosen id, rejected id), and each sibling group's split (``train``
+    / ``heldout``): from ``pairs`` when given (split as ``train_irm`` splits them), else from ``irm_pairs.jsonl``
+    where the stage saved it. (None, {}) when neither is there, or the file predates the ids' ``chosen_id`` /
+    ``rejected_id`` (04 rewrites it when it trains the IRM again)."""
+    saved = paths.rm_rows("irm")
+    if pairs is None and saved.exists():  # pairs given: this run's, the file may be an older run's
+        rows = list(read_jsonl(saved))
+        if any("chosen_id" not in p for p in rows):
+            return None, {}
         split = {str(p["group"]): p["split"] for p in rows if "split" in p}
     elif pairs is not None:
         rows = list(pairs)
@@ -66,7 +70,7 @@ def _balanced(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict] | None) -> 
         split = {**{str(p["group"]): "train" for p in train}, **{str(p["group"]): "heldout" for p in held}}
     else:
         return None, {}
-    return {(p["chosen"], p["rejected"]) for p in rows}, split
+    return {(p["chosen_id"], p["rejected_id"]) for p in rows}, split
 
 
 SPLIT_USE = {"train": "the IRM trains on this set",
@@ -76,10 +80,10 @@ SPLIT_USE = {"train": "the IRM trains on this set",
 def _pair_rows(produced: list[dict], rank: dict[str, int], operator: dict[str, str], kept: set | None) -> list[dict]:
     """The pairs best first (by the chosen one's rank, then the rejected one's), with whether the balance kept each."""
     label = {r: f"{rank[r]}. {operator[r]}" for r in rank}
-    return [{"chosen (rank. operator)": label[p["chosen"]], "rejected (rank. operator)": label[p["rejected"]],
-             **({} if kept is None else {"kept": "yes" if (p["chosen"], p["rejected"]) in kept
+    return [{"chosen (rank. operator)": label[p["chosen_id"]], "rejected (rank. operator)": label[p["rejected_id"]],
+             **({} if kept is None else {"kept": "yes" if (p["chosen_id"], p["rejected_id"]) in kept
                                          else "no: dropped by the operator balance"})}
-            for p in sorted(produced, key=lambda p: (rank[p["chosen"]], rank[p["rejected"]]))]
+            for p in sorted(produced, key=lambda p: (rank[p["chosen_id"]], rank[p["rejected_id"]]))]
 
 
 def ranked_siblings(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict] | None = None) -> tuple[Any, Any]:
@@ -194,8 +198,8 @@ def _pair_example(paths: RunPaths, words: Any) -> Any:
     pair = next((p for p in pairs if p.get("split") == "train"), pairs[0] if pairs else None)
     if pair is None:
         return Note(f"{paths.rel(path)} is empty: no preference pair to show.")
-    rows = [{"": "preferred (chosen)", "instruction": pair["chosen_text"]},
-            {"": "rejected", "instruction": pair["rejected_text"]}]
+    rows = [{"": "preferred (chosen)", "instruction": pair["chosen"]},  # TRL's preference format: the texts
+            {"": "rejected", "instruction": pair["rejected"]}]
     return text_table(rows, wrap=("instruction",),
                       caption=f"IRM: rI(chosen) should come out above rI(rejected); ranked by {words.judge}")
 
@@ -204,13 +208,13 @@ def _steps_example(paths: RunPaths, words: Any) -> Any:
     path = paths.rm_rows("prm")
     if not path.exists():
         return missing(paths.rel(path), REWARD_MODELS, "labelled steps")
-    examples = [e for e in read_jsonl(path) if len(e.get("steps") or []) == len(e.get("labels") or [None])]
+    examples = [e for e in read_jsonl(path) if len(e.get("completions") or []) == len(e.get("labels") or [None])]
     example = next((e for e in examples if not all(e["labels"])), examples[0] if examples else None)
     if example is None:
         return Note(f"{paths.rel(path)} holds no solution whose steps match its labels: nothing to show.")
-    rows = [{"step": "question", "text": example["question"], "label": "—"}]
-    rows += [{"step": str(i), "text": step, "label": "correct" if ok else "wrong"}
-             for i, (step, ok) in enumerate(zip(example["steps"], example["labels"]), 1)
+    rows = [{"step": "question", "text": example["prompt"], "label": "—"}]  # TRL's stepwise format: the steps
+    rows += [{"step": str(i), "text": step, "label": "correct" if ok else "wrong"}  # are its completions
+             for i, (step, ok) in enumerate(zip(example["completions"], example["labels"]), 1)
              if not FENCE_ONLY.match(step.strip())]
     return text_table(rows, wrap=("text",), code=("text",) if words.code_language else (),
                       caption=f"PRM: one solution's steps with the labels it trains on ({example.get('source')})")

@@ -22,7 +22,7 @@ from rleif_kit.rewards.launched import launch_training
 from rleif_kit.rewards.reward import irm_score, load_rm
 from rleif_kit.rewards.rm_cards import irm_card, readme
 from rleif_kit.rewards.rm_datasets import pair_rows, save_rows, split_by_group
-from rleif_kit.rewards.rm_training import loss_log, save_rm, start_training, timed_train, trainer_kwargs
+from rleif_kit.rewards.rm_training import loss_log, save_rm, start_training, timed_train, trainer_args_for
 
 
 @dataclass
@@ -39,8 +39,8 @@ def pairwise_accuracy(model: Any, tokenizer: Any, pairs: Sequence[dict]) -> floa
     """Share of pairs whose chosen instruction scores above the rejected one."""
     if not pairs:
         return 0.0
-    chosen = irm_score(model, tokenizer, [p["chosen_text"] for p in pairs])
-    rejected = irm_score(model, tokenizer, [p["rejected_text"] for p in pairs])
+    chosen = irm_score(model, tokenizer, [p["chosen"] for p in pairs])
+    rejected = irm_score(model, tokenizer, [p["rejected"] for p in pairs])
     return sum(c > r for c, r in zip(chosen, rejected)) / len(pairs)
 
 
@@ -60,10 +60,8 @@ def train_irm(cfg: RunConfig, paths: RunPaths, pairs: Sequence[dict], heldout_sh
     save_rows(paths, "irm", pair_rows(train, heldout))  # the dataset beside the model (rm_datasets.py)
     base, bf16, model, tokenizer = start_training(cfg, paths, rm.irm_base, "[reward_model] irm_base", "sequence")
     tokenizer.padding_side = "right"
-    # TRL's default (checkpointing on), under transformers' current name: the old one warns of its removal
-    args = RewardConfig(**trainer_kwargs(cfg, out_dir, len(train), bf16), max_length=rm.rm_max_len,
-                        activation_checkpointing=True)
-    data = Dataset.from_list([{"chosen": p["chosen_text"], "rejected": p["rejected_text"]} for p in train])
+    args = trainer_args_for(RewardConfig, cfg, out_dir, len(train), bf16, max_length=rm.rm_max_len)
+    data = Dataset.from_list([{"chosen": p["chosen"], "rejected": p["rejected"]} for p in train])  # TRL's names
     trainer = RewardTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer,
                             callbacks=trainer_logs.callbacks(cfg, paths, "irm"))
     runtime = timed_train(trainer)

@@ -24,10 +24,15 @@ def pairs_from_scores(siblings: Sequence[dict], scores: Sequence[float]) -> list
         if sa == sb:
             continue
         chosen, rejected = (a, b) if sa > sb else (b, a)
-        pairs.append({"group": chosen.get("sibling_group"), "chosen": chosen["id"], "rejected": rejected["id"],
-                      "chosen_text": chosen["text"], "rejected_text": rejected["text"],
-                      "operator": chosen["operator"]})
+        pairs.append(sibling_pair(chosen, rejected))
     return pairs
+
+
+def sibling_pair(chosen: dict, rejected: dict) -> dict:
+    """One preference pair of two siblings in TRL's preference format: the texts in ``chosen`` / ``rejected`` (what
+    the IRM scores, no prompt around them), the variant ids beside them in ``chosen_id`` / ``rejected_id``."""
+    return {"group": chosen.get("sibling_group"), "chosen": chosen["text"], "rejected": rejected["text"],
+            "chosen_id": chosen["id"], "rejected_id": rejected["id"], "operator": chosen["operator"]}
 
 
 def programmatic_judge(cfg: Any, world: Any) -> bool:
@@ -72,7 +77,7 @@ def balance_pairs(pairs: list[dict], key: str = "operator", seed: int = 0) -> li
     """
     seen, unique = set(), []
     for pair in pairs:
-        ident = (pair["chosen"], pair["rejected"])
+        ident = (pair["chosen_id"], pair["rejected_id"])
         if ident not in seen:
             seen.add(ident)
             unique.append(pair)
@@ -86,4 +91,4 @@ def balance_pairs(pairs: list[dict], key: str = "operator", seed: int = 0) -> li
     for name in sorted(groups, key=str):  # fixed order, so the seed alone decides the sample
         idx = groups[name]
         keep.update(idx if len(idx) <= cap else rng.sample(idx, cap))
-    return [pair for i, pair in enumerate(unique) if i in keep]
+    return [p for i, p in enumerate(unique) if i in keep]

@@ -29,6 +29,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -44,7 +45,8 @@ from rleif_kit.llm.base import ChatRequest, cut_off, run_sync
 from rleif_kit.llm.endpoint import make_llm_backend
 from rleif_kit.llm.tasks import run_bounded
 from rleif_kit.rewards import judges
-from rleif_kit.rewards.irm_data import balance_pairs, ranking_to_pairs
+from rleif_kit.rewards.irm_data import balance_pairs, ranking_to_pairs, sibling_pair
+from rleif_kit.worlds.prompts import math_prompt
 
 __all__ = ["JudgeReport", "judge_irm_rankings", "judge_prm_labels", "ranking_pairs", "format_steps",
            "report_path", "make_judge_backend", "MAX_ATTEMPTS"]
@@ -95,7 +97,8 @@ def make_judge_backend(cfg: RunConfig, settings: Any, role: str, out_path: str |
     """
     if settings is None:
         raise ValueError(f"judge labelling needs a settings.json with models.{role} (pass settings=...)")
-    return make_llm_backend(cfg, settings, role, cache_path=Path(out_path).with_suffix(".cache.sqlite"))
+    return make_llm_backend(cfg, settings, role, cache_path=Path(out_path).with_suffix(".cache.sqlite"),
+                            prompt_format=partial(math_prompt, cot=False))  # on /v1/completions: Alpaca
 
 
 def _fill(template: str, **values: str) -> str:
@@ -223,9 +226,7 @@ def _stop_on_failures(cfg: RunConfig, role: str, items: list[_Item], out_path: P
 def ranking_pairs(siblings: Sequence[dict], ranking: Sequence[str]) -> list[dict]:
     """Pairs of one ranked sibling set, shaped like ``irm_data.pairs_from_scores``: k give k(k-1)/2."""
     by_id = {r["id"]: r for r in siblings}
-    return [{"group": by_id[c].get("sibling_group"), "chosen": c, "rejected": r, "chosen_text": by_id[c]["text"],
-             "rejected_text": by_id[r]["text"], "operator": by_id[c]["operator"]}
-            for c, r in ranking_to_pairs(ranking)]
+    return [sibling_pair(by_id[c], by_id[r]) for c, r in ranking_to_pairs(ranking)]
 
 
 def judge_irm_rankings(cfg: RunConfig, settings: Any, groups: Sequence[Sequence[dict]], out_path: str | Path,

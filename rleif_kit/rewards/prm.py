@@ -36,7 +36,7 @@ from rleif_kit.rewards.prm_likelihood import calibrate, likelihood_rows
 from rleif_kit.rewards.reward import StepLabelCollator, encode, load_rm, step_scores
 from rleif_kit.rewards.rm_cards import prm_card, readme
 from rleif_kit.rewards.rm_datasets import save_rows, split_by_question, step_rows
-from rleif_kit.rewards.rm_training import loss_log, save_rm, start_training, timed_train, trainer_kwargs
+from rleif_kit.rewards.rm_training import loss_log, save_rm, start_training, timed_train, trainer_args_for
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.base import STEP_BY_STEP
 
@@ -165,7 +165,7 @@ def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tupl
     train += [e for e in extra if e["question"] not in held_questions]
     if not train:
         raise ValueError("no PRM training examples: every sampled solution was flagged or none were sampled")
-    save_rows(paths, "prm", step_rows(train, heldout, world_for(cfg)))  # the dataset beside the model (rm_datasets)
+    save_rows(paths, "prm", step_rows(train, heldout, world_for(cfg)))  # the dataset beside the model (rm_datasets.py)
     base, bf16, model, tokenizer = start_training(cfg, paths, rm.prm_base, "[reward_model] prm_base", rm.prm_head,
                                                   rm.prm_extra_layers)
     world = world_for(cfg)
@@ -177,8 +177,8 @@ def train_prm(cfg: RunConfig, paths: RunPaths, examples: Sequence[dict]) -> tupl
     if not rows:
         raise ValueError("no PRM training rows: no training solution fits [reward_model] rm_max_len"
                          + (" with every step right" if rm.prm_head == "likelihood" else ""))
-    args = TrainingArguments(**trainer_kwargs(cfg, out_dir, len(rows), bf16), remove_unused_columns=False,
-                             warmup_steps=0.05)
+    args = trainer_args_for(TrainingArguments, cfg, out_dir, len(rows), bf16, "prm", remove_unused_columns=False,
+                            warmup_steps=0.05)
     trainer = Trainer(model=model, args=args, train_dataset=[{k: r[k] for k in ("input_ids", "labels")} for r in rows],
                       data_collator=StepLabelCollator(tokenizer.pad_token_id),
                       callbacks=trainer_logs.callbacks(cfg, paths, "prm"))

@@ -13,8 +13,8 @@ from rleif_kit.core import distributed as dist
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.plots import plot_loss_curve, plot_split_histogram
+from rleif_kit.core.reward_formula import parse_reward_formula
 from rleif_kit.models.cards import (
-    TAGS,
     ModelCard,
     base_license,
     hub_id,
@@ -22,13 +22,17 @@ from rleif_kit.models.cards import (
     prm_likelihood_usage,
     prm_usage,
     py_literal,
+    recipe_tags,
     render,
     save_figures,
+    template_opener,
 )
 from rleif_kit.rewards.irm_data import programmatic_judge
 from rleif_kit.rewards.reward import PRM_LABELS, RM_INFO, solution_step_ends
-from rleif_kit.rewards.rm_datasets import PAIR_FIELDS, STEP_FIELDS, fields_markdown, solution_steps
+from rleif_kit.rewards.rm_datasets import PAIR_FIELDS, STEP_FIELDS, fields_markdown
 from rleif_kit.worlds import world_for
+from rleif_kit.worlds.base import STEP_BY_STEP
+from rleif_kit.worlds.words import run_words
 
 
 def _metadata(cfg: RunConfig, base_name: str, base_location: str, kind: str, pipeline: str) -> dict[str, Any]:
@@ -36,7 +40,7 @@ def _metadata(cfg: RunConfig, base_name: str, base_location: str, kind: str, pip
     adapter = cfg.reward_model.rm_finetune != "full"
     root = hub_id(cfg.base.model_name if base_name == "sft" else base_location)
     return {"base_model": root, "base_model_relation": ("adapter" if adapter else "finetune") if root else None,
-            "tags": [*TAGS, kind, *(["lora"] if adapter else [])],
+            "tags": [*recipe_tags(world_for(cfg).recipe), kind, *(["lora"] if adapter else [])],
             "library_name": "peft" if adapter else "transformers", "pipeline_tag": pipeline,
             "license": base_license(base_location)}
 
@@ -69,24 +73,25 @@ def irm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_l
              pairs: Sequence[dict]) -> ModelCard:
     """The IRM's card for ``result`` (an ``IRMResult``); draws its loss curve into the model folder."""
     rm, folder = cfg.reward_model, paths.irm_model
-    example = next((p["chosen_text"] for p in pairs), "Tom has 3 pens. He buys 2 more. How many pens does he have?")
     world = world_for(cfg)
-    judge = (f"the {world.name} world's programmatic judge (`World.sibling_quality`)"
-             if programmatic_judge(cfg, world) else "the IRM judge (`settings.models.irm_judge`)")
+    example = next((p["chosen"] for p in pairs), "Tom has 3 pens. He buys 2 more. How many pens does he have?")
+    judge = (f"{run_words(cfg, world).judge}, the {world.name} world's programmatic judge (`World.sibling_quality`)"
+             if programmatic_judge(cfg, world) else "the IRM judge (`settings.models.irm_judge`) on definition, "
+             "precision and integrity")
     figures = {"training_loss": plot_loss_curve(result.log, "IRM training loss")} if result.log else {}
     return ModelCard(
         title="Instruction reward model (IRM, RLEIF stage 04)",
         summary=("Scores an instruction in [0, 1]: the sigmoid of a one-output reward head, rI in the RLEIF reward "
                  f"`{cfg.ppo.reward_formula}`. It learned from preference pairs of sibling variants evolved from the "
-                 f"same instruction with different operators, ranked by {judge} on definition, precision and "
-                 "integrity; a ranking of k variants gives k(k-1)/2 pairs, balanced across operators. Trained with "
+                 f"same instruction with different operators, ranked by {judge}; a ranking of k variants gives "
+                 "k(k-1)/2 pairs, balanced across operators. Trained with "
                  "TRL's RewardTrainer (Bradley-Terry loss)."),
         metadata=_metadata(cfg, rm.irm_base, base_location, "reward-model", "text-classification"),
         usage=irm_usage(example, base_ref if rm.rm_finetune != "full" else None),
         prompt=("The instruction text alone, no template around it, ending in the tokenizer's EOS token: TRL's "
                 "RewardTrainer appends EOS in training and the head reads the last token before the padding, so a "
-                "scorer must append it too. (The policy's prompt, the Alpaca / WizardMath template, plays no part "
-                "here.)"),
+                f"scorer must append it too. (The policy's prompt, the {world.name} world's training template, plays "
+                "no part here.)"),
         training={**_training(cfg, base_ref, rm.irm_base), "pairs (train / held out)":
                   f"{result.train_pairs} / {result.heldout_pairs}"},
         results={"held-out pairwise accuracy": result.heldout_accuracy,
@@ -97,23 +102,56 @@ def irm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_l
         files=_files("`sequence`: one score per text"))
 
 
-def snippet_steps(examples: Sequence[dict]) -> tuple[str, list[str]]:
-    """(question, steps) for the card's snippet: an example whose steps, joined by spaces as the snippet joins them,
-    are found again where the snippet looks for them (every step a 'Step k:' segment); preferably one with several
-    steps, right and wrong ones (what a PRM is for), else several steps, else any."""
+def _snippet_form(solution: str, world: Any) -> tuple[list[str], str] | None:
+    """(steps, join) of one solution for the card's snippet, such that ``join.join(steps)`` is the solution and each
+    step ends (trailing space excluded) where ``world`` ends it: the "Step k:" segments joined by spaces where that
+    gives the solution back, else the exact slices of the text (a program: statements and their newlines); None
+    when the world finds no step."""
+    text = solution.strip()
+    ends = solution_step_ends(text, world)
+    if not ends:
+        return None
+    cuts = list(zip([0] + ends[:-1], ends))
+    exact = [text[a:b] for a, b in cuts]
+    exact[-1] += text[ends[-1]:]
+    for steps, join in (([text[a:b].strip() for a, b in cuts], " "), (exact, "")):
+        pos, found = 0, []
+        for step in steps:
+            found.append(pos + len(step.rstrip()))
+            pos += len(step) + len(join)
+        if all(s.strip() for s in steps) and solution_step_ends(join.join(steps), world) == found:
+            return steps, join
+    return None
+
+
+def snippet_steps(examples: Sequence[dict], world: Any = STEP_BY_STEP) -> tuple[str, list[str], str]:
+    """(question, steps, join) for the card's snippet: an example whose steps, joined as the snippet joins them,
+    are found again where ``world`` ends its steps; preferably one with several steps, right and wrong ones (what a
+    PRM is for), else several steps, else any; a fixed example when none is."""
     best, rank = None, -1
     for e in examples:
-        steps = solution_steps(e["solution"])
-        ends = [sum(len(s) + 1 for s in steps[:i]) + len(steps[i]) for i in range(len(steps))]
-        if not steps or solution_step_ends(" ".join(steps)) != ends:
+        form = _snippet_form(e["solution"], world)
+        if form is None:
             continue
+        steps = form[0]
         r = (len(steps) > 1) + (len(steps) > 1 and len(set(map(bool, e.get("labels", [])))) > 1)
         if r > rank:
-            best, rank = (e["question"], steps), r
+            best, rank = (e["question"], *form), r
         if rank == 2:
             break
     return best or ("Tom has 3 pens. He buys 2 more. How many pens does he have?",
-                    ["Step 1: 3 + 2 = 5.\nThe answer is: 5"])
+                    ["Step 1: 3 + 2 = 5.\nThe answer is: 5"], " ")
+
+
+def _reads_ra(cfg: RunConfig) -> str:
+    """How the run's reward uses the PRM's rA: a sentence for the card."""
+    formula, rm = cfg.ppo.reward_formula, cfg.reward_model
+    if "rA" in parse_reward_formula(formula).terms and rm.answer_reward == "prm":
+        return f"rA in this run's RLEIF reward `{formula}` is the `{rm.prm_aggregate}` of a solution's step scores."
+    why = (f"its rA comes from the {rm.answer_reward}" if "rA" in parse_reward_formula(formula).terms
+           else "the formula has no rA")
+    return (f"As rA it would be the `{rm.prm_aggregate}` of a solution's step scores; this run's reward `{formula}` "
+            f"does not read it ({why}), and 07 probes it all the same.")
 
 
 def prm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_location: str,
@@ -127,8 +165,10 @@ def prm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_l
             "PRM step scores by label (held out)")
     labeller = (f"the {cfg.base.world} world's step verifier" if rm.prm_step_label == "verifier"
                 else "the PRM judge (`settings.models.prm_judge`)")
-    question, steps = snippet_steps(examples)
-    template = world_for(cfg).train_template(cot=True)  # the PRM reads the chain-of-thought form
+    world = world_for(cfg)
+    question, steps, join = snippet_steps(examples, world)
+    template = world.train_template(cot=True)  # the PRM reads the chain-of-thought form
+    lead = world.completion("x")[:-1]  # what the world puts between prompt and solution: " " (math), "" (code)
     generative = rm.prm_head == "likelihood"
     adapter_base = base_ref if rm.rm_finetune != "full" else None
     sources = (f"step labels from {labeller}" + (" and the PRM800K-style rows of `[reward_model] prm_data`"
@@ -137,22 +177,21 @@ def prm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_l
         what = ("A generative PRM: a language model of the run's right solutions (the SFT model fine-tuned on those of "
                 "its own samples and of the instruction pool that every step label calls right) scores each step by "
                 "the lowest log-probability it gives a token of what the step concludes — its result, and for the "
-                "last step the answer line and the end of the text — and a logistic calibration fitted to the "
+                "last step the rest of the text and its end — and a logistic calibration fitted to the "
                 f"labelled steps, {getattr(result, 'calibration', None) or 'in rm_info.json'}, turns that into "
-                f"P(right). rA in the RLEIF reward `{cfg.ppo.reward_formula}` is the `{rm.prm_aggregate}` of a "
-                f"solution's step scores. Labels: {sources}; a step after the first wrong one is wrong too.")
-        usage = prm_likelihood_usage(template, question, steps, _calibration(folder, result), adapter_base)
+                f"P(right). {_reads_ra(cfg)} Labels: {sources}; a step after the first wrong one is wrong too.")
+        usage = prm_likelihood_usage(template, question, steps, _calibration(folder, result), adapter_base, join,
+                                     lead)
         files = _files("`likelihood`: a language model, scored with `calibration` = [a, b]")
-        reads = ("A step is read over what it concludes: from after its last `=` to its end; the last step runs "
-                 "through its `The answer is: X` line and the end of the text.")
+        reads = ("A step is read over what it concludes: from after its last `=` to its end (the whole step where "
+                 "it has none); the last step with the end of the text.")
     else:
         what = ("Says whether each step of a solution is right: a token classifier read at the last token of each "
-                f"step, labels {PRM_LABELS} in `config.json`. rA in the RLEIF reward `{cfg.ppo.reward_formula}` is "
-                f"the `{rm.prm_aggregate}` of a solution's step scores P(right). It learned from the SFT model's own "
-                f"solutions with {sources}; a step after the first wrong one is wrong too. Trained with "
-                "`transformers.Trainer` and a collator that puts each label on its step's last token (-100 "
+                f"step, labels {PRM_LABELS} in `config.json`, scores P(right). {_reads_ra(cfg)} It learned from the "
+                f"SFT model's own solutions with {sources}; a step after the first wrong one is wrong too. Trained "
+                "with `transformers.Trainer` and a collator that puts each label on its step's last token (-100 "
                 "elsewhere).")
-        usage = prm_usage(template, question, steps, PRM_LABELS, adapter_base)
+        usage = prm_usage(template, question, steps, PRM_LABELS, adapter_base, join, lead)
         files = _files("`token`: two classes per token, `wrong` and `right`")
         reads = "A step's label is read at the token covering its last character."
     return ModelCard(
@@ -161,10 +200,10 @@ def prm_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base_l
         metadata=_metadata(cfg, rm.prm_base, base_location, "process-reward-model",
                            "text-generation" if generative else "token-classification"),
         usage=usage,
-        prompt=("The WizardMath / Alpaca prompt with the chain-of-thought opener, the question as `{instruction}`, "
-                "then one space and the solution, exactly as the policy writes it:\n\n"
-                f"```text\n{template}\n```\n\nSteps are `Step k:` segments (or one per line); the last step "
-                f"runs through its `The answer is: X` line, so its score sees the answer. {reads}"),
+        prompt=(f"The {world.name} world's training prompt{template_opener(world, True)}, the question as "
+                f"`{{instruction}}`, then {'one space and ' if lead else ''}the solution in the world's answer format "
+                f"({world.format_name}), exactly as the policy writes it:\n\n```text\n{template}\n```\n\n"
+                f"{world.steps.about} {reads}"),
         training={**_training(cfg, base_ref, rm.prm_base), "step labels": rm.prm_step_label,
                   "solutions (train / held out)": f"{result.train_examples} / {result.heldout_examples}",
                   "labelled steps (train / held out)": f"{result.train_steps} / {result.heldout_steps}",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rleif_kit.core import distributed as dist
+from rleif_kit.core import trainer_args
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.disk import writing
 from rleif_kit.core.paths import RunPaths
@@ -107,18 +108,23 @@ def start_training(cfg: RunConfig, paths: RunPaths, base_name: str, key: str, he
     return base, bf16, model, tokenizer
 
 
-def trainer_kwargs(cfg: RunConfig, out_dir: Path, rows: int, bf16: bool) -> dict[str, Any]:
-    """The Trainer arguments both reward models train with (``[reward_model]`` lr, epochs and batch)."""
+def trainer_args_for(cls: Any, cfg: RunConfig, out_dir: Path, rows: int, bf16: bool, model: str = "irm",
+                     **own: Any) -> Any:
+    """``cls`` (TRL's RewardConfig for the IRM, TrainingArguments for the PRM) with the arguments both reward models
+    train with (``[reward_model]`` lr, epochs and batch; ``model`` "irm" or "prm" names the tracker run), the model's
+    ``own`` ones, then ``[reward_model] trainer_args`` (the keys ``cls`` has: core/trainer_args.py)."""
     import torch  # heavy: loaded on first use
 
     rm = cfg.reward_model
     steps = int(rm.rm_epochs * -(-rows // rm.rm_batch_size))
-    return dict(output_dir=str(out_dir / CHECKPOINTS), learning_rate=rm.rm_lr, num_train_epochs=rm.rm_epochs,
-                per_device_train_batch_size=rm.rm_batch_size, save_strategy="no",
-                logging_steps=max(1, min(10, steps // 10)),  # at least ~10 points on the curve
-                report_to=trainer_logs.report_to(cfg, "irm"),  # the IRM's and the PRM's: [base] report_to
-                use_cpu=not torch.cuda.is_available(), bf16=bf16, seed=cfg.base.seed,
-                disable_tqdm=False)
+    kit = dict(output_dir=str(out_dir / CHECKPOINTS), learning_rate=rm.rm_lr, num_train_epochs=rm.rm_epochs,
+               per_device_train_batch_size=rm.rm_batch_size, save_strategy="no",
+               logging_steps=max(1, min(10, steps // 10)),  # at least ~10 points on the curve
+               report_to=trainer_logs.report_to(cfg, model),  # the IRM's and the PRM's: [base] report_to
+               run_name=trainer_logs.run_name(cfg, model),
+               use_cpu=not torch.cuda.is_available(), bf16=bf16, seed=cfg.base.seed,
+               disable_tqdm=False, **own)
+    return cls(**trainer_args.merged(kit, rm.trainer_args, cls))
 
 
 def timed_train(trainer: Any) -> float:

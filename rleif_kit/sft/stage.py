@@ -22,6 +22,7 @@ from typing import Any
 
 from rleif_kit.checks.verdicts import check_sft_learning, check_step_format, format_verdicts
 from rleif_kit.core import distributed as dist
+from rleif_kit.core import trainer_args
 from rleif_kit.core.config import RunConfig
 from rleif_kit.core.disk import writing
 from rleif_kit.core.jsonl import read_jsonl
@@ -86,7 +87,7 @@ def _trainer_args(cfg: RunConfig, paths: RunPaths, bf16: bool):
     from trl import SFTConfig  # heavy: loaded on first use
 
     s = cfg.sft
-    return SFTConfig(
+    return SFTConfig(**trainer_args.merged(dict(
         output_dir=str(paths.sft_checkpoints), seed=cfg.base.seed, data_seed=cfg.base.seed,
         max_length=s.max_seq_len, completion_only_loss=True, packing=False,
         num_train_epochs=s.epochs, max_steps=s.max_steps, learning_rate=s.lr,
@@ -95,10 +96,10 @@ def _trainer_args(cfg: RunConfig, paths: RunPaths, bf16: bool):
         activation_checkpointing=s.gradient_checkpointing,
         logging_steps=s.logging_steps, save_strategy="steps", save_steps=s.save_steps, save_total_limit=2,
         bf16=bf16, fp16=use_fp16(cfg.base.fp16), use_cpu=not torch.cuda.is_available(),
-        report_to=trainer_logs.report_to(cfg, "sft"),
+        report_to=trainer_logs.report_to(cfg, "sft"), run_name=trainer_logs.run_name(cfg, "sft"),
         dataloader_num_workers=0,
         train_sampling_strategy=_sampling(s),
-    )
+    ), s.trainer_args))  # [sft] trainer_args: what the kit has no key for (core/trainer_args.py)
 
 
 def _sampling(s) -> str:
@@ -205,7 +206,7 @@ def run_sft(cfg: RunConfig, paths: RunPaths) -> SFTResult:
         acc_after = _heldout_accuracy(cfg, paths, model, tokenizer, "after")
     if acc_before is not None and acc_after is not None:
         verdicts.append(check_sft_learning(acc_before, acc_after, cfg.diagnostics,
-                                           source=paths.rel(paths.sft_heldout("after"))))
+                                           source=paths.rel(paths.sft_heldout("after")), world=world_for(cfg)))
     log = list(read_jsonl(paths.sft_log))
     result = SFTResult(paths.sft_model, cfg.sft.finetune, len(examples), trainer.state.global_step, runtime,
                        log, acc_before, acc_after, verdicts)

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-__all__ = ["FakeOpenAIServer", "RequestRecord", "FAIL_MODES", "HOSTILE_REPLIES"]
+__all__ = ["FakeOpenAIServer", "RequestRecord", "FAIL_MODES", "HOSTILE_REPLIES", "NO_TEMPLATE_REFUSALS"]
 
 FAIL_MODES = ("429", "500", "timeout", "400")
 #: Replies a hostile or broken server sends to every chat completion: a valid 200 one byte every ``drip_s``
@@ -34,6 +34,14 @@ FAIL_MODES = ("429", "500", "timeout", "400")
 HOSTILE_REPLIES = ("drip", "huge", "endless", "huge_error")
 DEFAULT_FAIL_MODES = FAIL_MODES[:3]  # the ones a client retries; "400" only when asked for
 FAKE_MODEL = "fake-model"
+#: How real servers refuse a chat request for a model without a chat template (``no_chat_template``): vLLM's 400 (the
+#: words transformers raises), TGI's 422, and ``transformers serve``'s bare 500 (an unhandled exception there).
+NO_TEMPLATE_REFUSALS = {
+    "vllm": (400, "As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat "
+                  "template if the tokenizer does not define one.", "BadRequestError"),
+    "tgi": (422, "Template error: template not found", "template_error"),
+    "transformers": (500, None, None),
+}
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 429: "Too Many Requests",
             500: "Internal Server Error", 501: "Not Implemented"}
@@ -79,7 +87,8 @@ def _default_responder(body: dict) -> str:
 
 
 class FakeOpenAIServer:
-    """Serve ``/v1/chat/completions`` and ``/v1/models`` on ``127.0.0.1`` in a background thread.
+    """Serve ``/v1/chat/completions``, ``/v1/completions`` and ``/v1/models`` on ``127.0.0.1`` in a background
+    thread.
 
     Use as a context manager; ``base_url`` is ready for ``openai.OpenAI(base_url=...)``.
 
@@ -93,6 +102,11 @@ class FakeOpenAIServer:
       held ``hang_s`` seconds, then the connection is closed without an answer).
     * ``require_key``: when set, a different bearer token gets a 401 quoting the sent key as
       ``sk-...abcd`` like OpenAI does (useful to test redaction).
+    * ``/v1/completions`` (a ``prompt`` string instead of ``messages``) answers like the chat route: the same
+      responder (it sees the body with ``prompt``), failures, latency and hostile replies; its reply is a
+      ``text_completion`` with ``choices[].text``.
+    * ``no_chat_template``: one of :data:`NO_TEMPLATE_REFUSALS` ("vllm", "tgi", "transformers"): every chat
+      completion is refused the way that server refuses a model without a chat template; completions still answer.
     * ``hostile``: every chat completion gets that reply of :data:`HOSTILE_REPLIES` (a dripping, huge or endless
       body); ``bytes_sent`` counts the body bytes written, which a client that stops reading holds down (the
       writes wait for the socket).
@@ -111,7 +125,11 @@ class FakeOpenAIServer:
         hostile: str | None = None,
         drip_s: float = 2.0,
         huge_bytes: int = 2 << 30,
+        no_chat_template: str | None = None,
     ):
+        if no_chat_template is not None and no_chat_template not in NO_TEMPLATE_REFUSALS:
+            raise ValueError(f"no_chat_template must be one of {tuple(NO_TEMPLATE_REFUSALS)}, got {no_chat_template!r}")
+        self.no_chat_template = no_chat_template
         if hostile is not None and hostile not in HOSTILE_REPLIES:
             raise ValueError(f"hostile must be one of {HOSTILE_REPLIES}, got {hostile!r}")
         self.hostile, self.drip_s, self.huge_bytes = hostile, drip_s, huge_bytes
@@ -345,6 +363,8 @@ class FakeOpenAIServer:
             return auth_failure
         if method == "POST" and path == "/v1/chat/completions":
             return await self._chat(body)
+        if method == "POST" and path == "/v1/completions":
+            return await self._text(body)
         if method == "GET" and path == "/v1/models":
             self._count("ok")
             return _Reply(200, {"object": "list", "data": [
@@ -376,6 +396,23 @@ class FakeOpenAIServer:
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             self._count("400")
             return _error(400, "'messages' is a required property", "invalid_request_error", None)
+        if self.no_chat_template is not None:
+            status, message, type_ = NO_TEMPLATE_REFUSALS[self.no_chat_template]
+            self._count(str(status))
+            if message is None:  # uvicorn's own answer to an unhandled exception: no words at all
+                return _Reply(status, "Internal Server Error")
+            return _error(status, message, type_, None)
+        return await self._answer(body)
+
+    async def _text(self, body: Any) -> _Reply | None:
+        """``/v1/completions``: the prompt as it is, no template."""
+        if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
+            self._count("400")
+            return _error(400, "'prompt' is a required property (a string)", "invalid_request_error", None)
+        return await self._answer(body)
+
+    async def _answer(self, body: dict) -> _Reply | None:
+        """Either route's reply: failures injected, latency, hostile replies, then the completion."""
         if body.get("stream"):
             self._count("400")
             return _error(400, "stream=true is not supported by FakeOpenAIServer", "invalid_request_error", None)
@@ -420,8 +457,18 @@ class FakeOpenAIServer:
             for i, c in enumerate(contents):
                 if _words(c) > limit and finish[i] != "length":
                     contents[i], finish[i] = " ".join(str(c).split()[:limit]), "length"
-        prompt_tokens = sum(_words(m.get("content")) for m in body["messages"] if isinstance(m, dict))
         completion_tokens = sum(_words(c) for c in contents)
+        if "messages" not in body:  # /v1/completions
+            prompt_tokens = _words(body["prompt"])
+            return _Reply(200, {
+                "id": f"cmpl-fake-{self._completion_ids}", "object": "text_completion", "created": int(time.time()),
+                "model": body.get("model") or FAKE_MODEL,
+                "choices": [{"index": i, "text": c, "logprobs": None, "finish_reason": finish[i]}
+                            for i, c in enumerate(contents)],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                          "total_tokens": prompt_tokens + completion_tokens},
+            })
+        prompt_tokens = sum(_words(m.get("content")) for m in body["messages"] if isinstance(m, dict))
         return _Reply(200, {
             "id": f"chatcmpl-fake-{self._completion_ids}",
             "object": "chat.completion",

@@ -98,7 +98,9 @@ class Benchmark:
     ``prompt(item, ev)`` the model input under the ``[eval]`` section ``ev``; ``check(item, response, ev)`` one
     row for an answer benchmark; a code benchmark (``runs_code``) is scored in the sandbox instead, its response
     cut by ``extract``. ``summary`` names extra row keys a summary reports as shares (``{"steps_ok": ...}``);
-    ``meta(ev)`` the ``[eval]`` values that decide a verdict besides the shared ones."""
+    ``meta(ev)`` the ``[eval]`` values that decide a verdict besides the shared ones; ``category(item)`` the
+    benchmark's own grouping of an item (MATH's subject), which 06's breakdown uses where the world has no task
+    family."""
 
     name: str
     load: Callable[[Path | None, Any, Any], list[dict]]
@@ -114,6 +116,7 @@ class Benchmark:
     missing_data: str = ""  # what to pass when there is no default source
     default_source: str = "hub"  # where items come from without a path: "hub", "run" (the run's own split), a package
     own_prompt: bool = False  # asked in a prompt of its own (HumanEval, MBPP), not in the world's training prompt
+    category: Callable[[Mapping[str, Any]], str | None] = field(default=lambda item: None)  # MATH: its subject
 
     @property
     def role(self) -> str:
@@ -146,6 +149,12 @@ class World:
     judge_about = "the world's programmatic judge"  # who ranks evolved siblings offline (programmatic worlds)
     verifier_about = ""  # what computes rV, for the views (default: "the world's verifier")
     code_language = ""  # "python" where responses are programs: views render them as code, whitespace kept
+    recipe = "WizardMath"  # the published RLEIF model the world's recipe follows: "WizardMath", "WizardCoder"
+    # a world kept outside the kit may bring its own config section, validated like the kit's (core/config.py
+    # world_section): the TOML table's name and a frozen dataclass of opt(...) fields deriving config.Section.
+    # The world reads it as cfg.section(config_section) (or cfg.world_options)
+    config_section = ""
+    config_class: type | None = None
 
     # ------------------------------------------------------------------ prompts
 

@@ -49,6 +49,18 @@ def benchmark(name: str) -> Benchmark:
     return table[name]
 
 
+def benchmark_world(name: str) -> Any:
+    """The world whose benchmark ``name`` is (its task families, its failure classes)."""
+    benchmark(name)  # an unknown name is the same one-line error
+    return next(w for w in reversed(all_worlds()) if any(b.name == name for b in w.benchmarks))
+
+
+def item_family(name: str, item: dict) -> str | None:
+    """The group 06's breakdown puts a benchmark item in: its world's task family (``World.family``: tiny_code's
+    "range", "slice", ...), else the benchmark's own category (MATH's subject); None (GSM8k, HumanEval, arith)."""
+    return benchmark_world(name).family(item) or benchmark(name).category(item)
+
+
 def prompt_for(name: str, item: dict, ev: Any) -> str:
     """The exact prompt a model was trained and evaluated with, under the ``[eval]`` section ``ev``."""
     return benchmark(name).prompt(item, ev)

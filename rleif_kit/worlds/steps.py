@@ -29,6 +29,10 @@ class StepFormat:
     """How a solution splits into steps: ``marker`` starts a step, ``answer`` starts the final answer line, and
     with ``lines`` a solution without markers is one step per non-empty line (when it has at least two)."""
 
+    # what a step is, in the words of the model cards (a class attribute, not a field: a subclass sets its own)
+    about = ("Steps are `Step k:` segments (or one per line); the last step runs through its `The answer is: X` "
+             "line, so its score sees the answer.")
+
     marker: re.Pattern = re.compile(r"Step\s*\d+\s*:", re.I)
     answer: re.Pattern = re.compile(r"The answer is:", re.I)
     lines: bool = True

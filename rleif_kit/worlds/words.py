@@ -6,7 +6,7 @@ and the names of what they score, so a code run reads ``r = rI · rV`` and "pass
 run reads ``r = rI · rA`` and "accuracy on held-out problems". What a term means comes from where it is computed:
 rA's source is ``[reward_model] answer_reward`` (the PRM or a verifier), rV the world's verifier, rF its format score.
 The nouns come from the world (``World.task_noun``, ``score_name``, ``right_word``, ``judge_about``,
-``code_language``; docs/worlds.md).
+``code_language``, ``recipe``; docs/worlds.md).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rleif_kit.core.reward_formula import FORMULA_NAMES, parse_reward_formula
+from rleif_kit.worlds import world_for
 
 TERM_NAMES = {"rI": "instruction reward", "rA": "answer reward", "rV": "verifier reward", "rF": "format reward"}
 
@@ -52,6 +53,7 @@ class RunWords:
     judge: str  # who ranks evolved siblings for the IRM
     answer_format: str  # the answer format a response is trained in
     code_language: str  # "python" where responses are programs (render as code), else ""
+    recipe: str = "WizardMath"  # the published model whose recipe the world follows: "WizardMath", "WizardCoder"
 
     def term_lines(self) -> list[str]:
         """One markdown line per term: ``- **rV** (verifier reward): the tests of each task, run in the sandbox``."""
@@ -61,8 +63,6 @@ class RunWords:
 def run_words(cfg: Any, world: Any = None) -> RunWords:
     """The words for ``cfg``'s run (``world``: the run's world when the caller has it already)."""
     if world is None:
-        from rleif_kit.worlds import world_for
-
         world = world_for(cfg)
     terms = tuple(t for t in FORMULA_NAMES if t in parse_reward_formula(cfg.ppo.reward_formula).terms)
     judge = world.judge_about if world.programmatic else "the judge model (`[evol_instruct]`'s endpoint or model)"
@@ -70,4 +70,4 @@ def run_words(cfg: Any, world: Any = None) -> RunWords:
                     shown=formula_shown(cfg.ppo.reward_formula), terms=terms, sources=term_sources(cfg, world),
                     task=world.task_noun, tasks=world.task_noun_plural or world.task_noun + "s",
                     score=world.score_name, right=world.right_word, judge=judge,
-                    answer_format=world.format_name, code_language=world.code_language)
+                    answer_format=world.format_name, code_language=world.code_language, recipe=world.recipe)

@@ -66,6 +66,10 @@ def _is_docstring(node: ast.stmt) -> bool:
 class CodeSteps(StepFormat):
     """The step split of a program (module docstring); ``segments`` are the steps' texts."""
 
+    about = ("A step is one top-level statement of the code, or one statement of a function's body (a loop or an "
+             "`if` with everything under it is one step; the `def` line belongs to the first); the last step runs "
+             "to the end of the response, so its score sees the whole program.")
+
     def _code_ends(self, code: str) -> list[int]:
         lines = code.splitlines()
         starts = _line_starts(code)

@@ -13,6 +13,7 @@ task carries tests (``problem.tests``), and rV is the share of them a response p
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,7 @@ class CodeWorld(World):
     right_word = "passed"
     verifier_about = "the task's tests, run in the sandbox (the share passed)"
     code_language = "python"
+    recipe = "WizardCoder"
     data_format = ("JSONL as Code Alpaca and Evol-Instruct-Code have it: 'instruction', 'output' and an optional "
                    "'input'; docs/wizardcoder.md")
     prompt_note = ("WizardCoder trains under Alpaca's prompt_no_input and evaluates HumanEval / MBPP under their "
@@ -152,6 +154,34 @@ class CodeWorld(World):
         """Every response's program against its task's tests, all in the sandbox at once."""
         return [Verified(c.rv, c.correct, c.wall_s)
                 for c in check_responses(records, responses, extract_code, workers=workers)]
+
+    def failure_class(self, result: Mapping[str, Any]) -> str | None:
+        """Why a scored program failed, from its row's ``completion`` and ``result`` (``evaluation/humaneval.py``,
+        ``worlds/code/judging.py``): "no code" (nothing to run was cut out), "syntax error" (it does not compile),
+        "timeout", "killed" (a signal: a sandbox limit), "exception" (it raised, in a test or at import), "wrong
+        value" (it returned a wrong value, or a test's assertion failed), "task error" (the task's own data), else
+        "other" (a sandbox error, unreadable results). None for a passed row."""
+        if result.get("correct"):
+            return None
+        why = str(result.get("result") or "")
+        why = re.sub(r"^(base|plus) inputs: ", "", why)  # EvalPlus's two parts say which failed first
+        if why.startswith("task error"):
+            return "task error"
+        if not str(result.get("completion") or "").strip():
+            return "no code"
+        if why.startswith("timed out") or why == "killed by SIGXCPU":
+            return "timeout"
+        if why.startswith("killed by"):
+            return "killed"
+        detail = why.removeprefix("failed: ")
+        if re.match(r"(SyntaxError|IndentationError|TabError)\b", detail):
+            return "syntax error"
+        if re.match(r"case \d+ returned|AssertionError\b", detail):
+            return "wrong value"
+        if re.match(r"case \d+ raised|the candidate raised|\w+(Error|Exception|Exit|Interrupt)\b", detail) or \
+                why == "exited before the tests finished":
+            return "exception"
+        return "other"
 
     def step_labels(self, record: Mapping[str, Any], solution: str) -> list[bool] | None:
         """No step verifier: a program's statements are not right or wrong one by one (its tests judge the

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.user_files import read_user_text
 from rleif_kit.llm.base import ChatRequest, cut_off, cut_off_reason, run_sync
 from rleif_kit.llm.endpoint import make_llm_backend
+from rleif_kit.worlds.prompts import math_prompt
 from rleif_kit.worlds.math.data import hub_source, load_gsm8k, load_hub_dataset, load_math
 from rleif_kit.worlds.math.stepwise import (
     NormaliseError,
@@ -38,6 +40,10 @@ from rleif_kit.worlds.math.stepwise import (
     normalise_gsm8k,
     normalise_solution,
 )
+
+#: What an instruction becomes where settings.json sends it on /v1/completions (a served base model; llm/api_mode.py):
+#: the Alpaca prompt, as a local model without a chat template is asked (evolve/evolvers.py alpaca_prompt)
+ALPACA = partial(math_prompt, cot=False)
 
 FEW_SHOT = [
     ("Tom has 3 boxes with 4 pens in each box. He gives away 5 pens. How many pens does he have left?",
@@ -132,7 +138,8 @@ def build_sft_dataset(cfg: RunConfig, settings: Any = None, progress: bool = Tru
     else:
         log_path = target.with_suffix(".regenerate.jsonl")
         # its own usage ledger beside its log: these requests are not 01's, whose total counts 01's alone
-        backend = make_llm_backend(cfg, settings, ledger=log_path.with_suffix(".usage.jsonl"))
+        backend = make_llm_backend(cfg, settings, ledger=log_path.with_suffix(".usage.jsonl"),
+                                   prompt_format=ALPACA)
         run_sync(_regenerate(cfg, problems, backend, log_path))
         outcomes = list({r["id"]: r for r in read_jsonl(log_path)}.values())  # the latest outcome per id
         pending = len({p["id"] for p in problems} - {r["id"] for r in outcomes})
@@ -160,7 +167,8 @@ def rewrite_to_steps(cfg: RunConfig, settings: Any, items: list[dict]) -> dict[s
     """
     template = read_user_text(cfg.resolve(cfg.evol_instruct.prompts_dir) / "math" / "rewrite_steps.txt",
                               kind="a prompt template")
-    backend = make_llm_backend(cfg, settings, ledger=RunPaths(cfg.output_dir).rewrite_steps_usage_ledger)
+    backend = make_llm_backend(cfg, settings, ledger=RunPaths(cfg.output_dir).rewrite_steps_usage_ledger,
+                               prompt_format=ALPACA)
 
     async def one(item: dict) -> tuple[str, str | None]:
         prompt = template.replace("{instruction}", item["instruction"]).replace("{solution}", item["response"])

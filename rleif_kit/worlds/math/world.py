@@ -77,7 +77,7 @@ class MathWorld(World):
                       summary=("flexible_correct", "compat_correct", "math_verify_correct"),
                       meta=lambda ev: {"compat": ev.compat_gsm8k}),
             Benchmark("math", _math, prompt, check=check_math_item, summary=("compat_correct", "math_verify_correct"),
-                      meta=lambda ev: {"compat": ev.compat_math}))
+                      meta=lambda ev: {"compat": ev.compat_math}, category=lambda item: item.get("type")))
 
     def is_correct(self, record: Mapping[str, Any], response: str) -> bool | None:
         """Strict GSM8k / MATH checking against the record's ``gold`` (or GSM8k's ``answer`` with ``#### N``)."""

@@ -32,10 +32,11 @@ OPERATORS = (  # Code Evol-Instruct's, as the structure can carry them out (temp
 
 
 def benchmark_item(record: Mapping[str, Any]) -> dict:
-    """A held-out task as a HumanEval-shaped benchmark item (empty prompt: the completion is the whole program)."""
+    """A held-out task as a HumanEval-shaped benchmark item (empty prompt: the completion is the whole program), with
+    its task family (``range``, ``slice``, ...) for 06's breakdown."""
     problem = record["problem"]
     test = mbpp.check_source({"test_list": problem["tests"]}, problem["entry_point"])
-    return {"id": record["id"], "question": record["question"], "gold": None,
+    return {"id": record["id"], "question": record["question"], "gold": None, "family": problem.get("family"),
             "problem": {"task_id": record["id"], "prompt": "", "entry_point": problem["entry_point"], "test": test}}
 
 
