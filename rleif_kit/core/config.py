@@ -949,10 +949,11 @@ def _unapplied_reasons(reasons: dict[str, str], sections: dict[str, Any], known:
     A reason then shows in no table, only as this one-line note."""
     out = {}
     file_world, world = in_file.get(("base", "world")), sections["base"].world
+    moved_by = set_by.get(("base", "world"))  # the --set that names the run's world, if one does
     for name in reasons:
         section, _, key = name.partition(".")
-        if ("base", "world") in set_by and file_world is not None and world != file_world:
-            out[name] = f"written for the file's world {file_world!r}; --set {set_by['base', 'world']} runs {world!r}"
+        if moved_by is not None and file_world is not None and world != file_world:
+            out[name] = f"written for the file's world {file_world!r}; --set {moved_by} runs {world!r}"
             continue
         value, default = getattr(sections[section], key), _default_of(section, key, known[section])
         if value == default:
