@@ -515,8 +515,9 @@ def test_one_example_of_each_reward_models_training_set(code_cfg_paths):
 
     cfg, paths = code_cfg_paths
     assert all("does not exist yet" in v for v in reward_example(cfg, paths))
-    write_jsonl(paths.rm_rows("irm"), [{"chosen": "held out", "rejected": "-", "split": "heldout"},
-                                       {"chosen": "Write f(x).", "rejected": "Write.", "split": "train"}])
+    write_jsonl(paths.rm_rows("irm"), [
+        {"chosen": "held out", "rejected": "-", "chosen_id": "h-a", "split": "heldout"},
+        {"chosen": "Write f(x).", "rejected": "Write.", "chosen_id": "t-a", "split": "train"}])
     write_jsonl(paths.rm_rows("prm"), [
         {"prompt": "q0", "completions": ["a", "b"], "labels": [True, True], "source": "verifier"},
         {"prompt": "q1", "completions": ["```python\ndef f(x):\n    y = x + 1", "return y < 2\n```"],

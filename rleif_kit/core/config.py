@@ -902,7 +902,7 @@ OUTPUT_DIR = "{output_dir}"  # in any string value: [base] output_dir, so what a
 
 
 def _fill_output_dir(sections: dict[str, Any]) -> dict[str, Any]:
-    """``sections`` with ``{output_dir}`` in every string value (and string list) replaced by [base] output_dir:
+    """``sections`` with ``{output_dir}`` in every string value (in lists and tables too) replaced by [base] output_dir:
     the tiny presets build their model at ``{output_dir}/tiny-llama``, so ``--set base.output_dir=...`` moves it
     with the rest of the run."""
     out_dir = sections["base"].output_dir
@@ -912,6 +912,8 @@ def _fill_output_dir(sections: dict[str, Any]) -> dict[str, Any]:
             return value.replace(OUTPUT_DIR, out_dir)
         if isinstance(value, list):
             return [fill(v) for v in value]
+        if isinstance(value, dict):  # a trainer_args table: {logging_dir = "{output_dir}/logs"}
+            return {k: fill(v) for k, v in value.items()}
         return value
 
     out = {}

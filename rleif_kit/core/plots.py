@@ -308,7 +308,7 @@ def plot_probes(verdicts: Sequence[Any], ok_at: float, fail_at: float,
 
 
 def plot_gain(gains: dict[str, dict[str, Any]], min_gain: float | None = None,
-              title: str = "PPO − SFT, accuracy points (95% paired-bootstrap interval)") -> Figure:
+              title: str = "", score: str = "accuracy") -> Figure:
     """One row per benchmark: the gain as a dot, its 95% interval as a bar; zero and the ok line (``min_gain``)."""
     names = list(gains)
     fig, ax = plt.subplots(figsize=(6.5, 0.6 * max(1, len(names)) + 1.4))
@@ -327,7 +327,7 @@ def plot_gain(gains: dict[str, dict[str, Any]], min_gain: float | None = None,
     ax.set_ylim(-0.7, len(names) - 0.3)
     ax.margins(x=0.25)
     ax.set_xlabel("points")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title or f"PPO − SFT, {score} points (95% paired-bootstrap interval)", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig

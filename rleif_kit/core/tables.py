@@ -63,7 +63,8 @@ def text_table(rows: Sequence[dict], wrap: Sequence[str] = (), digits: int = 3, 
         style = style.map(cell_colour, subset=list(colour_columns))
     if gradient:
         style = style.background_gradient(cmap="RdYlGn", vmin=0.0, vmax=1.0, subset=list(gradient))
-    return style.set_caption(caption) if caption else style
+    style = style.format_index(escape="html", axis=1)  # a column's name may be data (a model's, a family's)
+    return style.set_caption(html.escape(caption, quote=False)) if caption else style  # captions quote data
 
 
 def count_table(counts: dict[str, dict[str, int]]) -> Any:

@@ -30,6 +30,7 @@ from typing import Any
 CHECKPOINTS = "the stage's checkpoints folder under [base] output_dir"
 HARDWARE = "from the hardware: a GPU when there is one"
 LOGGING = "[base] report_to"
+RUN_NAME = "the tracker run's name, <run>-<model> (tiny-cpu-sft): set [base] run_name"
 
 # the TRL config each section's table reaches: (module, class)
 TARGETS = {"sft": ("trl", "SFTConfig"), "reward_model": ("trl", "RewardConfig"), "ppo": ("trl", "GRPOConfig")}
@@ -49,14 +50,14 @@ KIT_SET: dict[str, dict[str, str]] = {
         "report_to": "[sft] report_to (or [base] report_to)",
         "completion_only_loss": "SFT learns the responses only, as the recipe does (sft/tokenize.py)",
         "train_sampling_strategy": "[sft] group_by_length / balance_batches",
-        "group_by_length": "[sft] group_by_length",
+        "group_by_length": "[sft] group_by_length", "run_name": RUN_NAME,
     },
     "reward_model": {
         "output_dir": CHECKPOINTS, "seed": "[base] seed", "learning_rate": "[reward_model] rm_lr",
         "num_train_epochs": "[reward_model] rm_epochs", "per_device_train_batch_size": "[reward_model] rm_batch_size",
         "max_length": "[reward_model] rm_max_len", "bf16": "[base] bf16", "use_cpu": HARDWARE, "report_to": LOGGING,
         "save_strategy": "'no': a reward model is trained again from its start, never resumed",
-        "remove_unused_columns": "the PRM's collator reads its label column",
+        "remove_unused_columns": "the PRM's collator reads its label column", "run_name": RUN_NAME,
     },
     "ppo": {
         "output_dir": CHECKPOINTS, "seed": "[base] seed", "learning_rate": "[ppo] lr",
@@ -68,7 +69,7 @@ KIT_SET: dict[str, dict[str, str]] = {
         "logging_steps": "one log row per PPO step, which 05's log and curves read",
         "save_strategy": "'no': GRPO saves its policy at the end", "bf16": "[base] bf16", "use_cpu": HARDWARE,
         "report_to": LOGGING,
-        "use_vllm": "[ppo] generation_backend",
+        "use_vllm": "[ppo] generation_backend", "run_name": RUN_NAME,
     },
 }
 def config_class(section: str) -> Any:

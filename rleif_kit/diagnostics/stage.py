@@ -64,12 +64,13 @@ from rleif_kit.worlds import world_for
 from rleif_kit.worlds.benchmarks import benchmark as get_benchmark
 from rleif_kit.worlds.benchmarks import benchmark_names
 from rleif_kit.worlds.intros import stage_intro
+from rleif_kit.worlds.words import run_words
 
 # The stage's public face: what its notebook and ``python -m rleif_kit.diagnostics`` use (``rleif doctor`` runs
 # check_artifacts). The verdict table (checks/verdict_table.py) and the plots (core/plots.py) are defined there and
 # offered here, so that the notebook reads one stage module.
 __all__ = ["stage_intro", "Health", "run_diagnostics", "check_artifacts", "verdict_table", "probe_example",
-           "plot_probes", "plot_score_histograms", "plot_reward_health_curves", "plot_gain", "plot_counts",
+           "plot_probes", "plot_score_histograms", "plot_reward_health_curves", "plot_gain", "run_words", "plot_counts",
            "save_figure"]
 
 

@@ -103,7 +103,8 @@ def report_words(run: dict[str, Any]) -> RunWords | None:
         return changed.get(f"{section}.{key}", _default(section, key))
 
     cfg = SimpleNamespace(ppo=SimpleNamespace(reward_formula=value("ppo", "reward_formula")),
-                          reward_model=SimpleNamespace(answer_reward=value("reward_model", "answer_reward")))
+                          reward_model=SimpleNamespace(answer_reward=value("reward_model", "answer_reward")),
+                          evol_instruct=SimpleNamespace(backend=value("evol_instruct", "backend")))
     try:
         return run_words(cfg, get_world(value("base", "world")))
     except (UnknownWorld, ImportError, ValueError):

@@ -41,7 +41,8 @@ from rleif_kit.core.stages import PPO
 from rleif_kit.core.tables import Note, missing, text_table
 from rleif_kit.core.user_files import parse_json, read_user_text
 from rleif_kit.core.verdict import Verdict
-from rleif_kit.models.cards import ModelCard, generation_usage, hub_id, recipe_tags, render, save_figures
+from rleif_kit.models.cards import (ModelCard, generation_usage, hub_id, recipe_tags, render, save_figures,
+                                    template_opener)
 from rleif_kit.models.refs import model_ref
 from rleif_kit.ppo.grpo import run_grpo
 from rleif_kit.ppo.policy import VALUE_HEAD, Policy, export_policy, last_checkpoint, load_checkpoint, load_policy
@@ -58,7 +59,7 @@ from rleif_kit.worlds.words import run_words
 # the verdict table) included.
 __all__ = ["stage_intro", "run_ppo", "ab_summary", "before_after", "PPOStage", "fifth_means", "truth_fifths",
            "step_timing", "rollout_table", "format_verdicts", "plot_ppo_curves", "plot_update_diagnostics",
-           "plot_ppo_phases", "plot_gain", "save_figure"]
+           "plot_ppo_phases", "plot_gain", "run_words", "save_figure"]
 
 
 @dataclass
@@ -358,7 +359,7 @@ def build_card(cfg: RunConfig, paths: RunPaths, result: Any, instruction: str | 
     sft = os.path.relpath(paths.sft_model, folder)
     figures = {"ppo_curves": plot_ppo_curves(result.log)} if result.log else {}
     root = hub_id(cfg.base.model_name)
-    opener = " with the chain-of-thought opener" if cfg.eval.cot_prompt else ""
+    opener = template_opener(world, cfg.eval.cot_prompt)
     log = os.path.relpath(paths.ppo_log, folder)
     answer = ("the process reward model" if cfg.reward_model.answer_reward == "prm"
               else f"the {cfg.reward_model.answer_reward} (`[reward_model] answer_reward`)")

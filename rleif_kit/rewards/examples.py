@@ -198,6 +198,8 @@ def _pair_example(paths: RunPaths, words: Any) -> Any:
     pair = next((p for p in pairs if p.get("split") == "train"), pairs[0] if pairs else None)
     if pair is None:
         return Note(f"{paths.rel(path)} is empty: no preference pair to show.")
+    if "chosen_id" not in pair:  # written before TRL's names: ids in chosen / rejected, not the texts
+        return Note(f"{paths.rel(path)} was written by an older kit (ids in chosen / rejected): rerun 04 to see one.")
     rows = [{"": "preferred (chosen)", "instruction": pair["chosen"]},  # TRL's preference format: the texts
             {"": "rejected", "instruction": pair["rejected"]}]
     return text_table(rows, wrap=("instruction",),

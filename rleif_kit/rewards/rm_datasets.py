@@ -21,8 +21,8 @@ sees):
 - ``labels``: one boolean per step, true = the step is right
 - ``id``: the solution's id (a sampled one is ``<instruction id>-s<k>``)
 - ``instruction_id``: the instruction it solves (null for rows of ``[reward_model] prm_data``)
-- ``solution``: the whole solution as trained on (``Step 1: ... The answer is: X``)
-- ``source``: who labelled it: ``verifier`` (the arithmetic verifier), ``judged`` (the PRM judge) or ``prm_data``
+- ``solution``: the whole solution as trained on, in the world's answer format
+- ``source``: who labelled it: ``verifier`` (the world's step verifier), ``judged`` (the PRM judge) or ``prm_data``
 - ``split``: ``train`` or ``heldout`` (held-out solutions answer questions never trained on)
 
 Files written before these names (ids in ``chosen`` / ``rejected`` beside ``chosen_text`` / ``rejected_text``;

@@ -90,7 +90,7 @@ def build_card(cfg: RunConfig, paths: RunPaths, result: Any, base_ref: str, base
     if result.accuracy_before is not None and result.accuracy_after is not None:
         figures["heldout_score"] = plot_accuracy_bars(
             {"untrained": result.accuracy_before, "after SFT": result.accuracy_after},
-            title=f"Held-out {words.score}, {words.world} {words.tasks} (greedy)")
+            title=f"Held-out {words.score}, {words.world} {words.tasks} (greedy)", score=words.score)
     adapter = cfg.sft.finetune != "full"
     instruction = card_example(cfg, paths, examples)
     template = world.train_template(cot=cfg.eval.cot_prompt)

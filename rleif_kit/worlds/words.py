@@ -65,7 +65,8 @@ def run_words(cfg: Any, world: Any = None) -> RunWords:
     if world is None:
         world = world_for(cfg)
     terms = tuple(t for t in FORMULA_NAMES if t in parse_reward_formula(cfg.ppo.reward_formula).terms)
-    judge = world.judge_about if world.programmatic else "the judge model (`[evol_instruct]`'s endpoint or model)"
+    judge = (world.judge_about if world.evolves_offline(cfg)  # [evol_instruct] backend = "world": the world ranks
+             else "the IRM judge (settings.json `models.irm_judge`)")
     return RunWords(world=world.name, about=world.about, formula=cfg.ppo.reward_formula,
                     shown=formula_shown(cfg.ppo.reward_formula), terms=terms, sources=term_sources(cfg, world),
                     task=world.task_noun, tasks=world.task_noun_plural or world.task_noun + "s",
