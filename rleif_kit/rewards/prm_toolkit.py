@@ -1,0 +1,143 @@
+"""``rleif prm score | eval``: a PRM scored and judged on step-labelled data without a run, and the same calls from a
+notebook (plain functions returning dicts).
+
+- :func:`score_file`: every step of a step-label file (``rewards/step_label_formats.py``, any format) scored by a PRM
+  the kit trained (a folder with ``rm_info.json``: the token-classification head or the generative "likelihood"
+  head, :func:`rleif_kit.rewards.reward.step_scores` reads either), written as a scores file.
+- :func:`evaluate_file`: ProcessBench's and PRMBench's metrics (``rewards/prm_metrics.py``) of a model, or of a
+  scores file made anywhere, so a PRM served elsewhere is judged by the same code.
+
+A scores file is JSON Lines, one ``{"id": ..., "step_scores": [P(step right), ...]}`` per solution (null for a
+solution the PRM could not score: steps not found, or cut off at ``max_len``). The kit's PRM reads a solution in its
+world's step form: a row of the kit's own ``prm_steps.jsonl`` keeps the solution it was trained on; any other row is
+written as ``Step 1: ... Step 2: ...``, the step-by-step form of the arith and math worlds (``--world`` names another
+world whose solutions the steps are joined for; a row whose steps that world splits differently is left unscored).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from rleif_kit.core.jsonl import read_user_jsonl, write_jsonl
+from rleif_kit.core.user_files import UserFileError
+from rleif_kit.rewards.prm_metrics import evaluate_steps, format_metrics
+from rleif_kit.rewards.reward import load_rm, step_scores
+from rleif_kit.rewards.step_label_formats import dry_run, format_dry_run, read_step_labels
+from rleif_kit.worlds.base import STEP_BY_STEP
+
+
+_STEP_MARK = re.compile(r"^\s*Step\s*\d+\s*:\s*")  # a step that already starts "Step k:" (Math-Shepherd's)
+
+
+def solution_text(record: dict) -> str:
+    """The solution the PRM reads: the kit's own text when the row has it, else the steps as ``Step k: ...`` (a
+    step's own leading ``Step k:`` dropped, so it is not written twice)."""
+    if record.get("solution"):
+        return record["solution"]
+    return " ".join(f"Step {i}: {' '.join(_STEP_MARK.sub('', s, count=1).split())}"
+                    for i, s in enumerate(record["steps"], 1))
+
+
+
+def score_records(model: Any, tokenizer: Any, records: Sequence[dict], world: Any = STEP_BY_STEP,
+                  batch_size: int = 16, max_len: int = 1024) -> list[list[float] | None]:
+    """P(step right) per step of each record; None where the PRM finds another number of steps than are labelled."""
+    scores = step_scores(model, tokenizer, [(r["question"], solution_text(r)) for r in records], batch_size=batch_size,
+                         max_len=max_len, world=world)
+    return [s if s is not None and len(s) == len(r["labels"]) else None for r, s in zip(records, scores)]
+
+
+def score_file(model_dir: str | os.PathLike[str], data: str | os.PathLike[str], out: str | os.PathLike[str] | None,
+               fmt: str | None = None, neutral: str = "right", world: Any = STEP_BY_STEP, batch_size: int = 16,
+               max_len: int = 1024) -> dict:
+    """Score ``data`` with the PRM in ``model_dir``; write the scores file to ``out`` when given. {records, scores}."""
+    records = read_step_labels(data, fmt, neutral)
+    model, tokenizer = load_rm(model_dir)
+    scores = score_records(model, tokenizer, records, world, batch_size, max_len)
+    if out is not None:
+        write_jsonl(out, [{"id": r["id"], "step_scores": s} for r, s in zip(records, scores)])
+    return {"records": records, "scores": scores}
+
+
+def read_scores(path: str | os.PathLike[str]) -> dict[str, list[float] | None]:
+    """A scores file: id -> step scores (None: unscored); one line naming the file, line and field when a row is
+    not ``{"id", "step_scores": [numbers] | null}``."""
+    out: dict[str, list[float] | None] = {}
+    for where, row in read_user_jsonl(path, "step scores"):
+        if "id" not in row:
+            raise UserFileError(f"{where}: field 'id': missing")
+        scores = row.get("step_scores", ...)
+        if scores is ...:
+            raise UserFileError(f"{where}: field 'step_scores': missing")
+        if scores is not None and (not isinstance(scores, list) or not all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) for x in scores)):
+            raise UserFileError(f"{where}: field 'step_scores': expected a list of numbers (or null), got "
+                                f"{json.dumps(scores)[:60]}")
+        if str(row["id"]) in out:
+            raise UserFileError(f"{where}: field 'id': {row['id']!r} appears twice")
+        out[str(row["id"])] = None if scores is None else [float(x) for x in scores]
+    return out
+
+
+def match_scores(records: Sequence[dict], scores: dict[str, list[float] | None], source: str = "scores"
+                 ) -> list[list[float] | None]:
+    """The scores of each record by id; a record with no scores, or as many scores as it has steps, is an error."""
+    missing = [r["id"] for r in records if r["id"] not in scores]
+    if missing:
+        raise UserFileError(f"{source}: no step scores for {len(missing)} of {len(records)} solutions (first: "
+                            f"{missing[0]!r}): the ids must be the data's")
+    out = []
+    for r in records:
+        s = scores[r["id"]]
+        if s is not None and len(s) != len(r["labels"]):
+            raise UserFileError(f"{source}: solution {r['id']!r}: {len(s)} step scores for {len(r['labels'])} steps")
+        out.append(s)
+    return out
+
+
+def evaluate_file(data: str | os.PathLike[str], scores: str | os.PathLike[str] | None = None,
+                  model_dir: str | os.PathLike[str] | None = None, fmt: str | None = None, neutral: str = "right",
+                  world: Any = STEP_BY_STEP, batch_size: int = 16, max_len: int = 1024) -> dict:
+    """The metrics (``prm_metrics.evaluate_steps``) of ``data`` scored by a scores file or a model folder."""
+    if (scores is None) == (model_dir is None):
+        raise ValueError("give a model (--model PATH) or a scores file (--scores FILE), one of them")
+    if scores is not None:
+        records = read_step_labels(data, fmt, neutral)
+        step = match_scores(records, read_scores(scores), str(scores))
+    else:
+        scored = score_file(model_dir, data, None, fmt, neutral, world, batch_size, max_len)
+        records, step = scored["records"], scored["scores"]
+    return {"data": str(data), "scored_by": str(scores if scores is not None else model_dir),
+            **evaluate_steps(records, step)}
+
+
+def prm_command(args: Any) -> int:
+    """``rleif prm score | eval`` (``pipeline/cli.py`` builds ``args``)."""
+    world = STEP_BY_STEP
+    if getattr(args, "world", None):
+        from rleif_kit.worlds import get_world
+
+        world = get_world(args.world)
+    if args.action == "eval" and args.dry_run or args.action == "score" and args.dry_run:
+        print(format_dry_run(dry_run(args.data, args.format, args.neutral)))
+        return 0
+    if args.action == "score":
+        result = score_file(args.model, args.data, args.out, args.format, args.neutral, world, args.batch_size,
+                            args.max_len)
+        unscored = sum(s is None for s in result["scores"])
+        print(f"{len(result['scores'])} solutions scored by {args.model} into {args.out}"
+              + (f" ({unscored} unscored: their steps were not found as labelled, or ran past --max-len)"
+                 if unscored else ""))
+        return 0
+    result = evaluate_file(args.data, args.scores, args.model, args.format, args.neutral, world, args.batch_size,
+                           args.max_len)
+    print(format_metrics(result))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        print(f"metrics written to {args.out}")
+    return 0
