@@ -11,9 +11,11 @@ predicted right when its score is at least the threshold.
   ``f1`` their harmonic mean (None where a side has no solution).
 - PRMBench's PRM-Score (Song et al. 2025, "PRMBench: A Fine-grained and Challenging Benchmark for Process-Level
   Reward Models", arXiv 2501.03124, its evaluation section: PRMScore = w1 · F1_neg + w2 · F1 with w1 = w2 = 0.5):
-  every labelled step of every solution is one binary decision; ``f1_right`` is the F1 of the "right step" class,
-  ``f1_wrong`` that of the "wrong step" class, ``prm_score`` their mean. A class with no step and no prediction has
-  an F1 of None and the score is then the other's alone.
+  every labelled step of every solution is one binary decision, pooled into one confusion matrix whose positive
+  class is a right step (as its evaluation code does: github.com/ssmisya/PRMBench,
+  ``mr_eval/tasks/prmtest_classified/task.py``, ``f1`` and ``negative_f1``); ``f1_right`` is the F1 of the "right
+  step" class, ``f1_wrong`` that of the "wrong step" class, ``prm_score`` their mean. A class with no step and no
+  prediction has an F1 of None (PRMBench writes -1) and the score is then the other's alone.
 
 :func:`evaluate_steps` computes both at 0.5 and over a swept threshold (0.05, 0.10 ... 0.95), names the best
 threshold of each beside 0.5, and breaks both down per class when rows carry one. Solutions the PRM could not
