@@ -224,6 +224,11 @@ def test_rleif_prm_errors_are_one_line(tmp_path, capsys):
     assert "give a model (--model PATH) or a scores file" in capsys.readouterr().err
     assert main(["prm", "eval", "--data", str(DATA / "trl.jsonl"), "--dry-run"]) == 0
     assert "format trl, 3 rows, 9 steps" in capsys.readouterr().out
+    assert main(["prm", "score", "--data", str(DATA / "math_shepherd.jsonl"), "--dry-run"]) == 0  # no model needed
+    assert "format math_shepherd, 3 rows, 9 steps (9 labelled, 66.7% right)" in capsys.readouterr().out
+    assert main(["prm", "score", "--data", str(data)]) == 2
+    assert capsys.readouterr().err == "rleif prm: error: score needs --model (a PRM folder) and --out (the scores " \
+                                      "file to write)\n"
     assert read_scores(scores)["s2"] == [0.4, 0.9, 0.1]
 
 

@@ -196,8 +196,8 @@ def _prm_parser(sub) -> None:
         p.add_argument("--batch-size", type=int, default=16, help="solutions per scoring batch (default 16)")
         p.add_argument("--max-len", type=int, default=1024,
                        help="longest input in tokens; a longer solution is left unscored (default 1024)")
-    score.add_argument("--model", required=True, help="a PRM folder the kit saved (with rm_info.json)")
-    score.add_argument("--out", required=True, help="the scores file to write (JSONL: id, step_scores)")
+    score.add_argument("--model", help="a PRM folder the kit saved (with rm_info.json); needed but with --dry-run")
+    score.add_argument("--out", help="the scores file to write (JSONL: id, step_scores); needed but with --dry-run")
     who = ev.add_mutually_exclusive_group()
     who.add_argument("--model", help="a PRM folder the kit saved (with rm_info.json)")
     who.add_argument("--scores", help="step scores made elsewhere (JSONL: id, step_scores)")

@@ -122,10 +122,12 @@ def prm_command(args: Any) -> int:
         from rleif_kit.worlds import get_world
 
         world = get_world(args.world)
-    if args.action == "eval" and args.dry_run or args.action == "score" and args.dry_run:
+    if args.dry_run:
         print(format_dry_run(dry_run(args.data, args.format, args.neutral)))
         return 0
     if args.action == "score":
+        if not args.model or not args.out:
+            raise ValueError("score needs --model (a PRM folder) and --out (the scores file to write)")
         result = score_file(args.model, args.data, args.out, args.format, args.neutral, world, args.batch_size,
                             args.max_len)
         unscored = sum(s is None for s in result["scores"])
