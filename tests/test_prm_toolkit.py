@@ -10,11 +10,12 @@ import pytest
 from rleif_kit.pipeline.cli import main
 from rleif_kit.rewards.prm_metrics import (evaluate_steps, first_wrong, predicted_first_wrong, prm_score,
                                            processbench)
-from rleif_kit.rewards.prm_toolkit import read_scores, solution_text
+from rleif_kit.rewards.prm_toolkit import read_scores, solution_text, training_examples
 from rleif_kit.rewards.step_label_formats import (StepLabelError, detect_format, dry_run, format_dry_run,
                                                   read_step_labels)
 
-DATA = Path(__file__).parent / "data" / "prm_formats"
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "prm_formats"
 
 
 # ------------------------------------------------------------------------------------------------ formats
@@ -259,3 +260,37 @@ def test_rleif_prm_score_then_eval_with_a_tiny_prm(tmp_path, small_model_dir, ca
     out = tmp_path / "m.json"
     assert main(["prm", "eval", "--data", str(DATA / "kit.jsonl"), "--model", str(prm), "--out", str(out)]) == 0
     assert json.loads(out.read_text())["unscored"] == 0
+
+
+def test_training_examples_keep_the_labelled_prefix():
+    records = read_step_labels(DATA / "processbench.jsonl")
+    examples, dropped = training_examples(records + [{**records[0], "labels": [None, None]}])
+    assert dropped == 1 and [e["labels"] for e in examples] == [[True, True], [False], [True, False]]
+    assert examples[1]["solution"] == "Step 1: 5 + 5 = 10." and examples[0]["source"] == "processbench"
+    kit = read_step_labels(DATA / "kit.jsonl")
+    assert training_examples(kit)[0][0]["solution"] == kit[0]["solution"]
+
+
+def test_rleif_prm_train_then_score_and_eval(tmp_path, small_model_dir, capsys):
+    """`rleif prm train` with the tiny preset's [reward_model] on a TRL file, then its folder scores and is judged."""
+    rows = []
+    for a in range(2, 10):
+        for b in (3, 4, 5):
+            right = [f"{a} + {b} = {a + b}", f"{a + b} * 2 = {2 * (a + b)} The answer is: {2 * (a + b)}"]
+            c = a + b + 1  # a slip in step 1, carried on rightly
+            wrong = [f"{a} + {b} = {c}", f"{c} * 2 = {2 * c} The answer is: {2 * c}"]
+            q = f"What is ({a} + {b}) * 2?"
+            rows += [{"prompt": q, "completions": right, "labels": [True, True]},
+                     {"prompt": q, "completions": wrong, "labels": [False, True]}]
+    data = _row(tmp_path, "train.jsonl", rows)
+    out = tmp_path / "prm_run"
+    assert main(["prm", "train", str(ROOT / "params" / "tiny-cpu.toml"), "--data", str(data), "--base",
+                 str(small_model_dir), "--out", str(out), "--set", "reward_model.rm_epochs=1",
+                 "--set", "base.report_to=[]"]) == 0
+    printed = capsys.readouterr().out
+    line = printed.splitlines()[-1]
+    assert line.startswith("PRM trained on ") and " held out: held-out step accuracy " in line
+    prm = out / "04_reward_models" / "prm"
+    assert (prm / "rm_info.json").exists() and (out / "04_reward_models" / "prm_steps.jsonl").exists()
+    assert main(["prm", "eval", "--data", str(data), "--model", str(prm)]) == 0
+    assert f"{len(rows)} solutions scored" in capsys.readouterr().out

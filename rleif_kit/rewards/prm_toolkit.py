@@ -1,5 +1,10 @@
-"""``rleif prm score | eval``: a PRM scored and judged on step-labelled data without a run, and the same calls from a
-notebook (plain functions returning dicts).
+"""``rleif prm train | score | eval``: a PRM trained, scored and judged on step-labelled data without a run, and the
+same calls from a notebook (plain functions returning dicts).
+
+- :func:`train_file`: the kit's PRM trainer (``rewards/prm.train_prm``: the token-classification head or the
+  generative "likelihood" head, full, LoRA or QLoRA as ``[reward_model]`` says) on a local base model and a
+  step-label file of any format, its hyperparameters from a run config (a preset), its folder
+  ``<out>/04_reward_models/prm`` with the model card and ``prm_steps.jsonl`` as a run writes them.
 
 - :func:`score_file`: every step of a step-label file (``rewards/step_label_formats.py``, any format) scored by a PRM
   the kit trained (a folder with ``rm_info.json``: the token-classification head or the generative "likelihood"
@@ -115,8 +120,49 @@ def evaluate_file(data: str | os.PathLike[str], scores: str | os.PathLike[str] |
             **evaluate_steps(records, step)}
 
 
+def training_examples(records: Sequence[dict]) -> tuple[list[dict], int]:
+    """The PRM trainer's examples ({id, question, solution, labels}) from step-label records, and how many rows had
+    no labelled step. The trainer needs a label on every step: a row keeps its steps up to its first unlabelled one
+    (ProcessBench's steps after the first error; a neutral step read with ``skip``), written as
+    :func:`solution_text` writes them; the kit's own rows, always labelled, keep their solution."""
+    out, dropped = [], 0
+    for r in records:
+        n = next((i for i, v in enumerate(r["labels"]) if v is None), len(r["labels"]))
+        if n == 0:
+            dropped += 1
+            continue
+        kept = r if n == len(r["labels"]) else {**r, "steps": r["steps"][:n], "solution": None}
+        out.append({"id": r["id"], "question": r["question"], "solution": solution_text(kept),
+                    "labels": [bool(v) for v in r["labels"][:n]], "source": r.get("format")})
+    return out, dropped
+
+
+def train_file(params: str, data: str | os.PathLike[str], base: str, out: str | os.PathLike[str],
+               overrides: Sequence[str] = (), fmt: str | None = None, neutral: str = "right") -> dict:
+    """Train the kit's PRM on ``data`` from the local model ``base``, with ``params``' ``[reward_model]`` settings
+    (and ``overrides``, ``--set`` style), into ``<out>/04_reward_models/prm``. {model_dir, examples, dropped, and
+    the held-out measures of ``prm.PRMResult``}."""
+    from rleif_kit.core.config import load_config
+    from rleif_kit.core.paths import RunPaths
+    from rleif_kit.core.run_setup import apply_threads_and_seed
+    from rleif_kit.rewards.prm import train_prm
+
+    if not Path(base).is_dir():
+        raise UserFileError(f"--base {base}: not a local model folder")
+    examples, dropped = training_examples(read_step_labels(data, fmt, neutral))
+    out = Path(out).resolve()
+    cfg = load_config(params, [*overrides, f"reward_model.prm_base={json.dumps(str(Path(base).resolve()))}",
+                               f"base.output_dir={json.dumps(str(out))}"])
+    apply_threads_and_seed(cfg)
+    _, _, result = train_prm(cfg, RunPaths(output_dir=cfg.output_dir, report_dir=out / "report"), examples)
+    return {"model_dir": str(result.model_dir), "examples": len(examples), "dropped": dropped,
+            "train_examples": result.train_examples, "heldout_examples": result.heldout_examples,
+            "heldout_steps": result.heldout_steps, "step_accuracy": result.step_accuracy, "step_auc": result.step_auc,
+            "runtime_s": result.runtime_s}
+
+
 def prm_command(args: Any) -> int:
-    """``rleif prm score | eval`` (``pipeline/cli.py`` builds ``args``)."""
+    """``rleif prm train | score | eval`` (``pipeline/cli.py`` builds ``args``)."""
     world = STEP_BY_STEP
     if getattr(args, "world", None):
         from rleif_kit.worlds import get_world
@@ -124,6 +170,18 @@ def prm_command(args: Any) -> int:
         world = get_world(args.world)
     if args.dry_run:
         print(format_dry_run(dry_run(args.data, args.format, args.neutral)))
+        return 0
+    if args.action == "train":
+        if not args.params or not args.base or not args.out:
+            raise ValueError("train needs PARAMS (a run config for [reward_model]), --base (a local model folder) "
+                             "and --out (a folder for the PRM)")
+        r = train_file(args.params, args.data, args.base, args.out, args.overrides, args.format, args.neutral)
+        measures = ("no held-out steps" if r["step_auc"] is None and r["step_accuracy"] is None else
+                    f"held-out step accuracy {_num(r['step_accuracy'])}, AUC {_num(r['step_auc'])} on "
+                    f"{r['heldout_steps']} steps")
+        print(f"PRM trained on {r['train_examples']} solutions ({r['heldout_examples']} held out: {measures}) in "
+              f"{r['runtime_s']:.0f}s: {r['model_dir']}" + (f"; {r['dropped']} row(s) without a labelled step left "
+                                                             "out" if r["dropped"] else ""))
         return 0
     if args.action == "score":
         if not args.model or not args.out:
@@ -143,3 +201,7 @@ def prm_command(args: Any) -> int:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         print(f"metrics written to {args.out}")
     return 0
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
