@@ -45,6 +45,9 @@ def test_prm800k_follows_the_chosen_trajectory_to_the_error_found():
     assert second["steps"][0] == "15 - 7 = 8." and second["labels"] == [True, True, True]
     assert read_step_labels(DATA / "prm800k.jsonl", neutral="wrong")[1]["labels"] == [True, False, True]
     assert read_step_labels(DATA / "prm800k.jsonl", neutral="skip")[1]["labels"] == [True, None, True]
+    summary = dry_run(DATA / "prm800k.jsonl")  # the fourth row, a bad problem left before any step, is skipped
+    assert (summary["rows"], summary["rows_skipped"], summary["rows_with_error"]) == (4, 1, 0)
+    assert ", 1 skipped (left before any step)" in format_dry_run(summary)
 
 
 def test_math_shepherd_splits_at_the_tag_and_reads_plus_minus():

@@ -12,7 +12,8 @@ The formats (``FORMATS``; the first row of a file tells which, :func:`detect_for
   the completion the trajectory went on with) and ``human_completion`` (phase 1: a step the labeler wrote, right by
   construction). A step whose ``chosen_completion`` and ``human_completion`` are both null ends the trajectory: with
   ``finish_reason = "found_error"`` the step taken is the first completion rated -1 there (the error the labeler
-  found), else the row stops before it.
+  found), else the row stops before it. A row left before its first step (``finish_reason`` ``bad_problem`` or
+  ``give_up``) is skipped and counted, not an error.
 - ``math_shepherd``: Math-Shepherd (huggingface.co/datasets/peiyi9979/Math-Shepherd): ``input`` is the problem and
   the solution with the tag ``ки`` after each step, ``label`` the same text with each tag replaced by ``+`` or ``-``;
   the question is the text before ``Step 1:``; ``task`` (GSM8K / MATH) is the class.
@@ -132,7 +133,10 @@ def _class(row: dict, *keys: str) -> dict:
     return {}
 
 
-def _prm800k(row: dict, where: str, neutral: str) -> dict:
+SKIPPED_FINISH = ("bad_problem", "give_up")  # PRM800K rows a labeler left before any step: not malformed
+
+
+def _prm800k(row: dict, where: str, neutral: str) -> dict | None:
     question = row.get("question")
     if not isinstance(question, dict):
         raise _bad(where, "question", f"expected an object with 'problem', got {_kind(question)}")
@@ -170,6 +174,8 @@ def _prm800k(row: dict, where: str, neutral: str) -> dict:
                 labels.append(False)
             break
     if not steps:
+        if label.get("finish_reason") in SKIPPED_FINISH:  # nothing to learn or judge: skipped, counted
+            return None
         raise _bad(where, "label.steps", f"no labelled step (finish_reason {label.get('finish_reason')!r})")
     return {"id": str(row.get("id", "")), "question": problem, "steps": steps, "labels": labels}
 
@@ -242,12 +248,14 @@ def _check_options(fmt: str | None, neutral: str) -> None:
 
 
 def iter_step_labels(path: str | os.PathLike[str], fmt: str | None = None, neutral: str = "right"
-                     ) -> Iterator[tuple[str, dict | StepLabelError]]:
-    """``("file:line", record or the row's error)`` for each row of ``path``; ``fmt`` None or "auto": the first
-    row's format. A file that is not JSONL at all (a bad line, a directory, a FIFO) raises UserFileError here."""
+                     ) -> Iterator[tuple[str, dict | StepLabelError | None]]:
+    """``("file:line", the record, the row's error, or None for a row skipped)`` for each row of ``path``; ``fmt``
+    None or "auto": the first row's format. A row without an ``id`` is named ``<file stem>-<line>`` (a scores file
+    made from the same data has the same ids). A file that is not JSONL at all (a bad line, a directory, a FIFO)
+    raises UserFileError here."""
     _check_options(fmt, neutral)
     path = Path(path)
-    for n, (where, row) in enumerate(read_user_jsonl(path, WHAT)):
+    for where, row in read_user_jsonl(path, WHAT):
         if fmt in (None, "auto"):
             fmt = detect_format(row)
             if fmt is None:
@@ -257,6 +265,9 @@ def iter_step_labels(path: str | os.PathLike[str], fmt: str | None = None, neutr
             record = READERS[fmt](row, where, neutral)
         except StepLabelError as e:
             yield where, e
+            continue
+        if record is None:
+            yield where, None
             continue
         if not record["id"]:
             record["id"] = f"{path.stem}-{where.rsplit(':', 1)[1]}"
@@ -269,7 +280,8 @@ def read_step_labels(path: str | os.PathLike[str], fmt: str | None = None, neutr
     for _, record in iter_step_labels(path, fmt, neutral):
         if isinstance(record, StepLabelError):
             raise record
-        out.append(record)
+        if record is not None:
+            out.append(record)
     if not out:
         raise StepLabelError(f"{path}: no rows")
     return out
@@ -277,11 +289,14 @@ def read_step_labels(path: str | os.PathLike[str], fmt: str | None = None, neutr
 
 def dry_run(path: str | os.PathLike[str], fmt: str | None = None, neutral: str = "right", examples: int = 2) -> dict:
     """What ``path`` holds without scoring anything: its format, rows, steps, the share of labelled steps that are
-    right, rows with an error (the first few of their lines) and a few parsed records."""
+    right, rows with an error (the first few of their lines), rows skipped and a few parsed records."""
     rows, errors, parsed, found = 0, [], [], None
-    steps = right = labelled = 0
+    steps = right = labelled = skipped = 0
     for _, record in iter_step_labels(path, fmt, neutral):
         rows += 1
+        if record is None:
+            skipped += 1
+            continue
         if isinstance(record, StepLabelError):
             errors.append(str(record))
             continue
@@ -294,7 +309,7 @@ def dry_run(path: str | os.PathLike[str], fmt: str | None = None, neutral: str =
             parsed.append(record)
     return {"file": str(path), "format": found or fmt, "rows": rows, "steps": steps, "labelled_steps": labelled,
             "right_share": right / labelled if labelled else None, "rows_with_error": len(errors),
-            "errors": errors[:5], "examples": parsed}
+            "rows_skipped": skipped, "errors": errors[:5], "examples": parsed}
 
 
 def format_dry_run(summary: dict) -> str:
@@ -302,7 +317,8 @@ def format_dry_run(summary: dict) -> str:
     share = summary["right_share"]
     lines = [f"{summary['file']}: format {summary['format']}, {summary['rows']} rows, {summary['steps']} steps "
              f"({summary['labelled_steps']} labelled, {'n/a' if share is None else f'{share:.1%}'} right), "
-             f"{summary['rows_with_error']} row(s) with an error"]
+             f"{summary['rows_with_error']} row(s) with an error"
+             + (f", {summary['rows_skipped']} skipped (left before any step)" if summary["rows_skipped"] else "")]
     lines += [f"  {e}" for e in summary["errors"]]
     for r in summary["examples"]:
         lines.append(f"  example {r['id']}" + (f" [{r['class']}]" if r.get("class") else "") +
