@@ -10,7 +10,7 @@ import pytest
 from rleif_kit.pipeline.cli import main
 from rleif_kit.rewards.prm_metrics import (evaluate_steps, first_wrong, predicted_first_wrong, prm_score,
                                            processbench)
-from rleif_kit.rewards.prm_toolkit import read_scores, solution_text, training_examples
+from rleif_kit.rewards.prm_toolkit import read_scores, run_world, solution_text, training_examples
 from rleif_kit.rewards.step_label_formats import (StepLabelError, detect_format, dry_run, format_dry_run,
                                                   read_step_labels)
 
@@ -244,7 +244,7 @@ def test_rleif_prm_score_then_eval_with_a_tiny_prm(tmp_path, small_model_dir, ca
     from rleif_kit.models.loading import load_tokenizer
     from rleif_kit.rewards.reward import RM_INFO, head_kwargs
 
-    prm = tmp_path / "prm"
+    prm = tmp_path / "run" / "04_reward_models" / "prm"
     AutoModelForTokenClassification.from_pretrained(str(small_model_dir), **head_kwargs("token")).save_pretrained(prm)
     load_tokenizer(str(small_model_dir)).save_pretrained(prm)
     (prm / RM_INFO).write_text(json.dumps({"head": "token", "finetune": "full", "base_model": "."}))
@@ -262,6 +262,18 @@ def test_rleif_prm_score_then_eval_with_a_tiny_prm(tmp_path, small_model_dir, ca
         assert "3 solutions scored" in capsys.readouterr().out
     out = tmp_path / "m.json"
     assert main(["prm", "eval", "--data", str(DATA / "kit.jsonl"), "--model", str(prm), "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["unscored"] == 0
+    capsys.readouterr()
+
+    # inside a run's folder the PRM reads the run's world: a code world reads "Step k:" text as other steps
+    (tmp_path / "run" / "config.resolved.toml").write_text('[base]\nworld = "tiny_code"\n')
+    assert run_world(prm) == "tiny_code" and run_world(tmp_path) is None
+    assert main(["prm", "eval", "--data", str(DATA / "trl.jsonl"), "--model", str(prm), "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["unscored"] == 3
+    assert "3 solutions unscored: the PRM found other steps than are labelled, or they ran past --max-len; it read " \
+           "them in the world 'tiny_code' (--world names" in capsys.readouterr().out
+    assert main(["prm", "eval", "--data", str(DATA / "trl.jsonl"), "--model", str(prm), "--world", "arith",
+                 "--out", str(out)]) == 0
     assert json.loads(out.read_text())["unscored"] == 0
 
 

@@ -16,7 +16,8 @@ A scores file is JSON Lines, one ``{"id": ..., "step_scores": [P(step right), ..
 solution the PRM could not score: steps not found, or cut off at ``max_len``). The kit's PRM reads a solution in its
 world's step form: a row of the kit's own ``prm_steps.jsonl`` keeps the solution it was trained on; any other row is
 written as ``Step 1: ... Step 2: ...``, the step-by-step form of the arith and math worlds (``--world`` names another
-world whose solutions the steps are joined for; a row whose steps that world splits differently is left unscored).
+world whose solutions the steps are joined for; a row whose steps that world splits differently is left unscored). A
+PRM inside a kit run's folder reads its run's world unless ``--world`` names one (:func:`run_world`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tomllib
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -161,13 +163,27 @@ def train_file(params: str, data: str | os.PathLike[str], base: str, out: str | 
             "runtime_s": result.runtime_s}
 
 
+def run_world(model_dir: str | os.PathLike[str] | None) -> str | None:
+    """The world of the run a kit PRM was trained in (``<run>/04_reward_models/prm``: ``[base] world`` of the run's
+    ``config.resolved.toml``), so its solutions are read in that world's step form; None for a folder outside a run
+    (a PRM trained elsewhere, or moved) or a file that does not say."""
+    if model_dir is None:
+        return None
+    resolved = Path(model_dir).resolve().parent.parent / "config.resolved.toml"
+    try:
+        world = tomllib.loads(resolved.read_text(encoding="utf-8")).get("base", {}).get("world")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    return world if isinstance(world, str) else None
+
+
 def prm_command(args: Any) -> int:
     """``rleif prm train | score | eval`` (``pipeline/cli.py`` builds ``args``)."""
-    world = STEP_BY_STEP
-    if getattr(args, "world", None):
+    world, name = STEP_BY_STEP, getattr(args, "world", None) or run_world(getattr(args, "model", None))
+    if name:
         from rleif_kit.worlds import get_world
 
-        world = get_world(args.world)
+        world = get_world(name)
     if args.dry_run:
         print(format_dry_run(dry_run(args.data, args.format, args.neutral)))
         return 0
@@ -196,6 +212,10 @@ def prm_command(args: Any) -> int:
     result = evaluate_file(args.data, args.scores, args.model, args.format, args.neutral, world, args.batch_size,
                            args.max_len)
     print(format_metrics(result))
+    if result["unscored"] and args.model:
+        print(f"{result['unscored']} solutions unscored: the PRM found other steps than are labelled, or they ran past "
+              f"--max-len; it read them in {'the world ' + repr(name) if name else 'the Step k: form'} (--world names "
+              "the world it was trained in)")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
