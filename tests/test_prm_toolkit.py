@@ -309,3 +309,21 @@ def test_rleif_prm_train_then_score_and_eval(tmp_path, small_model_dir, capsys):
     assert (prm / "rm_info.json").exists() and (out / "04_reward_models" / "prm_steps.jsonl").exists()
     assert main(["prm", "eval", "--data", str(data), "--model", str(prm)]) == 0
     assert f"{len(rows)} solutions scored" in capsys.readouterr().out
+
+
+def test_rleif_prm_score_reads_the_generative_likelihood_head(tmp_path, small_model_dir):
+    """The tiny Llama saved as a generative PRM (its calibration [1, 0]: P = sigmoid(lowest log-probability of what
+    each step concludes) < 0.5): `rleif prm score` reads the head from rm_info.json and scores every step."""
+    import shutil
+
+    from rleif_kit.rewards.reward import RM_INFO
+
+    prm = Path(shutil.copytree(small_model_dir, tmp_path / "likelihood"))
+    (prm / RM_INFO).write_text(json.dumps({"head": "likelihood", "finetune": "full", "base_model": ".",
+                                           "calibration": [1.0, 0.0]}))
+    scores = tmp_path / "scores.jsonl"
+    assert main(["prm", "score", "--model", str(prm), "--data", str(DATA / "prm_data.jsonl"), "--out",
+                 str(scores)]) == 0
+    rows = read_scores(scores)
+    assert [len(s) for s in rows.values()] == [2, 3, 2]
+    assert all(0 < x <= 0.5 for s in rows.values() for x in s)  # a log-probability is <= 0: sigmoid of it <= 0.5
