@@ -29,11 +29,16 @@ import tomllib
 from pathlib import Path
 from typing import Any, Sequence
 
+from rleif_kit.core.config import load_config
 from rleif_kit.core.jsonl import read_user_jsonl, write_jsonl
+from rleif_kit.core.paths import RunPaths
+from rleif_kit.core.run_setup import apply_threads_and_seed
 from rleif_kit.core.user_files import UserFileError
+from rleif_kit.rewards.prm import train_prm
 from rleif_kit.rewards.prm_metrics import evaluate_steps, format_metrics
 from rleif_kit.rewards.reward import load_rm, step_scores
 from rleif_kit.rewards.step_label_formats import dry_run, format_dry_run, read_step_labels
+from rleif_kit.worlds import get_world
 from rleif_kit.worlds.base import STEP_BY_STEP
 
 
@@ -144,11 +149,6 @@ def train_file(params: str, data: str | os.PathLike[str], base: str, out: str | 
     """Train the kit's PRM on ``data`` from the local model ``base``, with ``params``' ``[reward_model]`` settings
     (and ``overrides``, ``--set`` style), into ``<out>/04_reward_models/prm``. {model_dir, examples, dropped, and
     the held-out measures of ``prm.PRMResult``}."""
-    from rleif_kit.core.config import load_config
-    from rleif_kit.core.paths import RunPaths
-    from rleif_kit.core.run_setup import apply_threads_and_seed
-    from rleif_kit.rewards.prm import train_prm
-
     if not Path(base).is_dir():
         raise UserFileError(f"--base {base}: not a local model folder")
     examples, dropped = training_examples(read_step_labels(data, fmt, neutral))
@@ -181,8 +181,6 @@ def prm_command(args: Any) -> int:
     """``rleif prm train | score | eval`` (``pipeline/cli.py`` builds ``args``)."""
     world, name = STEP_BY_STEP, getattr(args, "world", None) or run_world(getattr(args, "model", None))
     if name:
-        from rleif_kit.worlds import get_world
-
         world = get_world(name)
     if args.dry_run:
         print(format_dry_run(dry_run(args.data, args.format, args.neutral)))
