@@ -41,7 +41,6 @@ from rleif_kit.rewards.step_label_formats import dry_run, format_dry_run, read_s
 from rleif_kit.worlds import get_world
 from rleif_kit.worlds.base import STEP_BY_STEP
 
-
 _STEP_MARK = re.compile(r"^\s*Step\s*\d+\s*:\s*")  # a step that already starts "Step k:" (Math-Shepherd's)
 
 
@@ -52,7 +51,6 @@ def solution_text(record: dict) -> str:
         return record["solution"]
     return " ".join(f"Step {i}: {' '.join(_STEP_MARK.sub('', s, count=1).split())}"
                     for i, s in enumerate(record["steps"], 1))
-
 
 
 def score_records(model: Any, tokenizer: Any, records: Sequence[dict], world: Any = STEP_BY_STEP,
