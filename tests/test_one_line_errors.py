@@ -256,7 +256,8 @@ def test_every_argument_of_every_command_has_help():
                for name, action in _actions(parser, name) if not action.help or action.help == argparse.SUPPRESS]
     assert missing == []
     commands = {name for parser, _ in parsers[:1] for name, _ in _actions(parser, "rleif")}
-    assert len(commands) == 1 + len(cli.HANDLERS)  # the walk reached every command
+    assert {name.split(" ")[1] for name in commands if " " in name} == set(cli.HANDLERS)  # it reached every command
+    assert {"rleif prm score", "rleif prm eval"} <= commands  # and every action of a command that has actions
 
 
 # ---------------------------------------------------------------- garbled evolved text

@@ -12,6 +12,9 @@
     rleif eval params/tiny-cpu.toml [--limit N]        # the 06_eval stage (see evaluation/commands.py)
     rleif eval gsm8k --model PATH | --served [NAME] | --samples FILE [--data PATH] [--limit N]
     rleif eval compare RESULTS_A RESULTS_B             # SFT (A) vs PPO (B), paired bootstrap
+    rleif prm train params/tiny-cpu.toml --base MODEL --data FILE --out DIR   # the kit's PRM on your step labels
+    rleif prm score --model PATH --data FILE --out scores.jsonl   # a kit PRM's step scores on step-labelled data
+    rleif prm eval --data FILE (--model PATH | --scores FILE) [--out metrics.json]   # ProcessBench / PRMBench
     rleif --version                                    # the kit's version and, in a git checkout, its commit
 
 User errors (a bad config, a missing key, a model that resolves nowhere, a failed stage) print a
@@ -152,6 +155,8 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                     help="with PARAMS: override a config value (repeatable)")
 
+    _prm_parser(sub)
+
     config = sub.add_parser("config", help="validate a run config and print it resolved")
     _params_and_set(config)
 
@@ -172,6 +177,43 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _prm_parser(sub) -> None:
+    """``rleif prm train | score | eval`` (rewards/prm_toolkit.py): a PRM on step-labelled data, without a run."""
+    from rleif_kit.rewards.step_label_formats import FORMATS, NEUTRAL  # no heavy import: the formats' names
+
+    prm = sub.add_parser("prm", help="train a PRM on step-labelled solutions, score them with one, or judge a PRM's "
+                                     "step scores (ProcessBench, PRMBench)")
+    actions = prm.add_subparsers(dest="action", required=True)
+    train = actions.add_parser("train", help="train the kit's PRM (token or likelihood head; full, LoRA or QLoRA as "
+                                             "PARAMS' [reward_model] says) on step-labelled data")
+    train.add_argument("params", nargs="?", help="run config whose [reward_model] settings train it, e.g. "
+                                                 "params/tiny-cpu.toml")
+    train.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                       help=SET_HELP + ", e.g. reward_model.prm_head=\"likelihood\"")
+    train.add_argument("--base", help="the local model folder the PRM starts from")
+    train.add_argument("--out", help="a folder for the PRM: it is written to OUT/04_reward_models/prm")
+    score = actions.add_parser("score", help="score every step with a PRM the kit trained; write a scores file")
+    ev = actions.add_parser("eval", help="ProcessBench F1 and PRMBench PRM-Score of a model or of a scores file")
+    for p in (train, score, ev):
+        p.add_argument("--data", required=True, help="step-labelled solutions (JSONL): " + ", ".join(FORMATS))
+        p.add_argument("--format", choices=FORMATS, help="the data's format (default: told by its first row)")
+        p.add_argument("--neutral", choices=NEUTRAL, default="right",
+                       help="a neutral step (PRM800K's rating 0): right (default, as ProcessBench), wrong, or skip")
+        p.add_argument("--dry-run", action="store_true",
+                       help="read the data only: counts, rows with an error and a few parsed examples")
+    for p in (score, ev):
+        p.add_argument("--world", help="the world whose step form the PRM reads (default: 'Step k:' steps)")
+        p.add_argument("--batch-size", type=int, default=16, help="solutions per scoring batch (default 16)")
+        p.add_argument("--max-len", type=int, default=1024,
+                       help="longest input in tokens; a longer solution is left unscored (default 1024)")
+    score.add_argument("--model", help="a PRM folder the kit saved (with rm_info.json); needed but with --dry-run")
+    score.add_argument("--out", help="the scores file to write (JSONL: id, step_scores); needed but with --dry-run")
+    who = ev.add_mutually_exclusive_group()
+    who.add_argument("--model", help="a PRM folder the kit saved (with rm_info.json)")
+    who.add_argument("--scores", help="step scores made elsewhere (JSONL: id, step_scores)")
+    ev.add_argument("--out", help="write the metrics as JSON here")
+
+
 def _true_false(text: str) -> bool:
     if text.lower() not in ("true", "false"):
         raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
@@ -182,6 +224,12 @@ def _eval(args) -> int:
     from rleif_kit.evaluation.commands import run_command
 
     return run_command(args)
+
+
+def _prm(args) -> int:
+    from rleif_kit.rewards.prm_toolkit import prm_command
+
+    return prm_command(args)
 
 
 def _run(args) -> int:
@@ -281,7 +329,7 @@ def _shipped_presets(exclude: Path | None) -> tuple[list[tuple], list[str]]:
 
 # every command, in the order of `rleif --help`
 HANDLERS = {"run": _run, "evolve": _evolve, "data": _data, "check-api": _check_api, "doctor": _doctor, "eval": _eval,
-            "config": _config, "plan": _plan, "build-tiny": _build_tiny}
+            "prm": _prm, "config": _config, "plan": _plan, "build-tiny": _build_tiny}
 
 
 def _unknown_command(argv: list[str]) -> str | None:
