@@ -276,3 +276,22 @@ def test_every_probe_of_every_world_has_its_own_advice():
     assert irm.check == "irm_probe_unsolvable" and "): rI does not move when" in irm.advice
     other = _verdict("swap_args", "same", [0.3] * 10)  # an edit of a world the tables do not know: named
     assert "the swap args edit is made" in other.advice and "swap_args probe" in other.advice
+
+
+def test_a_probe_of_a_model_the_reward_does_not_read_says_so_first_and_yields_the_box():
+    """A warn of the PRM beside r = rI * rV: its advice opens with that, it is marked, and the report's what-next
+    box leads with a warn of the run's own reward even when the PRM's comes first in the stage."""
+    from rleif_kit.checks.probes import _capped
+    from rleif_kit.core.verdict import Verdict
+    from rleif_kit.pipeline.report import Scope, what_next
+
+    warn = Verdict("prm_probe_rename", "warn", {"pairs": 10}, {"ok_at": 0.8}, "the score falls on a rename.")
+    capped = _capped(warn, "warn")
+    assert capped.status == "warn" and capped.advice.startswith("Not this run's reward")
+    assert capped.thresholds["not_in_reward"] is True and _capped(warn, None) is warn
+    own = Verdict("value_head", "warn", {"explained_variance": -0.3}, {"warn_below": -0.1}, "raise vf_coef.")
+    stage = "07_reward_diagnostics"
+    metrics = {stage: {"verdicts": {"prm_probe_rename": "warn", "value_head": "warn"},
+                       "verdict_details": [capped.to_dict(), own.to_dict()]}}
+    box = what_next([Scope("", metrics, {stage: {"status": "ok", "reason": ""}})], {}, [stage], None)
+    assert box.index("value_head") < box.index("prm_probe_rename")

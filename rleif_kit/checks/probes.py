@@ -199,10 +199,14 @@ def prm_probes(score: AnswerScorer, items: Sequence[dict], cfg: DiagnosticsConfi
 
 
 def _capped(v: Verdict, cap: str | None) -> Verdict:
-    if cap is None or v.status != "fail":
+    """A probe of a model the run's reward does not read: at most ``cap``, said first in its advice, and marked
+    (``thresholds["not_in_reward"]``) so the report's what-next box puts the checks of the run's own reward first."""
+    if cap is None or v.status == "ok":
         return v
-    return replace(v, status=cap, advice=v.advice + " (Not this run's reward, so not a fail here: do not switch "
-                                                    "[reward_model] answer_reward to it before fixing it.)")
+    return replace(v, status=cap if v.status == "fail" else v.status,
+                   thresholds={**v.thresholds, "not_in_reward": True},
+                   advice="Not this run's reward (it does not read this model), so nothing to fix for this run; "
+                          "fix it before [ppo] reward_formula or [reward_model] answer_reward reads it. " + v.advice)
 
 
 def irm_probes(score: InstructionScorer, pairs: dict[str, Sequence[tuple[str, str]]], cfg: DiagnosticsConfig,

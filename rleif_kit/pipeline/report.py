@@ -303,7 +303,9 @@ def what_next(scopes: list[Scope], run: dict[str, Any], order: list[str], docs: 
     stages = [(sc, s, sc.statuses[s]) for sc in scopes for s in order
               if sc.statuses.get(s, {}).get("status") in PROBLEM_STAGES]
     verdicts = [(sc.prefix, s, v) for sc in scopes for s, v in counted(sc.metrics, sc.statuses, order)]
-    bad = [x for status in ("fail", "warn") for x in verdicts if x[2].get("status") == status]
+    # a model the run's reward does not read (a PRM beside r = rI * rV) is listed after the checks of what it trains on
+    bad = [x for unused in (False, True) for status in ("fail", "warn") for x in verdicts
+           if x[2].get("status") == status and bool((x[2].get("thresholds") or {}).get("not_in_reward")) == unused]
     if stages:
         kind, body = stages[0][2]["status"], _stage_problem(*stages[0], run, docs)
     elif bad:
