@@ -35,13 +35,13 @@ PRM_ADVICE: dict[str, tuple[str, str]] = {
                      "The PRM does not read the answer: check that its last label sits on the answer line and marks a "
                      "wrong answer's step wrong, and that its training solutions include wrong answers (raise "
                      "prm_samples or prm_sample_temperature)."),
-    "last_step_slip": ("the last step's arithmetic is wrong (and the answer with it)",
+    "last_step_slip": ("the last step's result is wrong (and the answer with it)",
                        "The PRM checks the form, not the computation. A token classifier learns the check from one "
                        "label per step: [reward_model] prm_head = 'likelihood' reads it where the SFT model computes "
                        "it (on the tiny preset: 51% -> 85% of pairs), else more labelled slips or a larger base."),
     "corrupt_step": ("an intermediate result is wrong",
-                     "The PRM scores the form of a step, not its arithmetic. [reward_model] prm_head = 'likelihood' "
-                     "reads the arithmetic where the SFT model computes it (on the tiny preset: 51% -> 96% of "
+                     "The PRM scores the form of a step, not its computation. [reward_model] prm_head = 'likelihood' "
+                     "reads each result where the SFT model computes it (on the tiny preset: 51% -> 96% of "
                      "pairs), else more labelled slips or a larger base."),
     "cut_answer": ("the answer line is missing",
                    "The PRM rewards steps, not answers, and PPO can learn to leave the answer out. Label a solution "
@@ -54,7 +54,7 @@ PRM_ADVICE: dict[str, tuple[str, str]] = {
                    "to stop (20% -> 99%)."),
     "commute": ("only the operands of a step are swapped, a + b as b + a",
                 "The PRM keys on surface form. Train it on more varied solutions; a generative PRM inherits its "
-                "model's arithmetic, which may be surer of one order than the other: [reward_model] prm_same_edits "
+                "model's computation, which may be surer of one order than the other: [reward_model] prm_same_edits "
                 "= true trains it on every right solution rewritten by each meaning-preserving edit, this one "
                 "included."),
     "number_format": ("only the final answer is written with thousands separators, 1200 as 1,200",
@@ -180,7 +180,7 @@ def prm_probes(score: AnswerScorer, items: Sequence[dict], cfg: DiagnosticsConfi
                seed: int = 0, model: str = "PRM", cap: str | None = None,
                edits: dict | None = None) -> list[Verdict]:
     """One verdict per solution edit, named ``<model>_probe_<edit>``. ``items``: right solutions, each
-    ``{"text": question, "solution": ...}`` plus whatever the scorer needs (the arithmetic world's ``problem``);
+    ``{"text": question, "solution": ...}`` plus whatever the scorer needs (a generated world's ``problem``);
     ``score(records, solutions)`` gives rA. ``cap="warn"`` reports a fail as warn (a PRM the run does not use).
     ``edits``: the world's (``World.solution_edits``; default the step format's)."""
     sample = _sample(items, cfg.probe_pairs, seed)

@@ -281,7 +281,7 @@ def check_duplicate_rate(total: int, duplicates: int, cfg: DiagnosticsConfig, *,
     if share <= cfg.duplicate_share_warn:
         return Verdict("duplicate_rate", "ok", numbers, thresholds, source=source)
     advice = (f"Dedup removed {share:.0%} as duplicates: evolve at temperature >= 0.9 (now {temperature:g}), dedup "
-              f"at 0.85 (dedup_threshold now {dedup_threshold:g}; on template-heavy data like the arithmetic world "
+              f"at 0.85 (dedup_threshold now {dedup_threshold:g}; on template-heavy data like generated problems "
               f"a higher one), and lower evolve_up_ratio to 0.6 (now {up_ratio:g}).")
     status = "fail" if share > cfg.duplicate_share_fail else "warn"
     return Verdict("duplicate_rate", status, numbers, thresholds, advice, source)

@@ -1107,5 +1107,6 @@ def to_toml(cfg: RunConfig) -> str:
     if cfg.reasons:
         lines.append(f"\n[{REASONS}]")
         lines.extend(f"# {note}" for note in reason_notes(cfg))
-        lines.extend(f"{_toml_value(k)} = {_toml_value(v)}" for k, v in cfg.reasons.items())
+        lines.extend(f"{_toml_value(k)} = {_toml_value(v)}" for k, v in cfg.reasons.items()
+                     if k not in cfg.reason_notes)  # a reason that does not apply is its note above, not its text
     return "\n".join(lines) + "\n"
