@@ -193,3 +193,42 @@ def test_ppo_at_the_step_level_gives_gae_the_parts_and_logs_the_steps(tmp_path, 
     assert row["early_credit_mean"] == pytest.approx(sum(kl_terms["r"]) / len(kl_terms["r"]), abs=1e-6)
     kept = [json.loads(line) for line in paths.ppo_rollouts.read_text().splitlines()]
     assert kept and kept[0]["step_scores"] == [0.9, 0.2, 0.6] and len(kept[0]["step_credits"]) == 3
+
+
+# ------------------------------------------------------------------ the gate's and 07's check of the step level
+
+
+def test_the_step_credit_check_fails_parts_that_miss_r_and_warns_where_step_equals_solution():
+    from rleif_kit.checks.verdicts import check_step_credit, check_step_credit_log
+
+    ok = check_step_credit([3, 2, 1], 1.0, [0.0, 1e-9, 0.0])
+    assert ok.status == "ok" and ok.numbers["multi_step_share"] == pytest.approx(2 / 3)
+    assert ok.numbers["steps_mean"] == 2.0
+    assert check_step_credit([3, 2], 1.0, [0.0, 0.01]).status == "fail"  # a part lost on the way
+    one = check_step_credit([1, 1, 0], None, [0.0, 0.0, 0.0])
+    assert one.status == "warn" and "exactly as the solution level" in one.advice
+    unplaced = check_step_credit([3, 3], 0.0, [0.0, 0.0])
+    assert unplaced.status == "warn" and "tokenizer" in unplaced.advice
+    assert check_step_credit_log([{"step": 0, "reward_mean": 0.5}]) is None  # the solution level's log
+    log = [{"step": 0, "steps_mean": 3.0, "steps_placed_share": 1.0, "early_credit_mean": 0.2},
+           {"step": 1, "steps_mean": 2.0, "steps_placed_share": 0.5, "early_credit_mean": 0.1}]
+    v = check_step_credit_log(log)
+    assert v.status == "ok" and v.numbers["steps_mean"] == 2.5 and v.numbers["early_credit_mean"] == pytest.approx(0.15)
+    assert check_step_credit_log([{"step": 0, "steps_mean": 1.0, "early_credit_mean": 0.0}]).status == "warn"
+
+
+@pytest.mark.slow
+def test_the_gate_checks_the_step_parts_on_its_own_sample(tmp_path, small_model_dir, monkeypatch):
+    from test_ppo import _pool, _run, _scorer
+
+    from rleif_kit.ppo.policy import load_policy
+    from rleif_kit.ppo.stage import reward_gate
+    from rleif_kit.rewards.reward import RewardScorer
+
+    cfg, paths = _run(tmp_path, small_model_dir, 'ppo.reward_granularity="step"')
+    monkeypatch.setattr(RewardScorer, "answer_steps", lambda self, records, responses: [[0.9, 0.2, 0.6]] * len(records))
+    verdicts = {v.check: v for v in reward_gate(cfg, paths, load_policy(cfg, paths), _scorer(cfg, paths,
+                                                                                              small_model_dir), _pool())}
+    step = verdicts["step_credit"]
+    assert step.numbers["responses"] == cfg.ppo.gate_samples and step.numbers["steps_mean"] == 3
+    assert step.numbers["max_sum_gap"] < 1e-5 and step.status in ("ok", "warn")

@@ -26,6 +26,7 @@ from rleif_kit.checks.verdicts import (
     check_low_ra_share,
     check_reward_terms,
     check_score_distribution,
+    check_step_credit,
     check_value_head,
     format_verdicts,
 )
@@ -44,6 +45,7 @@ from rleif_kit.core.verdict import Verdict
 from rleif_kit.models.cards import (ModelCard, generation_usage, hub_id, recipe_tags, render, save_figures,
                                     template_opener)
 from rleif_kit.models.refs import model_ref
+from rleif_kit.ppo import step_credit
 from rleif_kit.ppo.grpo import run_grpo
 from rleif_kit.ppo.policy import VALUE_HEAD, Policy, export_policy, last_checkpoint, load_checkpoint, load_policy
 from rleif_kit.ppo.trainer import TERMS, PPOResult, check_can_start, generate_rollout, train_ppo
@@ -224,6 +226,11 @@ def reward_gate(cfg: RunConfig, paths: RunPaths, policy: Policy, scorer: RewardS
         verdicts.append(check_score_distribution("PRM", scores["rA"], d, src))
     if reads_ra:
         verdicts.append(check_low_ra_share(scores["rA"], d, f"{src}, rA from the {answer}"))
+    if scorer.step_level:  # the parts of r on the sampled tokens, as the first update will place them
+        dense, placement = step_credit.credit_tensor(policy.tokenizer, roll, scores)
+        gaps = [abs(x - r) for x, r in zip(dense.sum(dim=1).tolist(), scores["reward"])]
+        verdicts.append(check_step_credit([len(c) for c in scores["step_credits"]], placement["steps_placed_share"],
+                                          gaps, f"{src}, r split over the steps"))
     terms = check_reward_terms(scores, f"{src}, r = {cfg.ppo.reward_formula}")
     verdicts += [terms] if terms is not None else []
     if any(c is not None for c in scores["correct"]):
