@@ -417,20 +417,34 @@ def _response(row: dict) -> str:
     return row["response"] + flag
 
 
+STEP_PARTS = "steps: score → part of r"
+
+
+def _step_parts(row: dict) -> str:
+    """At the step level, each step's score and its part of r, one step a line (``1: 0.90 → +0.450``); the part r
+    keeps at the last token beyond the steps' is ``r - sum`` of them."""
+    lines = [f"{k}: {score:.2f} → {part:+.3f}"
+             for k, (score, part) in enumerate(zip(row.get("step_scores") or [], row.get("step_credits") or []), 1)]
+    return "\n".join(lines) or "no steps: all of r at the end"
+
+
 def rollout_table(paths: RunPaths, cfg: RunConfig | None = None) -> Any:
     """The saved rollouts, first step then last: when (which policy sampled them), question, response, each term
-    the reward formula uses (rI, rA, rV, rF: a term it leaves out is not shown), r, and the response's KL to the
-    reference (the sum over its tokens). With ``cfg``, a world whose responses are programs shows them as code."""
+    the reward formula uses (rI, rA, rV, rF: a term it leaves out is not shown), r, at the step level each step's
+    score and part of r, and the response's KL to the reference (the sum over its tokens). With ``cfg``, a world
+    whose responses are programs shows them as code."""
     if not paths.ppo_rollouts.exists():
         return missing(paths.rel(paths.ppo_rollouts), PPO, "rollouts")
     rows = list(read_jsonl(paths.ppo_rollouts))
     if not rows:
         return Note(f"{paths.rel(paths.ppo_rollouts)} is empty: PPO saved no rollout.")
     terms = [t for t in TERMS if any(r.get(t) is not None for r in rows)]
+    steps = any(r.get("step_credits") is not None for r in rows)  # [ppo] reward_granularity = "step"
     table = [{"when": _when(r["step"]), "question": r["question"], "response": _response(r),
-              **{t: r[t] for t in terms}, "r": r["r"], "KL": r["kl"]} for r in rows]
+              **{t: r[t] for t in terms}, "r": r["r"],
+              **({STEP_PARTS: _step_parts(r)} if steps else {}), "KL": r["kl"]} for r in rows]
     code = ("response",) if cfg is not None and run_words(cfg).code_language else ()
-    return text_table(table, wrap=("question", "response"), gradient=terms, code=code)
+    return text_table(table, wrap=("question", "response", STEP_PARTS), gradient=terms, code=code)
 
 
 def before_after(cfg: RunConfig, paths: RunPaths) -> Any:
