@@ -232,3 +232,17 @@ def test_the_gate_checks_the_step_parts_on_its_own_sample(tmp_path, small_model_
     step = verdicts["step_credit"]
     assert step.numbers["responses"] == cfg.ppo.gate_samples and step.numbers["steps_mean"] == 3
     assert step.numbers["max_sum_gap"] < 1e-5 and step.status in ("ok", "warn")
+    # step scores blind to the solution put no blame on a corrupted first step: the blame probe ties, and fails
+    blind = verdicts["step_probe_corrupt_step"]
+    assert blind.status == "fail" and blind.numbers["moved_right"] == 0.0, blind
+
+    # the step verifier's labels (rA = "verifier") mark the corrupted step wrong: its part of r drops on every pair
+    from rleif_kit.checks.probe_sets import probe_solutions
+    from rleif_kit.checks.probes import prm_probes
+    from rleif_kit.ppo.stage import _first_step_part
+
+    monkeypatch.undo()
+    scorer = _scorer(cfg, paths, small_model_dir)
+    (right,) = prm_probes(_first_step_part(scorer), probe_solutions(cfg, paths), cfg.diagnostics, model="step",
+                          edits={"corrupt_step": scorer.world.solution_edits["corrupt_step"]})
+    assert right.check == "step_probe_corrupt_step" and right.status == "ok" and right.numbers["moved_right"] == 1.0
