@@ -101,7 +101,8 @@ def model_head(path: str | Path) -> tuple[str, str]:
         return "sequence", "config.json"
     if arch.endswith("ForTokenClassification") and labels == 2:
         return "token", "config.json"
-    raise UserFileError(f"--model {p}: config.json says {arch} with {labels} label(s); rm-check reads a sequence "
+    what = f"{arch} with {labels} label(s)" if arch.endswith("Classification") else arch
+    raise UserFileError(f"--model {p}: config.json says {what}; rm-check reads a sequence "
                         "classifier with 1 label (a reward per text), a token classifier with 2 (a PRM) or a folder "
                         f"the kit saved ({RM_INFO})")
 
