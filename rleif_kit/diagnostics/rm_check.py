@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from rleif_kit.checks.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
 from rleif_kit.checks.probes import check_reward_truth, irm_probes, prm_probes
 from rleif_kit.checks.verdicts import check_low_ra_share, check_score_distribution
 from rleif_kit.core.config import DiagnosticsConfig
@@ -48,12 +49,16 @@ from rleif_kit.core.plots import plot_probes, plot_score_histograms, plot_split_
 from rleif_kit.core.records import write_json_atomic
 from rleif_kit.core.user_files import UserFileError
 from rleif_kit.core.verdict import Verdict
+from rleif_kit.models.loading import from_pretrained, load_tokenizer, use_bf16
 from rleif_kit.rewards.prm_metrics import evaluate_steps
 from rleif_kit.rewards.prm_toolkit import solution_text
-from rleif_kit.rewards.reward import RM_INFO, aggregate_steps, head_kwargs, irm_scorer, load_rm, step_scores
+from rleif_kit.rewards.reward import (RM_INFO, aggregate_steps, head_class, head_kwargs, irm_scorer, load_rm,
+                                     step_scores)
 from rleif_kit.rewards.step_label_formats import detect_format, read_step_labels
+from rleif_kit.worlds import world_for
 from rleif_kit.worlds.base import STEP_BY_STEP
 from rleif_kit.worlds.counterfactuals import drop_number
+from rleif_kit.worlds.data import instruction_pool
 
 KINDS = ("auto", "irm", "rm", "prm")
 RESULT = "rm_check.json"
@@ -111,9 +116,6 @@ def load_reward_model(path: str | Path, bf16: bool = False) -> LoadedRM:
     """The folder's reward model for scoring (:func:`model_head` tells which): the kit's through ``load_rm``, a plain
     transformers folder or a LoRA adapter on its base (merged), in fp32 on a CPU."""
     import torch  # heavy: loaded on first use
-
-    from rleif_kit.models.loading import from_pretrained, load_tokenizer, use_bf16
-    from rleif_kit.rewards.reward import head_class
 
     p = Path(path)
     head, told = model_head(p)
@@ -293,8 +295,6 @@ def rm_check(model: str | Path | LoadedRM, data: str | Path | CheckData | None =
     ``aggregate``, ``seed`` and ``max_len`` override the config's (or the defaults: min, 0, 1024)."""
     d = diagnostics or (cfg.diagnostics if cfg is not None else DiagnosticsConfig())
     if world is None and cfg is not None:
-        from rleif_kit.worlds import world_for
-
         world = world_for(cfg)
     how = aggregate or (cfg.reward_model.prm_aggregate if cfg is not None else "min")
     seed = seed if seed is not None else (cfg.base.seed if cfg is not None else 0)
@@ -442,9 +442,6 @@ def _gate_data(result: RMCheck, rm: LoadedRM, cfg: Any, paths: Any, d: Diagnosti
     """The gate's own data: for an IRM the pool instructions the gate samples (check 1) and the world's instruction
     probes; for a PRM the world's answer probes on its held-out right solutions. Check 1 and 2 of a PRM read the SFT
     policy's samples, which rm-check has not: give them as judged data."""
-    from rleif_kit.checks.probe_sets import NO_PROBE_SET, instruction_probe_pairs, probe_solutions
-    from rleif_kit.worlds.data import instruction_pool
-
     held = f"rm-check: {world.probe_source(paths)}"
     if result.kind == "PRM":
         solutions = probe_solutions(cfg, paths)

@@ -12,9 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from rleif_kit.checks.verdicts import format_verdict_table
+from rleif_kit.core.config import load_config
+from rleif_kit.core.paths import RunPaths
 from rleif_kit.core.verdict import fmt_number
+from rleif_kit.diagnostics.rm_check import PAGE, model_head, read_check_data, rm_check, save_check
 from rleif_kit.pipeline.markup import render
 from rleif_kit.pipeline.report_sections import verdict_pill
+from rleif_kit.rewards.prm_toolkit import run_world
+from rleif_kit.worlds import get_world, world_for
 
 PAGE_TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>rm-check: {{ model }}</title>
@@ -58,12 +63,6 @@ def render_page(result: Any, files: dict[str, Path], out: Path) -> str:
 def rm_check_command(args: Any) -> int:
     """``rleif rm-check`` (``cli.py`` builds ``args``): the checks, their table, ``rm_check.json``, the figures and
     ``rm_check.html`` in ``--out``; 1 when a verdict fails."""
-    from rleif_kit.core.config import load_config
-    from rleif_kit.core.paths import RunPaths
-    from rleif_kit.diagnostics.rm_check import PAGE, model_head, read_check_data, rm_check, save_check
-    from rleif_kit.rewards.prm_toolkit import run_world
-    from rleif_kit.worlds import get_world, world_for
-
     if args.dry_run:
         head, told = model_head(args.model)
         data = read_check_data(args.data, args.format, args.neutral) if args.data else None
