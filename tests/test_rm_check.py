@@ -102,7 +102,8 @@ def test_a_folder_that_is_no_reward_model_is_one_line_naming_it(tmp_path, capsys
     for name, (config, words) in cases.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text(json.dumps(config))
-        with pytest.raises(UserFileError, match=f"^--model {re.escape(str(tmp_path / name))}: config.json says .*{re.escape(words)}"):
+        where = re.escape(str(tmp_path / name))
+        with pytest.raises(UserFileError, match=f"^--model {where}: config.json says .*{re.escape(words)}"):
             rc.model_head(tmp_path / name)
     (tmp_path / "adapter").mkdir()
     (tmp_path / "adapter" / "adapter_config.json").write_text(json.dumps({"task_type": "CAUSAL_LM"}))
