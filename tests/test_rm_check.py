@@ -184,6 +184,16 @@ def test_a_plain_token_prm_gets_check_2_and_the_step_metrics_from_step_labels(pl
     assert "processbench" in steps["at_0.5"] and "prmbench" in steps["at_0.5"]
 
 
+def test_a_prm_on_preference_pairs_gets_their_accuracy_and_probes_on_the_chosen(plain_rms, tmp_path):
+    rows = _arith_rows(12)
+    pairs = [{"prompt": r["question"], "chosen": r["solution"], "rejected": w["solution"]}
+             for r, w in zip(rows[0::2], rows[1::2])]
+    result = rc.rm_check(plain_rms["token"], _jsonl(tmp_path / "pairs.jsonl", pairs))
+    checks = [v.check for v in result.verdicts]
+    assert checks[:2] == ["prm_distribution", "preference_accuracy"] and "prm_probe_wrong_answer" in checks
+    assert result.verdicts[0].numbers["n"] == 12 and result.verdicts[1].numbers["pairs"] == 6
+
+
 def test_a_lora_adapter_of_a_reward_model_is_loaded_on_its_base(plain_rms, small_model_dir):
     import torch
     from peft import LoraConfig, get_peft_model
@@ -249,6 +259,38 @@ def test_a_length_rewarding_rm_fails_the_answer_probes_and_exits_1(small_model_d
     assert re.search(r"\nrm_probe_wrong_answer +FAIL ", printed) and "FAIL: a check failed (exit 1)" in printed
     saved = json.loads((out / "rm_check.json").read_text())
     assert saved["failed"] and {v["check"]: v["status"] for v in saved["verdicts"]}["rm_probe_wrong_answer"] == "fail"
+
+
+class _TemplateIRM(_LengthRM):
+    """The gallery's IRM that rewards one operator's template wording: 0.9 when the text says "at the end", else
+    0.3 (as logits), whatever the task asks."""
+
+    def __init__(self, tokenizer):
+        super().__init__()
+        self.tokenizer = tokenizer
+
+    def __call__(self, input_ids, attention_mask, **_):
+        import math
+        from types import SimpleNamespace
+
+        import torch
+
+        texts = self.tokenizer.batch_decode(input_ids, skip_special_tokens=True)
+        logit = lambda p: math.log(p / (1 - p))  # noqa: E731
+        return SimpleNamespace(logits=torch.tensor([[logit(0.9 if "at the end" in t else 0.3)] for t in texts]))
+
+
+def test_an_irm_that_rewards_template_wording_fails_the_instruction_probe(small_model_dir, tmp_path):
+    from rleif_kit.models.loading import load_tokenizer
+
+    tok = load_tokenizer(str(small_model_dir))
+    irm = rc.LoadedRM(_TemplateIRM(tok), tok, "sequence", tmp_path / "template", "test")
+    texts = [{"text": f"Tom has {i} pens and buys {i + 2} more{' at the end' if i % 2 else ''}. How many?"}
+             for i in range(3, 23)]
+    verdicts = {v.check: v for v in rc.rm_check(irm, _jsonl(tmp_path / "texts.jsonl", texts)).verdicts}
+    removed = verdicts["irm_probe_number_removed"]
+    assert removed.status == "fail" and removed.numbers["moved_right"] == 0.0, removed  # every pair tied
+    assert verdicts["irm_distribution"].numbers["mean"] == pytest.approx(0.6)  # half 0.9, half 0.3
 
 
 def test_dry_run_tells_the_head_and_reads_the_data(plain_rms, tmp_path, capsys):
