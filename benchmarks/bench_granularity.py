@@ -7,11 +7,11 @@ side by side from the same SFT model and reward models, 3 seeds each.
 Each ``--source`` is a finished run of the preset (its ``base.output_dir``: 00-04 done). Its 01-04 artifacts are
 copied to ``reports/granularity/<preset>/<granularity>-s<seed>/run`` and 05_ppo and 06_eval rerun there with
 ``base.seed`` = the seed (the PPO batches' order and the sampling; the SFT model and the reward models are the
-source's) and ``[ppo] force = true`` (both arms run whatever the gate says; its verdicts are recorded). tiny-code's
-own formula ``rI * rV`` has no rA to split, so both of its arms use ``rI * (0.5 * rA + 0.5 * rV)``: the PRM's half
-is what the step level moves. For each run: the greedy A/B of 06 (PPO minus SFT with its 95% paired-bootstrap
-interval), the KL per sequence and the reward-vs-truth AUC of r over the last fifth of PPO's steps, the step columns
-of the log. Writes reports/bench/granularity.json and prints the table.
+source's), ``[ppo] force = true`` (both arms run whatever the gate says; its verdicts are recorded) and ``[ppo]
+eval_samples = 0`` (06 holds the A/B). tiny-code's own formula ``rI * rV`` has no rA to split, so both of its arms
+use ``rI * (0.5 * rA + 0.5 * rV)``: the PRM's half is what the step level moves. For each run: the greedy A/B of
+06 (PPO minus SFT with its 95% paired-bootstrap interval), the KL per sequence and the reward-vs-truth AUC of r over
+the last fifth of PPO's steps, the step columns of the log. Writes reports/bench/granularity.json and prints the table.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def measure(preset: str, source: Path, granularity: str, seed: int) -> dict:
         shutil.rmtree(root)
     shutil.copytree(source, root / "run", ignore=shutil.ignore_patterns(*LATER), symlinks=True)
     overrides = [f'base.output_dir="{root / "run"}"', f"base.seed={seed}", f'ppo.reward_granularity="{granularity}"',
-                 "ppo.force=true", *([f'ppo.reward_formula="{formula}"'] if formula else [])]
+                 "ppo.force=true", "ppo.eval_samples=0", *([f'ppo.reward_formula="{formula}"'] if formula else [])]
     cfg = load_config(params, overrides, workdir=ROOT)
     paths = RunPaths(output_dir=cfg.output_dir)
     start = time.perf_counter()
