@@ -1014,6 +1014,10 @@ def _cross_checks(s: dict[str, Any]) -> list[str]:
     if ppo.algorithm == "grpo" and ppo.rollout_batch % ppo.num_generations:
         problems.append(f"[ppo] num_generations = {ppo.num_generations}: expected a divisor of rollout_batch "
                         f"({ppo.rollout_batch}) for algorithm = 'grpo'")
+    if ppo.algorithm == "grpo" and getattr(ppo, "reward_granularity", "solution") == "step":  # ppo/grpo.py says why
+        problems.append("[ppo] reward_granularity = 'step': TRL's GRPO gives each completion one advantage, and the "
+                        "step credits sum to the solution's r; use algorithm = 'ppo' for step-level credit, or "
+                        "reward_granularity = 'solution' with GRPO")
     rm = s["reward_model"]
     if rm.prm_extra_layers and rm.rm_finetune != "full":
         problems.append(f"[reward_model] prm_extra_layers = {rm.prm_extra_layers}: new layers train whole, so it "
