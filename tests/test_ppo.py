@@ -239,7 +239,8 @@ def test_grpo_option_uses_one_callable_with_the_same_formula(tmp_path, small_mod
 
 def test_grpo_scores_with_the_prm_and_logs_ra(tmp_path, small_model_dir, monkeypatch):
     """issue 45: with answer_reward = "prm" and r = rI * rA, GRPO's one reward callable runs the PRM on every
-    rollout, and rA (its step scores aggregated) reaches the kit's log and TRL's, so TensorBoard."""
+    rollout, and rA (its step scores aggregated) reaches the kit's log and TRL's, so TensorBoard, and each response's
+    terms TRL's completions table."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from rleif_kit.ppo.stage import train
@@ -249,7 +250,7 @@ def test_grpo_scores_with_the_prm_and_logs_ra(tmp_path, small_model_dir, monkeyp
 
     cfg, paths = _run(tmp_path, small_model_dir, 'ppo.algorithm="grpo"', "ppo.num_generations=4", "ppo.total_steps=2",
                       'reward_model.answer_reward="prm"', 'ppo.reward_formula="rI * rA"',
-                      'base.report_to=["tensorboard"]')
+                      'base.report_to=["tensorboard"]', "ppo.trainer_args={log_completions = true}")
     prm = load_rm_for_training(str(small_model_dir), "token", cfg, False)
     passes = []
     prm[0].register_forward_hook(lambda module, args, out: passes.append(out.logits.shape[0]))
@@ -266,6 +267,11 @@ def test_grpo_scores_with_the_prm_and_logs_ra(tmp_path, small_model_dir, monkeyp
     events = EventAccumulator(str(paths.tensorboard("ppo")))
     events.Reload()
     assert [e.value for e in events.Scalars("train/rA_mean")] == pytest.approx(logged, rel=1e-6)
+    import pandas  # TRL's completions table of the last rollout: each response's rI and rA beside its reward
+
+    table = pandas.read_parquet(sorted((paths.grpo_dir / "completions").glob("*.parquet"))[-1])
+    assert list(table["rA"]) == pytest.approx(given[-1], rel=1e-6)
+    assert list(table["rleif_reward"]) == pytest.approx(list(table["rI"] * table["rA"]), rel=1e-5)
 
 
 def test_gradient_checkpointing_gives_the_same_update(tmp_path, small_model_dir):
