@@ -4,13 +4,10 @@ take, refused when the config loads. Pure: no model, no network. GRPO on the tin
 
 from __future__ import annotations
 
-from dataclasses import fields
-from types import SimpleNamespace
-
 import pytest
 
 from conftest import ROOT, TINY_PARAMS, tiny_overrides
-from rleif_kit.core.config import ConfigError, PPOConfig, _cross_checks, load_config
+from rleif_kit.core.config import ConfigError, load_config
 
 
 class _Scorer:
@@ -43,21 +40,18 @@ def _tiny(tmp_path, *extra):
 
 
 def test_step_level_credit_with_grpo_is_one_line_naming_why_and_what_instead(tmp_path):
-    cfg = _tiny(tmp_path, 'ppo.algorithm="grpo"')
+    assert _errors_of(tmp_path, 'ppo.algorithm="grpo"', 'ppo.reward_granularity="step"') == [
+        f"{TINY_PARAMS}: [ppo] reward_granularity = 'step': TRL's GRPO gives each completion one advantage, and the "
+        "step credits sum to the solution's r; use algorithm = 'ppo' for step-level credit, or reward_granularity = "
+        "'solution' with GRPO"]
+    assert _tiny(tmp_path, 'ppo.algorithm="grpo"', 'ppo.reward_granularity="solution"').ppo.algorithm == "grpo"
+    assert _tiny(tmp_path, 'ppo.reward_granularity="step"').ppo.reward_granularity == "step"  # our PPO loop takes it
+    # a formula without rA has nothing to split: that one line alone, not both
+    errors = _errors_of(tmp_path, 'ppo.algorithm="grpo"', 'ppo.reward_granularity="step"', 'ppo.reward_formula="rI"')
+    assert len(errors) == 1 and "has no rA to split" in errors[0]
 
-    def problems(algorithm: str, granularity: str) -> list[str]:
-        """The cross-key rules on the tiny preset with [ppo] algorithm and reward_granularity set."""
-        sections = cfg.sections()
-        sections["ppo"] = SimpleNamespace(**{**vars(sections["ppo"]), "algorithm": algorithm,
-                                             "reward_granularity": granularity})
-        return _cross_checks(sections)
 
-    why = ("[ppo] reward_granularity = 'step': TRL's GRPO gives each completion one advantage, and the step credits "
-           "sum to the solution's r; use algorithm = 'ppo' for step-level credit, or reward_granularity = 'solution' "
-           "with GRPO")
-    assert problems("grpo", "step") == [why]
-    assert problems("grpo", "solution") == [] and problems("ppo", "step") == []  # our PPO loop takes step credit
-    if "reward_granularity" in {f.name for f in fields(PPOConfig)}:  # the key itself, once [ppo] has it
-        with pytest.raises(ConfigError) as info:
-            _tiny(tmp_path, 'ppo.algorithm="grpo"', 'ppo.reward_granularity="step"')
-        assert [e for e in info.value.errors if e.endswith(why)] != []
+def _errors_of(tmp_path, *extra) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        _tiny(tmp_path, *extra)
+    return info.value.errors

@@ -349,6 +349,20 @@ def test_rollouts_carry_every_term_and_the_view_shows_those_of_the_formula(tmp_p
     assert table[1]["response"] == "b"  # flagged, but rA is no term of this reward
 
 
+def test_at_the_step_level_the_rollouts_show_each_steps_score_and_part_of_r(tmp_path):
+    """``[ppo] reward_granularity = "step"``: the kept rollouts carry the step scores and parts, the table a line per
+    step; at the solution level (above) neither is a column."""
+    paths = RunPaths(tmp_path)
+    scores = {**SCORES, "step_scores": [[0.9, 0.5], []], "step_credits": [[0.72, -0.32], []]}  # rI 0.8, min
+    save_rollout_samples(paths.ppo_rollouts, 0, 2, False, BATCH, rollout(["a", "b"]), scores)
+    saved = list(read_jsonl(paths.ppo_rollouts))
+    assert [(r["step_scores"], r["step_credits"]) for r in saved] == [([0.9, 0.5], [0.72, -0.32]), ([], [])]
+    table = rows(rollout_table(paths))
+    assert list(table[0]) == ["when", "question", "response", "rI", "rA", "r", "steps: score → part of r", "KL"]
+    assert table[0]["steps: score → part of r"] == "1: 0.90 → +0.720\n2: 0.50 → -0.320"
+    assert table[1]["steps: score → part of r"] == "no steps: all of r at the end"
+
+
 def test_the_cards_example_is_an_instruction_the_trained_policy_got_right(tmp_path):
     from rleif_kit.ppo.stage import card_example
 

@@ -208,6 +208,50 @@ def _low_ra_verdict(share: float | None, numbers: dict, cfg: DiagnosticsConfig, 
     return Verdict("low_ra_share", "warn", numbers, thresholds, advice, source)
 
 
+def check_step_credit(step_counts: Sequence[int], placed_share: float | None, gaps: Sequence[float],
+                      source: str = "") -> Verdict:
+    """``[ppo] reward_granularity = "step"``, before the first update: do the step parts of r sum to r on the gate's
+    sample (``gaps``: |parts - r| per response; the split telescopes, so anything above float rounding is a bug), do
+    the responses have steps to split r over (``step_counts``: steps per response), and were the step ends found
+    among the sampled tokens (``placed_share``)? No threshold to tune: each warning is an all-or-nothing case in
+    which the step level trains exactly as the solution level does."""
+    n = len(step_counts)
+    multi = sum(c >= 2 for c in step_counts)
+    numbers = {"responses": n, "multi_step_share": multi / n if n else None,
+               "steps_mean": sum(step_counts) / n if n else None, "steps_placed_share": placed_share,
+               "max_sum_gap": max(gaps, default=0.0)}
+    return _step_credit_verdict(numbers, source)
+
+
+def check_step_credit_log(log: Sequence[dict], source: str = str(RELATIVE.ppo_log)) -> Verdict | None:
+    """The step level over a PPO run, from its log's step columns; None at the solution level (no such columns)."""
+    rows = [r for r in log if r.get("steps_mean") is not None or "early_credit_mean" in r]
+    if not rows:
+        return None
+    mean = lambda key: (lambda v: sum(v) / len(v) if v else None)(  # noqa: E731
+        [r[key] for r in rows if r.get(key) is not None])
+    numbers = {"steps": len(rows), "steps_mean": mean("steps_mean"), "steps_placed_share": mean("steps_placed_share"),
+               "early_credit_mean": mean("early_credit_mean")}
+    return _step_credit_verdict(numbers, source)
+
+
+def _step_credit_verdict(numbers: dict, source: str) -> Verdict:
+    steps, placed, gap = numbers.get("steps_mean"), numbers.get("steps_placed_share"), numbers.get("max_sum_gap", 0.0)
+    if gap > 1e-5:
+        return Verdict("step_credit", "fail", numbers, {}, f"The step parts of r do not add up to r (largest gap "
+                       f"{gap:.2g}): the step level would train on another reward than the solution level. Use [ppo] "
+                       "reward_granularity = 'solution' and report it.", source)
+    if not steps or steps <= 1.0 or numbers.get("multi_step_share") == 0:
+        return Verdict("step_credit", "warn", numbers, {}, "No response has two steps or more: each keeps all of r on "
+                       "its last token, so the step level trains exactly as the solution level does (a one-statement "
+                       "program is one step). Nothing to fix; use 'solution' to say so.", source)
+    if placed == 0:
+        return Verdict("step_credit", "warn", numbers, {}, "No step end was found among the sampled tokens, so every "
+                       "part of r fell on the last token: check that the tokenizer decodes the sampled tokens to the "
+                       "text the PRM scored.", source)
+    return Verdict("step_credit", "ok", numbers, {}, source=source)
+
+
 def check_ab(sft_correct: Sequence[bool], ppo_correct: Sequence[bool], cfg: DiagnosticsConfig,
              source: str = "", seed: int = 0) -> Verdict:
     """Reward-health check 3: did PPO beat SFT on the same held-out items?

@@ -447,6 +447,10 @@ class PPOConfig(_Section):
     reward_formula: str = opt("rI * rA", "reward from rI (IRM), rA (PRM), rV (verifier), rF (format): numbers, "
                                          "+ - * /, min, max, ()",
                               formula)
+    reward_granularity: str = opt("solution", "'solution': r on each response's last token; 'step': r split over "
+                                              "the steps, each credited at its last token with the change it makes "
+                                              "to r as rA's running aggregate (the parts sum to r; needs rA in "
+                                              "reward_formula)", one_of("solution", "step"))
     rollout_batch: int = opt(64, "prompts per rollout batch", positive)
     mini_batch: int = opt(8, "examples per PPO update", positive)
     ppo_epochs: int = opt(4, "passes over each rollout batch", positive)
@@ -1014,7 +1018,10 @@ def _cross_checks(s: dict[str, Any]) -> list[str]:
     if ppo.algorithm == "grpo" and ppo.rollout_batch % ppo.num_generations:
         problems.append(f"[ppo] num_generations = {ppo.num_generations}: expected a divisor of rollout_batch "
                         f"({ppo.rollout_batch}) for algorithm = 'grpo'")
-    if ppo.algorithm == "grpo" and getattr(ppo, "reward_granularity", "solution") == "step":  # ppo/grpo.py says why
+    if ppo.reward_granularity == "step" and "rA" not in parse_reward_formula(ppo.reward_formula).terms:
+        problems.append(f"[ppo] reward_granularity = 'step': the formula {ppo.reward_formula!r} has no rA to split "
+                        "over the steps; use 'solution', or a formula with rA (e.g. 'rI * (0.5 * rA + 0.5 * rV)')")
+    elif ppo.reward_granularity == "step" and ppo.algorithm == "grpo":  # ppo/grpo.py says why
         problems.append("[ppo] reward_granularity = 'step': TRL's GRPO gives each completion one advantage, and the "
                         "step credits sum to the solution's r; use algorithm = 'ppo' for step-level credit, or "
                         "reward_granularity = 'solution' with GRPO")

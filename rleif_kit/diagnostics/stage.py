@@ -365,7 +365,8 @@ def check_ppo_log(cfg: RunConfig, paths: RunPaths, health: Health, scored: Score
         health.verdicts += [dg.check_low_ra_log(log, cfg.diagnostics, paths.rel(path)),
                             dg.check_kl_blowup(log, cfg.diagnostics, paths.rel(path))]
         value = dg.check_value_head(log, cfg.diagnostics, cfg.ppo, paths.rel(path))  # None: GRPO's log
-        health.verdicts += [value] if value is not None else []
+        steps = dg.check_step_credit_log(log, paths.rel(path))  # None: r on the last token
+        health.verdicts += [v for v in (value, steps) if v is not None]
     else:
         health.skipped.append(f"kl_blowup: {paths.rel(path)} not found (run {PPO})")
     held = scored.heldout

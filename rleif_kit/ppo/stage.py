@@ -26,6 +26,7 @@ from rleif_kit.checks.verdicts import (
     check_low_ra_share,
     check_reward_terms,
     check_score_distribution,
+    check_step_credit,
     check_value_head,
     format_verdicts,
 )
@@ -44,10 +45,11 @@ from rleif_kit.core.verdict import Verdict
 from rleif_kit.models.cards import (ModelCard, generation_usage, hub_id, recipe_tags, render, save_figures,
                                     template_opener)
 from rleif_kit.models.refs import model_ref
+from rleif_kit.ppo import step_credit
 from rleif_kit.ppo.grpo import run_grpo
 from rleif_kit.ppo.policy import VALUE_HEAD, Policy, export_policy, last_checkpoint, load_checkpoint, load_policy
 from rleif_kit.ppo.trainer import TERMS, PPOResult, check_can_start, generate_rollout, train_ppo
-from rleif_kit.rewards.reward import RewardScorer
+from rleif_kit.rewards.reward import RewardScorer, step_credits
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import heldout_problems, instruction_pool
 from rleif_kit.worlds.heldout_eval import evaluate_heldout
@@ -224,6 +226,11 @@ def reward_gate(cfg: RunConfig, paths: RunPaths, policy: Policy, scorer: RewardS
         verdicts.append(check_score_distribution("PRM", scores["rA"], d, src))
     if reads_ra:
         verdicts.append(check_low_ra_share(scores["rA"], d, f"{src}, rA from the {answer}"))
+    if scorer.step_level:  # the parts of r on the sampled tokens, as the first update will place them
+        dense, placement = step_credit.credit_tensor(policy.tokenizer, roll, scores)
+        gaps = [abs(x - r) for x, r in zip(dense.sum(dim=1).tolist(), scores["reward"])]
+        verdicts.append(check_step_credit([len(c) for c in scores["step_credits"]], placement["steps_placed_share"],
+                                          gaps, f"{src}, r split over the steps"))
     terms = check_reward_terms(scores, f"{src}, r = {cfg.ppo.reward_formula}")
     verdicts += [terms] if terms is not None else []
     if any(c is not None for c in scores["correct"]):
@@ -237,8 +244,26 @@ def reward_gate(cfg: RunConfig, paths: RunPaths, policy: Policy, scorer: RewardS
     verdicts += prm_probes(_reward_of(scorer), solutions, d, f"{held}, r = {cfg.ppo.reward_formula} {how}",
                            seed=cfg.base.seed, model="PRM" if answer == "prm" and reads_ra else "verifier",
                            edits=scorer.world.solution_edits)
+    if scorer.step_level and "corrupt_step" in scorer.world.solution_edits:  # where the step level puts the blame
+        verdicts += prm_probes(_first_step_part(scorer), solutions, d, f"{held}, the part of r credited to step 1",
+                               seed=cfg.base.seed, model="step",
+                               edits={"corrupt_step": scorer.world.solution_edits["corrupt_step"]})
     verdicts += irm_probes(scorer.instruction_texts, instruction_probe_pairs(cfg, paths), d, held, seed=cfg.base.seed)
     return verdicts
+
+
+def _first_step_part(scorer: RewardScorer):
+    """The part of r the step level credits to a solution's first step (None where no step is found): with the
+    first step's result corrupted it must drop, or the step level puts the blame for the mistake elsewhere."""
+    def score(records: Sequence[dict], solutions: Sequence[str]) -> list:
+        steps = scorer.answer_steps(records, solutions)
+        ri = scorer.instruction_texts([r["text"] for r in records])
+        terms = scorer.verifiable_terms(records, solutions)
+        n = len(records)
+        parts = [step_credits(scorer.formula, i, s, scorer.aggregation, v, f)[0]
+                 for i, s, v, f in zip(ri, steps, terms.get("rV", [0.0] * n), terms.get("rF", [0.0] * n))]
+        return [p[0] if p else None for p in parts]
+    return score
 
 
 def _reward_of(scorer: RewardScorer):
@@ -410,20 +435,34 @@ def _response(row: dict) -> str:
     return row["response"] + flag
 
 
+STEP_PARTS = "steps: score → part of r"
+
+
+def _step_parts(row: dict) -> str:
+    """At the step level, each step's score and its part of r, one step a line (``1: 0.90 → +0.450``); the part r
+    keeps at the last token beyond the steps' is ``r - sum`` of them."""
+    lines = [f"{k}: {score:.2f} → {part:+.3f}"
+             for k, (score, part) in enumerate(zip(row.get("step_scores") or [], row.get("step_credits") or []), 1)]
+    return "\n".join(lines) or "no steps: all of r at the end"
+
+
 def rollout_table(paths: RunPaths, cfg: RunConfig | None = None) -> Any:
     """The saved rollouts, first step then last: when (which policy sampled them), question, response, each term
-    the reward formula uses (rI, rA, rV, rF: a term it leaves out is not shown), r, and the response's KL to the
-    reference (the sum over its tokens). With ``cfg``, a world whose responses are programs shows them as code."""
+    the reward formula uses (rI, rA, rV, rF: a term it leaves out is not shown), r, at the step level each step's
+    score and part of r, and the response's KL to the reference (the sum over its tokens). With ``cfg``, a world
+    whose responses are programs shows them as code."""
     if not paths.ppo_rollouts.exists():
         return missing(paths.rel(paths.ppo_rollouts), PPO, "rollouts")
     rows = list(read_jsonl(paths.ppo_rollouts))
     if not rows:
         return Note(f"{paths.rel(paths.ppo_rollouts)} is empty: PPO saved no rollout.")
     terms = [t for t in TERMS if any(r.get(t) is not None for r in rows)]
+    steps = any(r.get("step_credits") is not None for r in rows)  # [ppo] reward_granularity = "step"
     table = [{"when": _when(r["step"]), "question": r["question"], "response": _response(r),
-              **{t: r[t] for t in terms}, "r": r["r"], "KL": r["kl"]} for r in rows]
+              **{t: r[t] for t in terms}, "r": r["r"],
+              **({STEP_PARTS: _step_parts(r)} if steps else {}), "KL": r["kl"]} for r in rows]
     code = ("response",) if cfg is not None and run_words(cfg).code_language else ()
-    return text_table(table, wrap=("question", "response"), gradient=terms, code=code)
+    return text_table(table, wrap=("question", "response", STEP_PARTS), gradient=terms, code=code)
 
 
 def before_after(cfg: RunConfig, paths: RunPaths) -> Any:

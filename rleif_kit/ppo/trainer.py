@@ -7,7 +7,9 @@ ours. One step:
    → log-probs under the policy and the reference (adapter off), and values, without gradients.
 2. **Reward.** ``rI`` = IRM score of the instruction, ``rA`` = PRM aggregate of the response (or the
    arithmetic verifier, a perfect PRM, with ``[reward_model].answer_reward = "verifier"``); the scalar
-   ``[ppo].reward_formula`` goes on the last response token, ``-kl_coef * KL`` on every token.
+   ``[ppo].reward_formula`` goes on the last response token — or, with ``[ppo] reward_granularity = "step"``, split
+   over the steps, each part on the token where its step ends (``step_credit.py``) — and ``-kl_coef * KL`` on every
+   token.
 3. **Advantages.** GAE with ``gamma``, ``lam``; whitened.
 4. **Updates.** ``ppo_epochs`` passes in ``mini_batch`` slices: clipped policy loss + ``vf_coef`` × clipped
    value loss, gradient clipping.
@@ -67,6 +69,7 @@ from rleif_kit.core.verdict import Verdict
 from rleif_kit.models.generation import plain_sampling
 from rleif_kit.models.trainer_logs import StepLog
 from rleif_kit.ppo import ppo_math as pm
+from rleif_kit.ppo import step_credit
 from rleif_kit.ppo.policy import (
     Policy,
     forward,
@@ -76,7 +79,7 @@ from rleif_kit.ppo.policy import (
     prepare,
     save_checkpoint,
 )
-from rleif_kit.rewards.reward import RewardScorer, term_log_fields, truth_log_fields
+from rleif_kit.rewards.reward import RewardScorer, step_log_fields, term_log_fields, truth_log_fields
 from rleif_kit.worlds.data import instruction_pool
 
 
@@ -297,7 +300,8 @@ def step_record(step: int, scores: dict, roll: Rollout, update: dict, kl_coef: f
             "low_rA_share": sum(a < 0.5 for a in scores["rA"]) / len(r),
             "flagged_share": sum(scores["flagged"]) / len(r), "kl": kl.mean().item(), "kl_coef": kl_coef,
             "entropy": roll.entropy, "response_len": roll.response_mask.sum(dim=1).mean().item(), **update,
-            **truth_log_fields(scores.get("correct", []), scores), **term_log_fields(scores)}
+            **truth_log_fields(scores.get("correct", []), scores), **term_log_fields(scores),
+            **step_log_fields(scores)}
 
 
 def guard(row: dict, kl_limit: float) -> str:
@@ -322,11 +326,13 @@ def sample_rows(step: int, batch: Sequence[dict], responses: Sequence[str], scor
                 n: int = SAMPLES, terms: Iterable[str] = ("rI", "rA")) -> list[dict]:
     """The first ``n`` rollouts of one step as records (``instruction_id``: the instruction's own id), every term
     of :data:`TERMS` (None where ``terms``, the formula's, leaves it out), r, and ``correct`` (the world's truth;
-    None where it has none), the same keys for every world."""
+    None where it has none), and at the step level each step's score and its credit (None at the solution level), the
+    same keys for every world."""
     used = set(terms)
     return [{"step": step, "instruction_id": r["id"], "question": r["text"], "response": responses[i],
              **{t: scores[t][i] if t in used and t in scores else None for t in TERMS}, "r": scores["reward"][i],
-             "kl": kl[i], "flagged": scores["flagged"][i], "correct": (scores.get("correct") or [None] * n)[i]}
+             "kl": kl[i], "flagged": scores["flagged"][i], "correct": (scores.get("correct") or [None] * n)[i],
+             **{k: scores[k][i] if k in scores else None for k in ("step_scores", "step_credits")}}
             for i, r in enumerate(batch[:n])]
 
 
@@ -344,7 +350,7 @@ def save_rollout_samples(path: Path, step: int, last_step: int, stopped: bool, b
 
 
 RANK_MEANS = ("kl", "kl_after", "entropy", "response_len", "policy_loss", "value_loss", "clip_frac", "approx_kl",
-              "explained_variance", "gen_tokens_per_s", "pad_ratio")  # per-rank means
+              "explained_variance", "gen_tokens_per_s", "pad_ratio", "steps_placed_share")  # per-rank means
 
 # ------------------------------------------------------------------ the bookkeeping of a step
 
@@ -382,7 +388,7 @@ class StepBook:
         row.update({k: round(v, 3) for k, v in getattr(scorer, "timings", {}).items()})  # verify_s: the sandbox
         nan = float("nan")  # the same keys on every rank, or the all-reduce would hang: a missing figure is NaN
         row.update(dist.gather_mean({k: nan if row[k] is None else row[k] for k in RANK_MEANS if k in row}))
-        for k in ("explained_variance", "gen_tokens_per_s", "pad_ratio"):  # undefined, not a number: null in the log
+        for k in ("explained_variance", "gen_tokens_per_s", "pad_ratio", "steps_placed_share"):  # undefined: null
             if k in row and not math.isfinite(row[k]):
                 row[k] = None
         stopped = guard(row, ppo.kl_limit)
@@ -444,7 +450,12 @@ def ppo_step(policy: Policy, optimizer: Any, roll: Rollout, scores: dict, cfg: R
     ppo, mask = cfg.ppo, roll.response_mask
     score = torch.tensor(scores["reward"], dtype=torch.float32, device=mask.device)
     kl_tokens = roll.logp - roll.ref_logp
-    rewards = pm.token_rewards(score, kl_tokens, kl_coef, mask)
+    placement: dict = {}
+    if "step_credits" in scores:  # [ppo] reward_granularity = "step": each step's part of r where the step ends
+        dense, placement = step_credit.credit_tensor(policy.tokenizer, roll, scores)
+        rewards = dense - kl_coef * kl_tokens * mask
+    else:  # all of r on the last token
+        rewards = pm.token_rewards(score, kl_tokens, kl_coef, mask)
     adv, returns = pm.gae(rewards, roll.values, mask, ppo.gamma, ppo.lam)
     adv = pm.masked_whiten(adv, mask)
     policy.model.train()  # activation checkpointing runs in train mode only; load_policy switched dropout off
@@ -467,7 +478,7 @@ def ppo_step(policy: Policy, optimizer: Any, roll: Rollout, scores: dict, cfg: R
             stats["policy_loss"].append(pl.item()), stats["value_loss"].append(vl.item())
             stats["clip_frac"].append(clip_frac.item())
     out = {k: sum(v) / len(v) for k, v in stats.items()}
-    out["computed_tokens"] = computed
+    out.update(placement, computed_tokens=computed)
     out["kl_after"] = kl_after_update(policy, roll, ppo.mini_batch)
     out["explained_variance"] = pm.explained_variance(roll.values, returns, mask)  # the value head before the update
     return out

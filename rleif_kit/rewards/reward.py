@@ -69,6 +69,39 @@ def aggregate_steps(scores: Sequence[float], how: str = "min") -> float:
     return sum(values) / len(values)
 
 
+# ------------------------------------------------------------------ r over the steps: step-level credit
+
+GRANULARITIES = ("solution", "step")  # [ppo] reward_granularity: r at the last token, or split over the steps
+
+
+def step_credits(formula: Callable[..., float], ri: float, steps: Sequence[float] | None, how: str = "min",
+                 rv: float = 0.0, rf: float = 0.0) -> tuple[list[float], float]:
+    """r split over a response's steps: (the credit of each step, the credit left for the last token).
+
+    With ``A_k`` the running aggregate of the first k step scores (``aggregate_steps(steps[:k], how)``) and
+    ``g(a) = formula(rI, a, rV, rF)`` (r with rA = a), step k is credited ``g(A_k) - g(A_{k-1})``, step 1
+    ``g(A_1) - g(0)``, and the last token ``g(0)`` (what r is without rA: the verifier's and the format's share of an
+    additive formula, 0 for a product). The credits telescope, so they sum to ``g(A_K)`` = today's r exactly: the two
+    granularities give every response the same total and differ only in where its parts are credited. A product
+    formula survives the split as a scale: ``r = rI * rA`` gives step k ``rI * (A_k - A_{k-1})``, with ``min`` the
+    drop a step makes to the worst step so far (0 for a step no worse than those before it, negative for the first
+    wrong one). A response without steps (None or []) keeps all of r, rA = 0, at the end, as the solution level
+    scores it.
+    """
+    def g(a: float) -> float:
+        return formula(rI=ri, rA=a, rV=rv, rF=rf)
+
+    at_end = g(0.0)
+    if not steps:
+        return [], at_end
+    credits, before = [], at_end
+    for k in range(1, len(steps) + 1):
+        now = g(aggregate_steps(steps[:k], how))
+        credits.append(now - before)
+        before = now
+    return credits, at_end
+
+
 # ------------------------------------------------------------------ rI: the instruction reward model
 
 def irm_score(model: Any, tokenizer: Any, instructions: Sequence[str], batch_size: int = 64,
@@ -446,6 +479,22 @@ def term_log_fields(scores: dict) -> dict:
     return out
 
 
+def step_log_fields(scores: dict) -> dict[str, float | None]:
+    """At the step level (``[ppo] reward_granularity = "step"``), the log row's step columns: the mean number of steps
+    scored per response with steps, the mean step score, the share of steps scored below 0.5, and
+    ``early_credit_mean``, the mean part of r credited before the last step (where the two granularities differ);
+    empty at the solution level."""
+    if "step_credits" not in scores:
+        return {}
+    scored = [s for s in scores["step_scores"] if s]
+    flat = [x for s in scored for x in s]
+    early = [sum(c[:-1]) for c in scores["step_credits"] if c]
+    return {"steps_mean": statistics.fmean(map(len, scored)) if scored else None,
+            "step_score_mean": statistics.fmean(flat) if flat else None,
+            "low_step_share": sum(x < 0.5 for x in flat) / len(flat) if flat else None,
+            "early_credit_mean": statistics.fmean(early) if early else None}
+
+
 def truth_log_fields(correct: Sequence[bool | None], scores: dict[str, Sequence[float]]) -> dict[str, Any]:
     """The reward-against-truth columns of a PPO log row for one rollout batch (empty when nothing was judged)."""
     if not any(c is not None for c in correct):
@@ -482,6 +531,34 @@ class RewardScorer:
                                max_length=self.cfg.reward_model.rm_max_len)
             self._ri.update(zip((r["id"] for r in new), scores))
         return [self._ri[r["id"]] for r in instructions]
+
+    @property
+    def step_level(self) -> bool:
+        """``[ppo] reward_granularity = "step"`` with a formula that reads rA: r is split over the steps."""
+        return self.cfg.ppo.reward_granularity == "step" and "rA" in self.formula.terms
+
+    @property
+    def aggregation(self) -> str:
+        """How the step scores become rA: ``[reward_model] prm_aggregate``; the step verifier's 1/0 labels by ``min``
+        (1 when every step is right, as :func:`step_verifier_scorer` scores it)."""
+        return self.cfg.reward_model.prm_aggregate if self.prm is not None else "min"
+
+    def answer_steps(self, instructions: Sequence[dict], responses: Sequence[str]) -> list[list[float] | None]:
+        """The step scores behind rA, per response: the PRM's P(step right), or the step verifier's labels as 1.0 /
+        0.0; None where no steps are found (flagged, as :meth:`answer_scores` flags them)."""
+        if self.prm is None:
+            return [[float(x) for x in labels] if labels else None
+                    for labels in self.world.step_labels_batch(instructions, responses)]
+        rm = self.cfg.reward_model
+        return step_scores(self.prm[0], self.prm[1], [(r["text"], s) for r, s in zip(instructions, responses)],
+                           batch_size=self.cfg.ppo.gen_batch, max_len=rm.rm_max_len, world=self.world)
+
+    def step_ends(self, instruction: dict, response: str) -> list[int]:
+        """Exclusive character end of each step in ``response`` where the PRM read it (its steps as placed in the
+        PRM's input, :func:`prm_input`); [] when the placed solution is not found in the response as sampled."""
+        _, placed, _ = prm_input(instruction["text"], response, self.world)
+        offset = response.find(placed)
+        return [] if offset < 0 else [offset + e for e in solution_step_ends(placed, self.world)]
 
     def answer_scores(self, instructions: Sequence[dict], responses: Sequence[str]) -> list[float | None]:
         """rA per response; None where the PRM finds no steps (the caller scores those 0 and counts them)."""
@@ -529,11 +606,30 @@ class RewardScorer:
     def __call__(self, instructions: Sequence[dict], responses: Sequence[str]) -> dict[str, list]:
         t0 = time.perf_counter()
         ri = self.instruction_scores(instructions)
-        ra_raw = self.answer_scores(instructions, responses)
+        steps = self.answer_steps(instructions, responses) if self.step_level else None
+        if steps is not None:
+            ra_raw = [None if s is None else aggregate_steps(s, self.aggregation) for s in steps]
+        else:
+            ra_raw = self.answer_scores(instructions, responses)
         ra = [0.0 if a is None else a for a in ra_raw]
         checks = self.check(instructions, responses)
         terms = self.verifiable_terms(instructions, responses, checks)
+        out = {"rI": ri, "rA": ra, **terms, "flagged": [a is None for a in ra_raw],
+               "reward": self.combine(ri, ra, terms),
+               "correct": [c.correct for c in checks]}  # None: no verifier
+        if steps is not None:
+            out.update(self.split(instructions, responses, ri, steps, terms))
         self.timings["reward_s"] = time.perf_counter() - t0
-        return {"rI": ri, "rA": ra, **terms, "flagged": [a is None for a in ra_raw],
-                "reward": self.combine(ri, ra, terms),
-                "correct": [c.correct for c in checks]}  # None: no verifier
+        return out
+
+    def split(self, instructions: Sequence[dict], responses: Sequence[str], ri: Sequence[float],
+              steps: Sequence[list[float] | None], terms: dict[str, list]) -> dict[str, list]:
+        """The step level's columns: each response's step scores, the credit of each step (:func:`step_credits`),
+        the credit left for its last token, and where each step ends in the response (characters)."""
+        n = len(ri)
+        rv, rf = terms.get("rV", [0.0] * n), terms.get("rF", [0.0] * n)
+        parts = [step_credits(self.formula, i, s, self.aggregation, v, f) for i, s, v, f in zip(ri, steps, rv, rf)]
+        return {"step_scores": [s or [] for s in steps], "step_credits": [c for c, _ in parts],
+                "end_credit": [e for _, e in parts],
+                "step_ends": [self.step_ends(rec, resp) if s else [] for rec, resp, s in
+                              zip(instructions, responses, steps)]}
