@@ -56,7 +56,7 @@ def test_building_the_parser_runs_no_git(monkeypatch):
     ("chek-api", "rleif: unknown command 'chek-api'; did you mean 'check-api'?"),
     ("Plan", "rleif: unknown command 'Plan'; did you mean 'plan'?"),
     ("xyz", ("rleif: unknown command 'xyz'; the commands are run, evolve, data, check-api, doctor, eval, prm, "
-             "config, plan, build-tiny")),
+             "rm-check, config, plan, build-tiny")),
 ])
 def test_a_mistyped_command_gets_one_line_and_exit_2(capsys, typed, line):
     assert main([typed, "params/x.toml"]) == 2

@@ -287,6 +287,37 @@ def test_the_broken_reward_gallery_is_caught(tiny_run, tmp_path, monkeypatch):
     assert template["irm_probe_unsolvable"] == "fail" and template["irm_probe_number_removed"] == "fail", template
 
 
+def test_rm_check_on_the_tiny_runs_irm_and_prm_reproduces_the_gates_verdicts(tiny_run, tmp_path, monkeypatch, capsys):
+    """``rleif rm-check`` without data reads the run's gate data (diagnostics/rm_check.py): the IRM's distribution on
+    the instructions the gate sampled and its probes are the gate's own (same pairs, same scorer: the same numbers);
+    the PRM's probes score rA where the gate scores r = rI * rA (rI > 0 fixed per question: a pair moves the same way),
+    so each probe that must lower the score has the gate's status; one that must not move it keeps at most the gate's
+    share of pairs within the tolerance (rA's changes are rI's times larger). Exit 1 exactly when one of them fails."""
+    from rleif_kit.pipeline.cli import main
+
+    monkeypatch.chdir(ROOT)
+    _copy_inputs(tiny_run, tmp_path / "run")
+    gate = {v["check"]: v for v in json.loads((tiny_run / "run" / "05_ppo" / "gate.json").read_text())}
+    found = {}
+    for model in ("irm", "prm"):
+        out = tmp_path / model
+        code = main(["rm-check", "--model", str(tmp_path / "run" / "04_reward_models" / model), "--params",
+                     str(TINY_PARAMS), "--set", f'base.output_dir="{tmp_path / "run"}"', "--out", str(out)])
+        result = json.loads((out / "rm_check.json").read_text())
+        assert code == (1 if result["failed"] else 0) and (out / "rm_check.html").exists()
+        found.update({v["check"]: v for v in result["verdicts"]})
+    probes = {c for c in gate if c.startswith(("irm_probe_", "prm_probe_"))}
+    assert probes and probes | {"irm_distribution"} == set(found), (sorted(gate), sorted(found))
+    same = {c for c in found if found[c]["thresholds"].get("direction") == "same"}  # must stay within a tolerance
+    assert {c: found[c]["status"] for c in found if c not in same} == {c: gate[c]["status"] for c in found
+                                                                       if c not in same}
+    for check in same:  # |change of rA| >= |change of rI * rA| (rI <= 1): rm-check keeps no more pairs within it
+        assert found[check]["numbers"]["moved_right"] <= gate[check]["numbers"]["moved_right"] + 1e-12, check
+    for check in [c for c in found if c.startswith("irm_")]:  # the IRM's: the gate's numbers too
+        for key, value in gate[check]["numbers"].items():
+            assert found[check]["numbers"][key] == pytest.approx(value, abs=1e-6), (check, key)
+
+
 # ------------------------------------------------------------------ what rleif run leaves beside the figures
 
 

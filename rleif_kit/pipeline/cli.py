@@ -15,6 +15,9 @@
     rleif prm train params/tiny-cpu.toml --base MODEL --data FILE --out DIR   # the kit's PRM on your step labels
     rleif prm score --model PATH --data FILE --out scores.jsonl   # a kit PRM's step scores on step-labelled data
     rleif prm eval --data FILE (--model PATH | --scores FILE) [--out metrics.json]   # ProcessBench / PRMBench
+    rleif rm-check --model PATH [--data FILE] [--params FILE | --world NAME] [--kind irm|rm|prm] [--out DIR]
+                                                       # is any reward model good enough? verdicts, JSON, HTML page;
+                                                       # exit 1 when a check fails
     rleif --version                                    # the kit's version and, in a git checkout, its commit
 
 User errors (a bad config, a missing key, a model that resolves nowhere, a failed stage) print a
@@ -156,6 +159,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="with PARAMS: override a config value (repeatable)")
 
     _prm_parser(sub)
+    _rm_check_parser(sub)
 
     config = sub.add_parser("config", help="validate a run config and print it resolved")
     _params_and_set(config)
@@ -212,6 +216,48 @@ def _prm_parser(sub) -> None:
     who.add_argument("--model", help="a PRM folder the kit saved (with rm_info.json)")
     who.add_argument("--scores", help="step scores made elsewhere (JSONL: id, step_scores)")
     ev.add_argument("--out", help="write the metrics as JSON here")
+
+
+def _rm_check_parser(sub) -> None:
+    """``rleif rm-check`` (diagnostics/rm_check.py, pipeline/rm_check_page.py): the gate's checks of any reward
+    model."""
+    from rleif_kit.rewards.step_label_formats import FORMATS, NEUTRAL  # no heavy import: the formats' names
+
+    p = sub.add_parser("rm-check", help="is a reward model (IRM, outcome RM or PRM; the kit's or another tool's) good "
+                                        "enough? the PPO gate's checks on your held-out data: verdicts, rm_check.json "
+                                        "and an HTML page; exit 1 when a check fails")
+    p.add_argument("--model", required=True, help="the reward model's folder: one the kit saved (rm_info.json), a "
+                                                  "transformers sequence classifier with 1 label or token classifier "
+                                                  "with 2, or a LoRA adapter of either")
+    p.add_argument("--data", help="held-out data (JSONL), told by its first row: instruction texts {text}, judged "
+                                  "solutions {question, solution, correct}, step labels (" + ", ".join(FORMATS)
+                                  + ") or preference pairs {prompt, chosen, rejected}; without it, the run's own "
+                                    "gate data (needs --params of the run)")
+    p.add_argument("--kind", choices=("auto", "irm", "rm", "prm"), default="auto",
+                   help="what the model scores: irm (instructions), rm (prompt + response), prm (steps); default: "
+                        "told by its head and the data")
+    p.add_argument("--params", help="a run config: its [diagnostics] thresholds, world, seed, PRM aggregation; "
+                                    "without --data, its run's gate data and probe sets")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help=SET_HELP + " of --params")
+    p.add_argument("--world", help="the world whose probe edits apply (arith, math, tiny_code, code, ...; default: "
+                                   "--params' world, else the model's run's, else the 'Step k:' form's)")
+    p.add_argument("--aggregate", choices=("min", "prod", "last", "mean"),
+                   help="a PRM's steps to one score (default: --params' prm_aggregate, else min)")
+    p.add_argument("--format", choices=FORMATS, help="step-label data's format (default: told by its first row)")
+    p.add_argument("--neutral", choices=NEUTRAL, default="right", help="a neutral step label: right (default), "
+                                                                       "wrong, or skip")
+    p.add_argument("--batch-size", type=int, default=16, help="texts per scoring batch (default 16)")
+    p.add_argument("--max-len", type=int, help="longest input in tokens (default: --params' rm_max_len, else 1024)")
+    p.add_argument("--out", default="rm_check", help="folder for rm_check.json, rm_check.html and figures/ "
+                                                     "(default ./rm_check)")
+    p.add_argument("--dry-run", action="store_true", help="tell the model's head and read the data only")
+
+
+def _rm_check(args) -> int:
+    from rleif_kit.pipeline.rm_check_page import rm_check_command
+
+    return rm_check_command(args)
 
 
 def _true_false(text: str) -> bool:
@@ -329,7 +375,7 @@ def _shipped_presets(exclude: Path | None) -> tuple[list[tuple], list[str]]:
 
 # every command, in the order of `rleif --help`
 HANDLERS = {"run": _run, "evolve": _evolve, "data": _data, "check-api": _check_api, "doctor": _doctor, "eval": _eval,
-            "prm": _prm, "config": _config, "plan": _plan, "build-tiny": _build_tiny}
+            "prm": _prm, "rm-check": _rm_check, "config": _config, "plan": _plan, "build-tiny": _build_tiny}
 
 
 def _unknown_command(argv: list[str]) -> str | None:
