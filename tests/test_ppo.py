@@ -237,6 +237,43 @@ def test_grpo_option_uses_one_callable_with_the_same_formula(tmp_path, small_mod
         assert _mlflow_curve(f"{cfg.run_name}-ppo", "reward") == pytest.approx(rewards, rel=1e-9)
 
 
+def test_grpo_scores_with_the_prm_and_logs_ra(tmp_path, small_model_dir, monkeypatch):
+    """issue 45: with answer_reward = "prm" and r = rI * rA, GRPO's one reward callable runs the PRM on every
+    rollout, and rA (its step scores aggregated) reaches the kit's log and TRL's, so TensorBoard, and each response's
+    terms TRL's completions table."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from rleif_kit.ppo.stage import train
+    from rleif_kit.ppo.policy import load_policy
+    from rleif_kit.rewards.reward import RewardScorer
+    from rleif_kit.rewards.rm_training import load_rm_for_training
+
+    cfg, paths = _run(tmp_path, small_model_dir, 'ppo.algorithm="grpo"', "ppo.num_generations=4", "ppo.total_steps=2",
+                      'reward_model.answer_reward="prm"', 'ppo.reward_formula="rI * rA"',
+                      'base.report_to=["tensorboard"]', "ppo.trainer_args={log_completions = true}")
+    prm = load_rm_for_training(str(small_model_dir), "token", cfg, False)
+    passes = []
+    prm[0].register_forward_hook(lambda module, args, out: passes.append(out.logits.shape[0]))
+    scorer = RewardScorer(cfg, paths, irm=load_rm_for_training(str(small_model_dir), "sequence", cfg, False), prm=prm)
+    given = []  # rA as the scorer gave it to GRPO, per rollout (None: no steps found, scored 0)
+    real = scorer.answer_scores
+    scorer.answer_scores = lambda ins, res: given.append([0.0 if a is None else a for a in real(ins, res)]) or real(
+        ins, res)
+    _, result = train(cfg, paths, _pool(), scorer, load_policy(cfg, paths))
+    assert result.steps == 2 and sum(passes) >= 16  # the PRM read the two rollouts' responses (and the gate's)
+    assert any(a != 0.0 for ra in given[-2:] for a in ra)  # scored, not all flagged
+    logged = [r["rA_mean"] for r in result.log]
+    assert logged == pytest.approx([sum(ra) / len(ra) for ra in given[-2:]], rel=1e-6)
+    events = EventAccumulator(str(paths.tensorboard("ppo")))
+    events.Reload()
+    assert [e.value for e in events.Scalars("train/rA_mean")] == pytest.approx(logged, rel=1e-6)
+    import pandas  # TRL's completions table of the last rollout: each response's rI and rA beside its reward
+
+    table = pandas.read_parquet(sorted((paths.grpo_dir / "completions").glob("*.parquet"))[-1])
+    assert list(table["rA"]) == pytest.approx(given[-1], rel=1e-6)
+    assert list(table["rleif_reward"]) == pytest.approx(list(table["rI"] * table["rA"]), rel=1e-5)
+
+
 def test_gradient_checkpointing_gives_the_same_update(tmp_path, small_model_dir):
     """Recomputing activations (what lets 7B PPO fit 24 GB) must not change the gradients."""
     from rleif_kit.ppo.policy import forward, load_policy

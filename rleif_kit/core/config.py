@@ -1021,6 +1021,10 @@ def _cross_checks(s: dict[str, Any]) -> list[str]:
     if ppo.reward_granularity == "step" and "rA" not in parse_reward_formula(ppo.reward_formula).terms:
         problems.append(f"[ppo] reward_granularity = 'step': the formula {ppo.reward_formula!r} has no rA to split "
                         "over the steps; use 'solution', or a formula with rA (e.g. 'rI * (0.5 * rA + 0.5 * rV)')")
+    elif ppo.reward_granularity == "step" and ppo.algorithm == "grpo":  # ppo/grpo.py says why
+        problems.append("[ppo] reward_granularity = 'step': TRL's GRPO gives each completion one advantage, and the "
+                        "step credits sum to the solution's r; use algorithm = 'ppo' for step-level credit, or "
+                        "reward_granularity = 'solution' with GRPO")
     rm = s["reward_model"]
     if rm.prm_extra_layers and rm.rm_finetune != "full":
         problems.append(f"[reward_model] prm_extra_layers = {rm.prm_extra_layers}: new layers train whole, so it "

@@ -2,8 +2,20 @@
 
 TRL sums the outputs of several reward functions, so ``r = rI * rA`` (or any ``reward_formula``) must be
 computed inside ONE callable: :class:`RLEIFReward` calls the same :class:`rleif_kit.rewards.reward.RewardScorer`
-the PPO loop uses. GRPO needs no value head: each prompt's ``num_generations`` responses are their own
-baseline. Mapping of our keys: one step = ``rollout_batch`` responses (``rollout_batch /
+the PPO loop uses, the PRM's step scores aggregated into rA by ``[reward_model] prm_aggregate`` included. GRPO needs
+no value head: each prompt's ``num_generations`` responses are their own baseline.
+
+What TRL 1.16's GRPOTrainer takes (``trl/trainer/grpo_trainer.py``): a reward function returns one float (or None)
+per completion (``_calculate_rewards`` refuses any other length), and ``_generate_and_score_completions`` turns
+the weighted sum of the functions into ONE advantage per completion, normalised within its prompt's group
+(``scale_rewards``), which ``_compute_loss`` spreads over every token. So the solution-level r is what GRPO can
+take; ``[ppo] reward_granularity = "step"`` (each step's credit at its last token) is refused with GRPO at config
+time (``core/config.py``): the step credits sum to the same r, and a (B, T) advantage is open only to a subclass
+that replaces TRL's private ``_generate_and_score_completions``. Several reward functions with ``reward_weights``
+would give the same r for a weighted-sum formula and no more (the terms are scored together; a product cannot be
+split), so the kit keeps one callable and hands TRL each term's mean through the ``log_metric`` it passes (the
+trackers get ``rA_mean`` as from our PPO loop) and each response's terms through ``log_extra`` (the completions
+table of ``log_completions``). Mapping of our keys: one step = ``rollout_batch`` responses (``rollout_batch /
 num_generations`` prompts), updated in ``mini_batch`` slices, ``ppo_epochs`` times (TRL's
 ``num_iterations``); ``kl_coef`` is TRL's ``beta``, ``clip_range`` its ``epsilon``.
 """
@@ -33,27 +45,46 @@ class RLEIFReward:
     def __init__(self, scorer: Any, by_prompt: dict[str, dict]):
         self.scorer, self.by_prompt, self.pending, self.verify_s = scorer, by_prompt, [], 0.0
 
-    def __call__(self, prompts: Sequence[str], completions: Sequence[str], **_: Any) -> list[float]:
+    def __call__(self, prompts: Sequence[str], completions: Sequence[str], log_metric: Any = None,
+                 log_extra: Any = None, **_: Any) -> list[float]:
+        """r per completion; TRL passes ``log_metric`` (a scalar into its logs, so the trackers) and ``log_extra``
+        (a column of its completions table): each term's mean goes to the first, each response's terms to the
+        second."""
         records = [self.by_prompt[p] for p in prompts]
         scores = self.scorer(records, [c.strip() for c in completions])
         self.pending.append(scores)
         self.verify_s += getattr(self.scorer, "timings", {}).get("verify_s", 0.0)
+        for name, value in (term_means([scores]).items() if log_metric else ()):
+            log_metric(name, value)
+        for term in (TERMS if log_extra else ()):
+            if scores.get(term):
+                log_extra(term, list(scores[term]))
         return scores["reward"]
 
     def drain(self) -> dict[str, float]:
         """Mean rI, rA and share of rA < 0.5 over the calls since the last drain, the share of responses the world's
         verifier calls right (the pass rate, for code) and the seconds it took (the sandbox, for code)."""
-        keys = ("rI", "rA", "rV", "rV_missing", "rF", "correct")
-        merged = {k: [x for s in self.pending for x in s.get(k, [])] for k in keys}
-        verify_s, self.pending, self.verify_s = self.verify_s, [], 0.0
-        ri, ra = merged["rI"], merged["rA"]
-        if not ra:
-            return {}
-        judged = [c for c in merged.pop("correct") if c is not None]
-        return {"rI_mean": statistics.fmean(ri), "rA_mean": statistics.fmean(ra),
-                "low_rA_share": sum(a < 0.5 for a in ra) / len(ra),
-                **({"right_share": sum(judged) / len(judged)} if judged else {}), **({"verify_s": round(verify_s, 3)} if verify_s else {}),
-                **term_log_fields({k: v for k, v in merged.items() if v})}
+        verify_s, pending, self.pending, self.verify_s = self.verify_s, self.pending, [], 0.0
+        out = term_means(pending)
+        return {**out, "verify_s": round(verify_s, 3)} if out and verify_s else out
+
+
+TERMS = ("rI", "rA", "rV", "rF")  # the formula's terms, a column each in TRL's completions table
+
+
+def term_means(batches: Sequence[dict]) -> dict[str, float]:
+    """Mean rI and rA, the share of rA < 0.5, the share the world's verifier calls right and rV / rF's columns,
+    over the scorer's outputs ``batches`` ({} when they hold no response)."""
+    keys = ("rI", "rA", "rV", "rV_missing", "rF", "correct")
+    merged = {k: [x for s in batches for x in s.get(k, [])] for k in keys}
+    ri, ra = merged["rI"], merged["rA"]
+    if not ra:
+        return {}
+    judged = [c for c in merged.pop("correct") if c is not None]
+    return {"rI_mean": statistics.fmean(ri), "rA_mean": statistics.fmean(ra),
+            "low_rA_share": sum(a < 0.5 for a in ra) / len(ra),
+            **({"right_share": sum(judged) / len(judged)} if judged else {}),
+            **term_log_fields({k: v for k, v in merged.items() if v})}
 
 
 def grpo_config(cfg: RunConfig, paths: RunPaths, bf16: bool, progress: bool = True) -> Any:
