@@ -450,7 +450,8 @@ class PPOConfig(_Section):
     reward_granularity: str = opt("solution", "'solution': r on each response's last token; 'step': r split over "
                                               "the steps, each credited at its last token with the change it makes "
                                               "to r as rA's running aggregate (the parts sum to r; needs rA in "
-                                              "reward_formula)", one_of("solution", "step"))
+                                              "reward_formula and our PPO loop: GRPO gives one advantage per "
+                                              "response)", one_of("solution", "step"))
     rollout_batch: int = opt(64, "prompts per rollout batch", positive)
     mini_batch: int = opt(8, "examples per PPO update", positive)
     ppo_epochs: int = opt(4, "passes over each rollout batch", positive)
