@@ -33,7 +33,7 @@ from rleif_kit.models import trainer_logs
 from rleif_kit.models.generation import require_vllm
 from rleif_kit.models.loading import load_causal_lm, load_tokenizer, resolve_rm_base, use_bf16
 from rleif_kit.ppo.policy import disable_dropout
-from rleif_kit.ppo.trainer import PPOResult
+from rleif_kit.ppo.trainer import TERMS, PPOResult  # TERMS: a column each in TRL's completions table
 from rleif_kit.rewards.reward import term_log_fields
 
 
@@ -67,9 +67,6 @@ class RLEIFReward:
         verify_s, pending, self.pending, self.verify_s = self.verify_s, self.pending, [], 0.0
         out = term_means(pending)
         return {**out, "verify_s": round(verify_s, 3)} if out and verify_s else out
-
-
-TERMS = ("rI", "rA", "rV", "rF")  # the formula's terms, a column each in TRL's completions table
 
 
 def term_means(batches: Sequence[dict]) -> dict[str, float]:
