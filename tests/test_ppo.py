@@ -260,7 +260,7 @@ def test_grpo_scores_with_the_prm_and_logs_ra(tmp_path, small_model_dir, monkeyp
     scorer.answer_scores = lambda ins, res: given.append([0.0 if a is None else a for a in real(ins, res)]) or real(
         ins, res)
     _, result = train(cfg, paths, _pool(), scorer, load_policy(cfg, paths), gate=[])  # the gate has tests of its own
-    assert result.steps == 2 and 0 < sum(passes) <= 16  # the PRM read the two rollouts (8 responses each) where it found steps
+    assert result.steps == 2 and 0 < sum(passes) <= 16  # the PRM read the two rollouts (8 each) where it found steps
     assert len(given) == 2 and any(a != 0.0 for ra in given for a in ra)  # scored, not all flagged
     logged = [r["rA_mean"] for r in result.log]
     assert logged == pytest.approx([sum(ra) / len(ra) for ra in given], rel=1e-6)
