@@ -71,9 +71,6 @@ def aggregate_steps(scores: Sequence[float], how: str = "min") -> float:
 
 # ------------------------------------------------------------------ r over the steps: step-level credit
 
-GRANULARITIES = ("solution", "step")  # [ppo] reward_granularity: r at the last token, or split over the steps
-
-
 def step_credits(formula: Callable[..., float], ri: float, steps: Sequence[float] | None, how: str = "min",
                  rv: float = 0.0, rf: float = 0.0) -> tuple[list[float], float]:
     """r split over a response's steps: (the credit of each step, the credit left for the last token).
