@@ -14,6 +14,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def last_fifth(log: list[dict], key: str) -> float | None:
+    """Mean of ``key`` over the last fifth of a PPO log's steps (at least one), the steps without it left out; None
+    when none of them has it."""
+    values = [r[key] for r in log[-max(1, len(log) // 5):] if r.get(key) is not None]
+    return sum(values) / len(values) if values else None
+
+
 def pin_kernels(threads: int = 2) -> None:
     """The tiny preset's pinned kernels and thread count; call before torch is imported."""
     sys.path.insert(0, str(ROOT))

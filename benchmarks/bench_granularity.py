@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench_common import last_fifth  # noqa: E402
 from rleif_kit.core.config import load_config  # noqa: E402
 from rleif_kit.core.jsonl import read_jsonl  # noqa: E402
 from rleif_kit.core.paths import RunPaths  # noqa: E402
@@ -36,11 +37,6 @@ PRESETS = {"tiny-cpu": (ROOT / "params" / "tiny-cpu.toml", None),
            "tiny-code": (ROOT / "params" / "tiny-code.toml", "rI * (0.5 * rA + 0.5 * rV)")}
 GRANULARITIES = ("solution", "step")
 LATER = ("05_ppo", "06_eval", "07_reward_diagnostics")
-
-
-def _fifth(log: list[dict], key: str) -> float | None:
-    values = [r[key] for r in log[-max(1, len(log) // 5):] if r.get(key) is not None]
-    return statistics.fmean(values) if values else None
 
 
 def measure(preset: str, source: Path, granularity: str, seed: int) -> dict:
@@ -61,10 +57,9 @@ def measure(preset: str, source: Path, granularity: str, seed: int) -> dict:
     gate = json.loads(paths.ppo_gate.read_text())
     return {"preset": preset, "granularity": granularity, "seed": seed, "formula": cfg.ppo.reward_formula,
             "benchmark": bench, **verdict["numbers"], "ab": verdict["status"],
-            "kl_last_fifth": _fifth(log, "kl"), "reward_last_fifth": _fifth(log, "reward_mean"),
-            "r_truth_auc_last_fifth": _fifth(log, "r_truth_auc"), "right_share_last_fifth": _fifth(log, "right_share"),
-            "steps_mean": _fifth(log, "steps_mean"), "early_credit_mean": _fifth(log, "early_credit_mean"),
-            "steps_placed_share": _fifth(log, "steps_placed_share"),
+            **{f"{key}_last_fifth": last_fifth(log, key) for key in ("kl", "r_truth_auc", "right_share")},
+            "reward_last_fifth": last_fifth(log, "reward_mean"),
+            **{key: last_fifth(log, key) for key in ("steps_mean", "early_credit_mean", "steps_placed_share")},
             "reward_first": log[0]["reward_mean"] if log else None, "ppo_steps": len(log),
             "gate": {v["check"]: v["status"] for v in gate}, "seconds": round(seconds, 1)}
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from bench_common import last_fifth  # noqa: E402
 from conftest import math_overrides, tiny_overrides  # noqa: E402 - how the tests point a preset at a folder
 from rleif_kit.core.config import load_config  # noqa: E402
 from rleif_kit.core.jsonl import read_jsonl, write_jsonl  # noqa: E402
@@ -56,11 +56,6 @@ def _overrides(preset: str, root: Path, formula: str) -> list[str]:
     return [*base, f'ppo.reward_formula="{formula}"', 'reward_model.answer_reward="prm"', "ppo.force=true"]
 
 
-def _fifth(log: list[dict], key: str) -> float | None:
-    values = [r[key] for r in log[-max(1, len(log) // 5):] if r.get(key) is not None]
-    return statistics.fmean(values) if values else None
-
-
 def measure(preset: str, formula: str) -> dict:
     src = ROOT / "reports" / "spread" / preset / "pinned-s42"
     root = ROOT / "reports" / "terms" / preset / _slug(formula)
@@ -82,9 +77,9 @@ def measure(preset: str, formula: str) -> dict:
     bench, verdict = next(iter(ab.items()))
     gate = json.loads(paths.ppo_gate.read_text())
     return {"preset": preset, "formula": formula, "benchmark": bench, **verdict["numbers"], "ab": verdict["status"],
-            "r_truth_auc_last_fifth": _fifth(log, "r_truth_auc"),
-            "rA_truth_auc_last_fifth": _fifth(log, "rA_truth_auc"),
-            "rV_mean": _fifth(log, "rV_mean"), "rV_missing_share": _fifth(log, "rV_missing_share"),
+            "r_truth_auc_last_fifth": last_fifth(log, "r_truth_auc"),
+            "rA_truth_auc_last_fifth": last_fifth(log, "rA_truth_auc"),
+            "rV_mean": last_fifth(log, "rV_mean"), "rV_missing_share": last_fifth(log, "rV_missing_share"),
             "reward_first": log[0]["reward_mean"] if log else None,
             "reward_last": log[-1]["reward_mean"] if log else None,
             "steps": len(log), "gate_fails": [v["check"] for v in gate if v["status"] == "fail"], "seconds": seconds}

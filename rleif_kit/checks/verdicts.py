@@ -228,10 +228,10 @@ def check_step_credit_log(log: Sequence[dict], source: str = str(RELATIVE.ppo_lo
     rows = [r for r in log if r.get("steps_mean") is not None or "early_credit_mean" in r]
     if not rows:
         return None
-    mean = lambda key: (lambda v: sum(v) / len(v) if v else None)(  # noqa: E731
-        [r[key] for r in rows if r.get(key) is not None])
-    numbers = {"steps": len(rows), "steps_mean": mean("steps_mean"), "steps_placed_share": mean("steps_placed_share"),
-               "early_credit_mean": mean("early_credit_mean")}
+    numbers: dict = {"steps": len(rows)}
+    for key in ("steps_mean", "steps_placed_share", "early_credit_mean"):
+        values = [r[key] for r in rows if r.get(key) is not None]
+        numbers[key] = sum(values) / len(values) if values else None
     return _step_credit_verdict(numbers, source)
 
 

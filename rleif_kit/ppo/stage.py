@@ -49,7 +49,7 @@ from rleif_kit.ppo import step_credit
 from rleif_kit.ppo.grpo import run_grpo
 from rleif_kit.ppo.policy import VALUE_HEAD, Policy, export_policy, last_checkpoint, load_checkpoint, load_policy
 from rleif_kit.ppo.trainer import TERMS, PPOResult, check_can_start, generate_rollout, train_ppo
-from rleif_kit.rewards.reward import RewardScorer, step_credits
+from rleif_kit.rewards.reward import RewardScorer
 from rleif_kit.worlds import world_for
 from rleif_kit.worlds.data import heldout_problems, instruction_pool
 from rleif_kit.worlds.heldout_eval import evaluate_heldout
@@ -256,12 +256,9 @@ def _first_step_part(scorer: RewardScorer):
     """The part of r the step level credits to a solution's first step (None where no step is found): with the
     first step's result corrupted it must drop, or the step level puts the blame for the mistake elsewhere."""
     def score(records: Sequence[dict], solutions: Sequence[str]) -> list:
-        steps = scorer.answer_steps(records, solutions)
         ri = scorer.instruction_texts([r["text"] for r in records])
-        terms = scorer.verifiable_terms(records, solutions)
-        n = len(records)
-        parts = [step_credits(scorer.formula, i, s, scorer.aggregation, v, f)[0]
-                 for i, s, v, f in zip(ri, steps, terms.get("rV", [0.0] * n), terms.get("rF", [0.0] * n))]
+        parts = scorer.split(records, solutions, ri, scorer.answer_steps(records, solutions),
+                             scorer.verifiable_terms(records, solutions))["step_credits"]
         return [p[0] if p else None for p in parts]
     return score
 
